@@ -1,0 +1,74 @@
+// Half-open token ranges [begin, end) and small sets of them: the coordinates every module shares.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+#include <vector>
+
+namespace fulcrum {
+
+using Tokens = std::int64_t;
+
+struct Range {
+  Tokens begin = 0;
+  Tokens end = 0;
+
+  Tokens size() const { return end > begin ? end - begin : 0; }
+  bool empty() const { return end <= begin; }
+  bool contains(Tokens t) const { return t >= begin && t < end; }
+  friend bool operator==(const Range&, const Range&) = default;
+};
+
+inline Range intersect(Range a, Range b) { return {std::max(a.begin, b.begin), std::min(a.end, b.end)}; }
+
+/// A few sorted, disjoint ranges in place (no heap): what a mask answers for one row, or the keys a
+/// block of rows needs. Capacity 4; empty ranges are dropped.
+class SmallRanges {
+ public:
+  static constexpr int kCapacity = 4;
+  SmallRanges() = default;
+  SmallRanges(std::initializer_list<Range> ranges) {
+    for (const auto& r : ranges) push(r);
+  }
+  /// Appends r (callers keep ranges sorted and disjoint, or call normalize()).
+  void push(Range r);
+  /// Sorts and merges overlapping or adjacent ranges.
+  void normalize();
+  const Range* begin() const { return items_; }
+  const Range* end() const { return items_ + size_; }
+  int size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  const Range& operator[](int i) const { return items_[i]; }
+  const Range& back() const { return items_[size_ - 1]; }
+  Tokens total() const;
+  std::vector<Range> to_vector() const { return {begin(), end()}; }
+  friend bool operator==(const SmallRanges& a, const SmallRanges& b) {
+    return std::equal(a.begin(), a.end(), b.begin(), b.end());
+  }
+
+ private:
+  Range items_[kCapacity]{};
+  int size_ = 0;
+};
+
+/// A set of tokens kept as sorted, disjoint, non-adjacent ranges.
+class RangeSet {
+ public:
+  void add(Range r);
+  /// Tokens of r that are not in this set.
+  std::vector<Range> missing(Range r) const;
+  /// How many tokens of r are not in this set (no allocation).
+  Tokens count_missing(Range r) const;
+  Tokens size() const;
+  bool covers(Range r) const { return missing(r).empty(); }
+  const std::vector<Range>& ranges() const { return ranges_; }
+
+ private:
+  std::vector<Range> ranges_;
+};
+
+inline Tokens ceil_div(Tokens a, Tokens b) { return (a + b - 1) / b; }
+inline Tokens round_up(Tokens a, Tokens multiple) { return ceil_div(a, multiple) * multiple; }
+
+}  // namespace fulcrum
