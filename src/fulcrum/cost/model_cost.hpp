@@ -1,0 +1,13 @@
+// Costs of the context-independent layers (projections and MLP), which scale linearly in tokens.
+#pragma once
+
+#include "fulcrum/workload/model_shape.hpp"
+
+namespace fulcrum {
+
+/// Forward FLOPs per token per layer of the QKV and output projections and the SwiGLU MLP.
+double linear_forward_flops_per_token(const ModelShape& model);
+/// Activation bytes stored per token per layer for the backward pass (no recomputation).
+double activation_bytes_per_token(const ModelShape& model);
+
+}  // namespace fulcrum

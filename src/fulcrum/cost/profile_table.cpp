@@ -1,0 +1,103 @@
+#include "fulcrum/cost/profile_table.hpp"
+
+#include "fulcrum/core/error.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <fstream>
+
+namespace fulcrum {
+namespace {
+
+// Index i and weight w such that value ~ axis[i] * (1 - w) + axis[i + 1] * w, clamped to the axis ends.
+std::pair<std::size_t, double> locate(const std::vector<Tokens>& axis, Tokens value) {
+  if (axis.size() == 1 || value <= axis.front()) return {0, 0.0};
+  if (value >= axis.back()) return {axis.size() - 2, 1.0};
+  const auto upper = static_cast<std::size_t>(std::upper_bound(axis.begin(), axis.end(), value) - axis.begin());
+  const std::size_t i = upper - 1;
+  return {i, static_cast<double>(value - axis[i]) / static_cast<double>(axis[i + 1] - axis[i])};
+}
+
+ThroughputGrid grid_from_json(const nlohmann::json& j) {
+  ThroughputGrid g;
+  g.query_lengths = j.at("query_lengths").get<std::vector<Tokens>>();
+  g.key_lengths = j.at("key_lengths").get<std::vector<Tokens>>();
+  g.flops_per_s = j.at("flops_per_s").get<std::vector<double>>();
+  return g;
+}
+
+nlohmann::json grid_to_json(const ThroughputGrid& g) {
+  return {{"query_lengths", g.query_lengths}, {"key_lengths", g.key_lengths}, {"flops_per_s", g.flops_per_s}};
+}
+
+}  // namespace
+
+double ThroughputGrid::at(Tokens q_len, Tokens k_len) const {
+  const auto [qi, qw] = locate(query_lengths, q_len);
+  const auto [ki, kw] = locate(key_lengths, k_len);
+  const std::size_t cols = key_lengths.size();
+  auto value = [&](std::size_t q, std::size_t k) {
+    q = std::min(q, query_lengths.size() - 1);
+    k = std::min(k, cols - 1);
+    return flops_per_s[q * cols + k];
+  };
+  return (1 - qw) * ((1 - kw) * value(qi, ki) + kw * value(qi, ki + 1)) +
+         qw * ((1 - kw) * value(qi + 1, ki) + kw * value(qi + 1, ki + 1));
+}
+
+void ThroughputGrid::validate(const std::string& name) const {
+  if (query_lengths.empty() || key_lengths.empty()) fail("profile {}: empty axis", name);
+  if (!std::is_sorted(query_lengths.begin(), query_lengths.end()) ||
+      std::adjacent_find(query_lengths.begin(), query_lengths.end()) != query_lengths.end()) {
+    fail("profile {}.query_lengths: must be strictly ascending", name);
+  }
+  if (!std::is_sorted(key_lengths.begin(), key_lengths.end()) ||
+      std::adjacent_find(key_lengths.begin(), key_lengths.end()) != key_lengths.end()) {
+    fail("profile {}.key_lengths: must be strictly ascending", name);
+  }
+  if (flops_per_s.size() != query_lengths.size() * key_lengths.size()) {
+    fail("profile {}.flops_per_s: {} values for a {} x {} grid", name, flops_per_s.size(), query_lengths.size(),
+         key_lengths.size());
+  }
+  for (double v : flops_per_s) {
+    if (!(v > 0)) fail("profile {}.flops_per_s: {} must be > 0", name, v);
+  }
+}
+
+ProfileTable ProfileTable::from_peak(double flops_per_s) {
+  if (!(flops_per_s > 0)) fail("profile peak = {}: must be > 0 FLOP/s", flops_per_s);
+  ProfileTable table;
+  table.forward_ = {{1}, {1}, {flops_per_s}};
+  table.backward_ = table.forward_;
+  return table;
+}
+
+ProfileTable ProfileTable::from_json(const nlohmann::json& json) {
+  ProfileTable table;
+  try {
+    table.forward_ = grid_from_json(json.at("forward"));
+    table.backward_ = grid_from_json(json.at("backward"));
+  } catch (const nlohmann::json::exception& e) {
+    fail("profile: malformed JSON ({})", e.what());
+  }
+  table.forward_.validate("forward");
+  table.backward_.validate("backward");
+  return table;
+}
+
+ProfileTable ProfileTable::load(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) fail("profile file '{}': cannot be read", path);
+  try {
+    return from_json(nlohmann::json::parse(in));
+  } catch (const nlohmann::json::parse_error& e) {
+    fail("profile file '{}': not JSON ({})", path, e.what());
+  }
+}
+
+nlohmann::json ProfileTable::to_json() const {
+  return {{"forward", grid_to_json(forward_)}, {"backward", grid_to_json(backward_)}};
+}
+
+}  // namespace fulcrum

@@ -1,0 +1,64 @@
+// Documents, batches and the DistCA packing: documents placed in order into equal per-rank token
+// budgets, a document that overflows a budget split across ranks.
+#pragma once
+
+#include "fulcrum/core/interval.hpp"
+#include "fulcrum/workload/mask.hpp"
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+namespace fulcrum {
+
+struct Document {
+  std::int64_t id = 0;  // unique within a stream of batches
+  Tokens length = 0;
+  MaskSpec mask;
+};
+
+/// Tokens [tokens.begin, tokens.end) of document `doc` (an index into Batch::documents) live on `rank`:
+/// that rank runs their context-independent layers and holds their Q, K, V and O.
+struct Segment {
+  int doc = 0;
+  Range tokens;
+  int rank = 0;
+};
+
+struct Batch {
+  int ranks = 0;
+  Tokens tokens_per_rank = 0;
+  std::vector<Document> documents;
+  std::vector<Segment> segments;  // sorted by (doc, tokens.begin); they tile every document exactly
+
+  Tokens total_tokens() const;
+  /// The segments of one document, in token order (a view into `segments`).
+  std::span<const Segment> segments_of(int doc) const;
+};
+
+/// Packs documents in order into `ranks` budgets of `tokens_per_rank`; the document that overflows the
+/// batch is cut at the batch's end and later documents are dropped.
+Batch pack_batch(const std::vector<Document>& documents, int ranks, Tokens tokens_per_rank);
+
+/// Checks ranks >= 1 and tokens_per_rank >= 1 with field-naming errors.
+void validate_batch_shape(int ranks, Tokens tokens_per_rank);
+
+/// An endless, seeded stream of batches: draws lengths from a source, packs them, and carries the part
+/// of a document cut at a batch's end into the next batch as a new document.
+class BatchStream {
+ public:
+  using LengthFn = std::function<Tokens()>;
+  BatchStream(LengthFn next_length, int ranks, Tokens tokens_per_rank, MaskSpec mask = MaskSpec::causal());
+  Batch next();
+
+ private:
+  LengthFn next_length_;
+  int ranks_;
+  Tokens tokens_per_rank_;
+  MaskSpec mask_;
+  Tokens carried_tokens_ = 0;
+  std::int64_t next_id_ = 0;
+};
+
+}  // namespace fulcrum

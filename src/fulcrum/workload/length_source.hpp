@@ -1,0 +1,31 @@
+// Seeded document-length sources: the two embedded real-data samples and synthetic distributions.
+#pragma once
+
+#include "fulcrum/core/interval.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace fulcrum {
+
+class LengthSource {
+ public:
+  virtual ~LengthSource() = default;
+  /// The next document length in tokens (>= 1).
+  virtual Tokens next() = 0;
+};
+
+/// Builds a source from a spec:
+///   pretrain          DistCA's "Pretrain" batches from the WLB-LLM sample (embedded tables)
+///   prolong           DistCA's "ProLong" batches from the ProLong sample
+///   uniform:MIN:MAX   integer lengths uniform in [MIN, MAX]
+///   lognormal:MU:SIGMA  round(exp(N(MU, SIGMA))), at least 1
+///   file:PATH         lengths from a file (one per line, or a JSON array), drawn without replacement
+/// `tokens_per_rank` sets the dataset sources' elongation factor max(1, tokens_per_rank / 65536).
+/// Errors name the field `dataset`.
+std::unique_ptr<LengthSource> make_length_source(std::string_view spec, std::uint64_t seed,
+                                                 Tokens tokens_per_rank);
+
+}  // namespace fulcrum
