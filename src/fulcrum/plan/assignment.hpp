@@ -1,0 +1,57 @@
+// The planners' common output: which attention server computes which CA-task, and which token slices
+// move between ranks for it. Compile (runtime issue) lowers it to per-rank Programs.
+#pragma once
+
+#include "fulcrum/core/interval.hpp"
+#include "fulcrum/workload/batch.hpp"
+#include "fulcrum/workload/model_shape.hpp"
+
+#include <array>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace fulcrum {
+
+/// One unit of core-attention work: rows `queries` (one range, or a head+tail pair) of document `doc`
+/// against keys `keys`, all q heads, computed on rank `server`.
+struct CATask {
+  int doc = 0;
+  std::array<Range, 2> queries{};  // the second is empty for a single range
+  Range keys;
+  int server = 0;
+
+  std::span<const Range> query_ranges() const { return {queries.data(), queries[1].empty() ? 1u : 2u}; }
+  Tokens query_tokens() const { return queries[0].size() + queries[1].size(); }
+};
+
+enum class TensorKind { kQ, kKV, kOut };  // kOut is O together with its LSE
+const char* to_string(TensorKind kind);
+
+/// Tokens `tokens` of document `doc`'s tensor `kind` move from rank `src` to rank `dst`.
+struct Transfer {
+  TensorKind kind = TensorKind::kQ;
+  int doc = 0;
+  Range tokens;
+  int src = 0;
+  int dst = 0;
+};
+
+struct Assignment {
+  std::string planner;
+  Batch batch;  // the documents this assignment computes and where their tokens live
+  std::vector<CATask> tasks;
+  std::vector<Transfer> transfers;
+};
+
+/// The least traffic that lets every task run: for each task, the Q rows and the K/V keys its rows can
+/// see that its server does not own, fetched once per (server, document), and O+LSE sent back to each
+/// row's owner.
+std::vector<Transfer> minimal_transfers(const Batch& batch, std::span<const CATask> tasks);
+
+/// Appends transfers of `range` of `kind` from its owners (per the batch's segments) to `dst`,
+/// skipping tokens `dst` owns.
+void add_transfers_from_owners(const Batch& batch, TensorKind kind, int doc, Range range, int dst,
+                               std::vector<Transfer>& out);
+
+}  // namespace fulcrum

@@ -1,0 +1,262 @@
+#include "fulcrum/plan/verify.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+namespace fulcrum {
+namespace {
+
+constexpr std::size_t kMaxErrors = 32;
+
+// One query range of one task, as the coverage sweep sees it.
+struct RowEntry {
+  Range rows;
+  std::size_t task;
+};
+
+class Checker {
+ public:
+  explicit Checker(const Assignment& a) : a_(a) {}
+
+  VerifyReport run() {
+    check_placement();
+    if (!report_.ok()) return std::move(report_);  // the remaining checks rely on a sound placement
+    check_tasks_well_formed();
+    if (!report_.ok()) return std::move(report_);
+    tasks_by_doc_.assign(a_.batch.documents.size(), {});
+    for (std::size_t i = 0; i < a_.tasks.size(); ++i) tasks_by_doc_[a_.tasks[i].doc].push_back(i);
+    for (std::size_t d = 0; d < a_.batch.documents.size(); ++d) check_coverage(static_cast<int>(d));
+    check_traffic();
+    return std::move(report_);
+  }
+
+ private:
+  template <typename... Args>
+  void error(fmt::format_string<Args...> format, Args&&... args) {
+    if (report_.errors.size() < kMaxErrors) report_.errors.push_back(fmt::format(format, std::forward<Args>(args)...));
+  }
+
+  void check_placement() {
+    const auto& b = a_.batch;
+    if (b.ranks < 1) error("batch.ranks = {}: must be >= 1", b.ranks);
+    std::vector<Tokens> next(b.documents.size(), 0);
+    int previous_doc = -1;
+    for (const auto& s : b.segments) {
+      if (s.doc < 0 || s.doc >= static_cast<int>(b.documents.size())) {
+        error("segment of document {}: no such document", s.doc);
+        continue;
+      }
+      if (s.rank < 0 || s.rank >= b.ranks) error("segment of document {} on rank {}: no such rank", s.doc, s.rank);
+      if (s.doc < previous_doc) error("segments are not sorted by document");
+      previous_doc = s.doc;
+      if (s.tokens.begin != next[s.doc] || s.tokens.empty()) {
+        error("document {}: segment [{}, {}) does not continue at token {}", s.doc, s.tokens.begin, s.tokens.end,
+              next[s.doc]);
+      }
+      next[s.doc] = std::max(next[s.doc], s.tokens.end);
+    }
+    for (std::size_t d = 0; d < b.documents.size(); ++d) {
+      if (b.documents[d].length < 1) error("document {}: length {} < 1", d, b.documents[d].length);
+      if (next[d] != b.documents[d].length) {
+        error("document {}: segments cover {} of {} tokens", d, next[d], b.documents[d].length);
+      }
+    }
+  }
+
+  void check_tasks_well_formed() {
+    for (std::size_t i = 0; i < a_.tasks.size(); ++i) {
+      const auto& t = a_.tasks[i];
+      if (t.doc < 0 || t.doc >= static_cast<int>(a_.batch.documents.size())) {
+        error("task {}: document {} does not exist", i, t.doc);
+        continue;
+      }
+      if (t.server < 0 || t.server >= a_.batch.ranks) error("task {}: server {} is not a rank", i, t.server);
+      const Range doc{0, a_.batch.documents[t.doc].length};
+      for (const auto& r : {t.queries[0], t.keys}) {
+        if (r.empty() || intersect(r, doc) != r) {
+          error("task {}: range [{}, {}) is empty or leaves document {} of {} tokens", i, r.begin, r.end, t.doc,
+                doc.end);
+        }
+      }
+      if (!t.queries[1].empty() && (intersect(t.queries[1], doc) != t.queries[1] ||
+                                    !intersect(t.queries[0], t.queries[1]).empty())) {
+        error("task {}: second query range [{}, {}) leaves the document or overlaps the first", i,
+              t.queries[1].begin, t.queries[1].end);
+      }
+    }
+  }
+
+  // Exact coverage by sweeping rows. Between consecutive "breakpoint" rows the set of tasks holding the
+  // row is fixed and every visible-range endpoint moves linearly, so if the tasks' key ranges tile the
+  // visible set exactly at both ends of such a stretch they tile it on every row in between.
+  void check_coverage(int d) {
+    const auto& doc = a_.batch.documents[d];
+    std::vector<RowEntry> entries;
+    std::vector<Tokens> rows = {0, doc.length};
+    std::vector<Tokens> key_edges = {0, doc.length};
+    Tokens task_pairs = 0;
+    for (std::size_t i : tasks_by_doc_[d]) {
+      const auto& t = a_.tasks[i];
+      for (const auto& q : t.query_ranges()) {
+        entries.push_back({q, i});
+        rows.push_back(q.begin);
+        rows.push_back(q.end);
+        task_pairs += doc.mask.count_pairs(q, t.keys, doc.length);
+      }
+      key_edges.push_back(t.keys.begin);
+      key_edges.push_back(t.keys.end);
+    }
+    if (task_pairs != doc.mask.document_pairs(doc.length)) {
+      error("document {}: tasks compute {} pairs, the mask has {} (FLOPs not conserved)", d, task_pairs,
+            doc.mask.document_pairs(doc.length));
+    }
+    for (Tokens r : doc.mask.row_breakpoints(key_edges, doc.length)) rows.push_back(r);
+    std::sort(rows.begin(), rows.end());
+    rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+    std::sort(entries.begin(), entries.end(), [](const RowEntry& x, const RowEntry& y) { return x.rows.begin < y.rows.begin; });
+
+    std::vector<const RowEntry*> active;
+    std::size_t next_entry = 0;
+    for (std::size_t i = 0; i + 1 < rows.size(); ++i) {
+      const Tokens first = rows[i], last = rows[i + 1] - 1;
+      if (first >= doc.length) break;
+      std::erase_if(active, [&](const RowEntry* e) { return e->rows.end <= first; });
+      while (next_entry < entries.size() && entries[next_entry].rows.begin <= first) {
+        if (entries[next_entry].rows.end > first) active.push_back(&entries[next_entry]);
+        ++next_entry;
+      }
+      if (!check_row(d, first, active) || (last != first && !check_row(d, last, active))) return;
+    }
+  }
+
+  bool check_row(int d, Tokens q, const std::vector<const RowEntry*>& active) {
+    const auto& doc = a_.batch.documents[d];
+    const auto visible = doc.mask.visible(q, doc.length);
+    std::vector<Range> pieces;
+    for (const auto* e : active) {
+      for (const auto& v : visible) {
+        const Range piece = intersect(a_.tasks[e->task].keys, v);
+        if (!piece.empty()) pieces.push_back(piece);
+      }
+    }
+    std::sort(pieces.begin(), pieces.end(), [](Range x, Range y) { return x.begin < y.begin; });
+    Tokens covered = 0;
+    RangeSet uni;
+    for (const auto& p : pieces) {
+      covered += p.size();
+      uni.add(p);
+    }
+    Tokens visible_count = 0;
+    RangeSet expected;
+    for (const auto& v : visible) {
+      visible_count += v.size();
+      expected.add(v);
+    }
+    if (covered != uni.size()) {
+      error("document {} row {}: some key is computed more than once ({} key-computations for {} keys)", d, q,
+            covered, uni.size());
+      return false;
+    }
+    if (uni.ranges() != expected.ranges()) {
+      error("document {} row {}: tasks cover {} of its {} visible keys", d, q, uni.size(), visible_count);
+      return false;
+    }
+    return true;
+  }
+
+  void check_traffic() {
+    using Key = std::tuple<int, int, TensorKind>;  // (rank, doc, kind) received
+    std::map<Key, RangeSet> received;
+    std::map<std::tuple<int, int, int>, RangeSet> outputs;  // (server, owner, doc) O+LSE sent back
+    std::map<std::pair<int, int>, RangeSet> owned;
+    std::map<std::pair<int, int>, RangeSet> computed_rows;  // (server, doc) rows computed there
+    for (const auto& s : a_.batch.segments) owned[{s.rank, s.doc}].add(s.tokens);
+    for (const auto& t : a_.tasks) {
+      for (const auto& q : t.query_ranges()) computed_rows[{t.server, t.doc}].add(q);
+    }
+    for (std::size_t i = 0; i < a_.transfers.size(); ++i) {
+      const auto& t = a_.transfers[i];
+      const bool valid_ranks = t.src >= 0 && t.src < a_.batch.ranks && t.dst >= 0 && t.dst < a_.batch.ranks;
+      if (!valid_ranks || t.doc < 0 || t.doc >= static_cast<int>(a_.batch.documents.size()) || t.tokens.empty()) {
+        error("transfer {}: bad ranks {} -> {}, document {} or empty range", i, t.src, t.dst, t.doc);
+        continue;
+      }
+      if (t.kind == TensorKind::kOut) {
+        if (!computed_rows[{t.src, t.doc}].covers(t.tokens) || !owned[{t.dst, t.doc}].covers(t.tokens)) {
+          error("transfer {}: O of document {} [{}, {}) from rank {} to {}: not computed there or not owned there",
+                i, t.doc, t.tokens.begin, t.tokens.end, t.src, t.dst);
+        }
+        outputs[{t.src, t.dst, t.doc}].add(t.tokens);
+      } else {
+        if (!owned[{t.src, t.doc}].covers(t.tokens)) {
+          error("transfer {}: {} of document {} [{}, {}) sent by rank {}, which does not own it", i,
+                to_string(t.kind), t.doc, t.tokens.begin, t.tokens.end, t.src);
+        }
+        received[{t.dst, t.doc, t.kind}].add(t.tokens);
+      }
+    }
+    auto available = [&](int rank, int doc, TensorKind kind, Range r) {
+      for (const auto& gap : owned[{rank, doc}].missing(r)) {
+        if (!received[{rank, doc, kind}].covers(gap)) return false;
+      }
+      return true;
+    };
+    for (std::size_t i = 0; i < a_.tasks.size(); ++i) {
+      const auto& t = a_.tasks[i];
+      const auto& doc = a_.batch.documents[t.doc];
+      for (const auto& q : t.query_ranges()) {
+        if (!available(t.server, t.doc, TensorKind::kQ, q)) {
+          error("task {}: Q rows [{}, {}) of document {} never reach server {}", i, q.begin, q.end, t.doc, t.server);
+        }
+        for (const auto& k : doc.mask.keys_needed(q, t.keys, doc.length)) {
+          if (!available(t.server, t.doc, TensorKind::kKV, k)) {
+            error("task {}: K/V [{}, {}) of document {} never reach server {}", i, k.begin, k.end, t.doc, t.server);
+          }
+        }
+        for (const auto& s : a_.batch.segments_of(t.doc)) {
+          const Range rows = intersect(s.tokens, q);
+          if (!rows.empty() && s.rank != t.server && !outputs[{t.server, s.rank, t.doc}].covers(rows)) {
+            error("task {}: O of rows [{}, {}) of document {} never returns from server {} to owner {}", i,
+                  rows.begin, rows.end, t.doc, t.server, s.rank);
+          }
+        }
+      }
+    }
+  }
+
+  const Assignment& a_;
+  VerifyReport report_;
+  std::vector<std::vector<std::size_t>> tasks_by_doc_;
+};
+
+}  // namespace
+
+std::string VerifyReport::summary() const {
+  if (ok()) return "valid";
+  std::string out = fmt::format("{} problem(s):", errors.size());
+  for (const auto& e : errors) out += "\n  " + e;
+  return out;
+}
+
+VerifyReport verify(const Assignment& assignment) { return Checker(assignment).run(); }
+
+VerifyReport verify(const Assignment& assignment, const Batch& input) {
+  VerifyReport report;
+  const auto& docs = assignment.batch.documents;
+  bool same = docs.size() == input.documents.size() && assignment.batch.ranks == input.ranks;
+  for (std::size_t i = 0; same && i < docs.size(); ++i) {
+    same = docs[i].id == input.documents[i].id && docs[i].length == input.documents[i].length &&
+           docs[i].mask == input.documents[i].mask;
+  }
+  if (!same) {
+    report.errors.push_back(fmt::format("the assignment computes {} documents on {} ranks, the batch has {} on {}",
+                                        docs.size(), assignment.batch.ranks, input.documents.size(), input.ranks));
+    return report;
+  }
+  return verify(assignment);
+}
+
+}  // namespace fulcrum

@@ -1,0 +1,160 @@
+#include "fulcrum/plan/verify.hpp"
+
+#include "fulcrum/core/random.hpp"
+#include "fulcrum/plan/stats.hpp"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace fulcrum {
+namespace {
+
+// Two ranks of 8 tokens: document 0 (10 tokens) spans both ranks, document 1 (6 tokens) is on rank 1.
+Batch small_batch(MaskSpec mask = MaskSpec::causal()) {
+  std::vector<Document> docs = {{0, 10, mask}, {1, 6, mask}};
+  return pack_batch(docs, 2, 8);
+}
+
+// Rows [0,4) and [4,10) of document 0 computed on rank 1, document 1 on rank 0: everything moves.
+Assignment moved_assignment(const Batch& batch) {
+  Assignment a{"test", batch, {}, {}};
+  a.tasks = {{0, {Range{0, 4}, Range{}}, {0, 4}, 1}, {0, {Range{4, 10}, Range{}}, {0, 10}, 0}, {1, {Range{0, 6}, Range{}}, {0, 6}, 0}};
+  a.transfers = minimal_transfers(a.batch, a.tasks);
+  return a;
+}
+
+TEST(Verify, AcceptsAValidAssignmentWithTraffic) {
+  const auto a = moved_assignment(small_batch());
+  const auto report = verify(a, small_batch());
+  EXPECT_TRUE(report.ok()) << report.summary();
+  EXPECT_FALSE(a.transfers.empty());
+}
+
+TEST(Verify, RejectsAMissingShard) {
+  auto a = moved_assignment(small_batch());
+  a.tasks.erase(a.tasks.begin());
+  const auto report = verify(a);
+  ASSERT_FALSE(report.ok());
+  EXPECT_NE(report.summary().find("not conserved"), std::string::npos) << report.summary();
+  EXPECT_NE(report.summary().find("visible keys"), std::string::npos) << report.summary();
+}
+
+TEST(Verify, RejectsADoubledShard) {
+  auto a = moved_assignment(small_batch());
+  a.tasks.push_back({0, {Range{2, 3}, Range{}}, {0, 3}, 0});
+  a.transfers = minimal_transfers(a.batch, a.tasks);
+  const auto report = verify(a);
+  ASSERT_FALSE(report.ok());
+  EXPECT_NE(report.summary().find("more than once"), std::string::npos) << report.summary();
+}
+
+TEST(Verify, RejectsKeySplitsThatLeaveAGap) {
+  // Rows [4, 10) read keys [0, 3) and [4, 10): key 3 is never computed.
+  auto a = moved_assignment(small_batch());
+  a.tasks[1].keys = {0, 3};
+  a.tasks.push_back({0, {Range{4, 10}, Range{}}, {4, 10}, 0});
+  a.transfers = minimal_transfers(a.batch, a.tasks);
+  EXPECT_FALSE(verify(a).ok());
+}
+
+TEST(Verify, RejectsMissingInputsAndOutputs) {
+  const auto base = moved_assignment(small_batch());
+  for (auto kind : {TensorKind::kQ, TensorKind::kKV, TensorKind::kOut}) {
+    auto a = base;
+    std::erase_if(a.transfers, [&](const Transfer& t) { return t.kind == kind; });
+    const auto report = verify(a);
+    EXPECT_FALSE(report.ok()) << "dropping " << to_string(kind) << " transfers went unnoticed";
+  }
+  auto a = base;
+  a.transfers.front().src = 1 - a.transfers.front().src;  // sent by a rank that does not hold it
+  EXPECT_FALSE(verify(a).ok());
+}
+
+TEST(Verify, RejectsBrokenPlacementAndOutOfRangeTasks) {
+  auto a = moved_assignment(small_batch());
+  a.batch.segments.pop_back();
+  EXPECT_FALSE(verify(a).ok());
+  a = moved_assignment(small_batch());
+  a.tasks[0].server = 5;
+  EXPECT_FALSE(verify(a).ok());
+  a = moved_assignment(small_batch());
+  a.tasks[2].queries[0] = {0, 7};
+  EXPECT_FALSE(verify(a).ok());
+  EXPECT_FALSE(verify(moved_assignment(small_batch()), pack_batch({{0, 10, {}}}, 2, 8)).ok());
+}
+
+// Brute force: count how often each visible (q, k) pair is computed.
+bool brute_force_exact(const Assignment& a) {
+  for (std::size_t d = 0; d < a.batch.documents.size(); ++d) {
+    const auto& doc = a.batch.documents[d];
+    std::map<std::pair<Tokens, Tokens>, int> count;
+    for (const auto& t : a.tasks) {
+      if (t.doc != static_cast<int>(d)) continue;
+      for (const auto& q : t.query_ranges()) {
+        for (Tokens row = q.begin; row < q.end; ++row) {
+          for (const auto& v : doc.mask.visible(row, doc.length)) {
+            const Range k = intersect(v, t.keys);
+            for (Tokens key = k.begin; key < k.end; ++key) ++count[{row, key}];
+          }
+        }
+      }
+    }
+    for (Tokens row = 0; row < doc.length; ++row) {
+      for (const auto& v : doc.mask.visible(row, doc.length)) {
+        for (Tokens key = v.begin; key < v.end; ++key) {
+          if (count[{row, key}] != 1) return false;
+        }
+      }
+    }
+  }
+  return true;
+}
+
+TEST(Verify, CoverageAgreesWithBruteForceOnRandomTilings) {
+  Rng rng(99);
+  const MaskSpec masks[] = {MaskSpec::causal(), MaskSpec::full(), MaskSpec::sliding_window(5), MaskSpec::lambda(2, 4)};
+  int invalid_seen = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    const auto mask = masks[trial % 4];
+    const Tokens len = rng.uniform_int(1, 24);
+    const auto batch = pack_batch({{0, len, mask}}, 2, 12);
+    Assignment a{"random", batch, {}, {}};
+    // Random row blocks, each split into random key blocks; then maybe perturb one range by one token.
+    for (Tokens r = 0; r < len;) {
+      const Tokens r_end = std::min(len, r + rng.uniform_int(1, 6));
+      for (Tokens k = 0; k < len;) {
+        const Tokens k_end = std::min(len, k + rng.uniform_int(1, 8));
+        a.tasks.push_back({0, {Range{r, r_end}, Range{}}, {k, k_end}, static_cast<int>(rng.uniform_int(0, 1))});
+        k = k_end;
+      }
+      r = r_end;
+    }
+    if (rng.uniform() < 0.5) {
+      auto& t = a.tasks[static_cast<std::size_t>(rng.uniform_int(0, static_cast<std::int64_t>(a.tasks.size()) - 1))];
+      Range& victim = rng.uniform() < 0.5 ? t.keys : t.queries[0];
+      if (rng.uniform() < 0.5 && victim.end < len) ++victim.end; else if (victim.size() > 1) --victim.end;
+    }
+    a.transfers = minimal_transfers(a.batch, a.tasks);
+    const bool expected = brute_force_exact(a);
+    invalid_seen += expected ? 0 : 1;
+    EXPECT_EQ(verify(a).ok(), expected) << "trial " << trial << " mask " << mask.to_string() << "\n"
+                                        << verify(a).summary();
+  }
+  EXPECT_GT(invalid_seen, 50);  // the perturbations really produce broken tilings
+}
+
+TEST(Stats, CountsTrafficAndBalance) {
+  const auto a = moved_assignment(small_batch());
+  const auto model = model_shape_preset("tiny");
+  const auto s = compute_stats(a, model);
+  double total = 0;
+  for (const auto& t : a.transfers) total += transfer_bytes(t, model);
+  EXPECT_DOUBLE_EQ(s.comm_bytes_total, total);
+  EXPECT_EQ(s.tasks, 3u);
+  EXPECT_DOUBLE_EQ(s.memory_imbalance, 1.0);  // both ranks own 8 tokens
+  EXPECT_GT(s.imbalance, 1.0);
+}
+
+}  // namespace
+}  // namespace fulcrum
