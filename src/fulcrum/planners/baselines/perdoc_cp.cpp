@@ -1,0 +1,73 @@
+#include "fulcrum/planners/baselines/perdoc_cp.hpp"
+
+#include <algorithm>
+#include <map>
+
+namespace fulcrum {
+
+PlannerCapabilities PerDocCpPlanner::capabilities() const {
+  return {.moves_attention = false,
+          .splits_documents = true,
+          .keeps_documents = true,
+          .keeps_placement = false,
+          .masks = {MaskKind::kCausal, MaskKind::kFull, MaskKind::kSlidingWindow, MaskKind::kLambda}};
+}
+
+Assignment PerDocCpPlanner::plan(const Batch& batch) {
+  options_.validate(batch.tokens_per_rank);
+  const int cp = std::min(options_.cp_degree, batch.ranks);
+  Assignment a{.planner = "perdoc-cp", .batch = batch, .tasks = {}, .transfers = {}};
+  a.batch.segments.clear();
+  struct Piece {
+    int doc;
+    Range tokens;
+    int first_rank, group_size;
+  };
+  // The part of each document a CP group holds after packing: consecutive segments in one group.
+  std::vector<Piece> pieces;
+  for (const auto& s : batch.segments) {
+    const int group = s.rank / cp;
+    const int first = group * cp;
+    const int size = std::min(cp, batch.ranks - first);
+    if (!pieces.empty() && pieces.back().doc == s.doc && pieces.back().first_rank == first) {
+      pieces.back().tokens.end = s.tokens.end;
+    } else {
+      pieces.push_back({s.doc, s.tokens, first, size});
+    }
+  }
+  std::vector<Transfer> gather;
+  for (const auto& p : pieces) {
+    const int chunks = 2 * p.group_size;
+    auto bound = [&](int j) { return p.tokens.begin + p.tokens.size() * j / chunks; };
+    auto owner = [&](int j) { return p.first_rank + (j < p.group_size ? j : chunks - 1 - j); };
+    for (int j = 0; j < chunks; ++j) {
+      const Range chunk{bound(j), bound(j + 1)};
+      if (!chunk.empty()) a.batch.segments.push_back({p.doc, chunk, owner(j)});
+    }
+    for (int i = 0; i < p.group_size; ++i) {
+      const Range head{bound(i), bound(i + 1)}, tail{bound(chunks - 1 - i), bound(chunks - i)};
+      std::array<Range, 2> rows = head.empty() ? std::array<Range, 2>{tail, Range{}} : std::array<Range, 2>{head, tail};
+      if (rows[0].empty()) continue;
+      CATask task{p.doc, rows, {}, p.first_rank + i};
+      task.keys = visible_key_hull(batch.documents[p.doc], task.query_ranges());
+      a.tasks.push_back(task);
+      // All-gather: the rank receives every chunk of the piece it does not own.
+      for (int j = 0; j < chunks; ++j) {
+        const Range chunk{bound(j), bound(j + 1)};
+        if (!chunk.empty() && owner(j) != task.server) {
+          gather.push_back({TensorKind::kKV, p.doc, chunk, owner(j), task.server});
+        }
+      }
+    }
+  }
+  // Keys outside a group's piece (a document the packing split across groups) still move point to point.
+  std::map<std::pair<int, int>, RangeSet> gathered;
+  for (const auto& t : gather) gathered[{t.dst, t.doc}].add(t.tokens);
+  a.transfers = std::move(gather);
+  for (const auto& t : minimal_transfers(a.batch, a.tasks)) {
+    if (t.kind != TensorKind::kKV || !gathered[{t.dst, t.doc}].covers(t.tokens)) a.transfers.push_back(t);
+  }
+  return a;
+}
+
+}  // namespace fulcrum

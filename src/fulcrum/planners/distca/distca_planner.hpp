@@ -1,0 +1,21 @@
+// The DistCA planner: core-attention disaggregation with in-place attention servers. Tokens stay where
+// the packing put them (balanced context-independent layers and memory); the communication-aware
+// greedy scheduler moves CA-task shards between servers until attention FLOPs are balanced.
+#pragma once
+
+#include "fulcrum/planners/planner.hpp"
+
+namespace fulcrum {
+
+class DistcaPlanner : public Planner {
+ public:
+  explicit DistcaPlanner(const PlannerOptions& options) : options_(options) {}
+  std::string_view name() const override { return "distca"; }
+  PlannerCapabilities capabilities() const override;
+  Assignment plan(const Batch& batch) override;
+
+ private:
+  PlannerOptions options_;
+};
+
+}  // namespace fulcrum

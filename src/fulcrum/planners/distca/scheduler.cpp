@@ -1,0 +1,186 @@
+#include "fulcrum/planners/distca/scheduler.hpp"
+
+#include "fulcrum/cost/attention_cost.hpp"
+#include "fulcrum/planners/distca/shard.hpp"
+
+#include <algorithm>
+#include <numeric>
+#include <unordered_map>
+
+namespace fulcrum::distca {
+namespace {
+
+std::uint64_t key_of(int server, int doc) {
+  return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(server)) << 32) | static_cast<std::uint32_t>(doc);
+}
+
+class Scheduler {
+ public:
+  Scheduler(const Batch& batch, const ModelShape& model, const SchedulerOptions& options)
+      : batch_(batch), model_(model), options_(options), items_(initial_items(batch, model)) {
+    const auto n = static_cast<std::size_t>(batch.ranks);
+    load_.assign(n, 0.0);
+    closed_.assign(n, false);
+    for (std::size_t i = 0; i < items_.size(); ++i) {
+      load_[items_[i].server] += items_[i].flops;
+    }
+    for (const auto& s : batch.segments) {
+      owned_[key_of(s.rank, s.doc)].add(s.tokens);
+      keys_[key_of(s.rank, s.doc)].add(s.tokens);
+    }
+    mean_ = std::accumulate(load_.begin(), load_.end(), 0.0) / static_cast<double>(n);
+    // Candidates in decreasing order of an upper bound on the E any of their shards can reach, so the
+    // search can stop once the bound falls below the best E found. A shard's rows each see at most
+    // doc.length keys and each cost at least its Q bytes (the destination never owns a source's rows),
+    // so E <= flops_per_pair * doc.length / q_bytes. Items only shrink, so the order stays valid.
+    const double per_pair = attention_forward_flops_per_pair(model);
+    const double q_bytes = token_bytes(model).q;
+    for (std::size_t i = 0; i < items_.size(); ++i) {
+      candidates_.push_back({per_pair * static_cast<double>(batch.documents[items_[i].doc].length) / q_bytes, i});
+    }
+    std::stable_sort(candidates_.begin(), candidates_.end(),
+                     [](const Candidate& x, const Candidate& y) { return x.e_bound > y.e_bound; });
+  }
+
+  ScheduleResult run() {
+    int moves = 0;
+    while (!balanced()) {
+      const int d = largest_open_deficit();
+      if (d < 0) break;
+      if (!move_best_candidate_to(d)) {
+        closed_[d] = true;  // nothing can move to d any more
+        continue;
+      }
+      ++moves;
+    }
+    return {std::move(items_), std::move(load_), moves};
+  }
+
+ private:
+  bool balanced() const {
+    const double slack = options_.tolerance * mean_;
+    return std::all_of(load_.begin(), load_.end(), [&](double f) { return std::abs(f - mean_) <= slack; });
+  }
+
+  int largest_open_deficit() const {
+    int best = -1;
+    for (int s = 0; s < batch_.ranks; ++s) {
+      if (!closed_[s] && load_[s] < mean_ && (best < 0 || load_[s] < load_[best])) best = s;
+    }
+    return best;
+  }
+
+  const RangeSet* find(const std::unordered_map<std::uint64_t, RangeSet>& map, int server, int doc) const {
+    auto it = map.find(key_of(server, doc));
+    return it == map.end() ? nullptr : &it->second;
+  }
+
+  // The paper's move: the best-E shard within ΔFmax = min(F_item, S_source, D_destination). When the
+  // granularity makes every such shard too big (a granule of a long document's tail can outweigh a
+  // small deficit), fall back to any shard that still lowers the pair's larger load, F_d + ΔF < F_s:
+  // that strictly decreases Σ F², so the loop always ends, and it stops DistCA from idling on coarse
+  // granules (the exhaustive-optimum test caught exactly that).
+  bool move_best_candidate_to(int d) {
+    return move_best_candidate_to(d, /*improving_only=*/false) || move_best_candidate_to(d, true);
+  }
+
+  bool move_best_candidate_to(int d, bool improving_only) {
+    const double deficit = mean_ - load_[d];
+    double best_e = 0;
+    std::size_t best_item = 0;
+    Shard best_shard_found;
+    for (const auto& candidate : candidates_) {
+      if (candidate.e_bound <= best_e) break;  // no later candidate can beat the best
+      const Item& item = items_[candidate.item];
+      const int s = item.server;
+      const double surplus = load_[s] - mean_;
+      if (surplus <= 0 || s == d) continue;
+      // Strictly below the gap: the relative margin keeps rounding from admitting a move that only ties.
+      const double limit = improving_only ? (load_[s] - load_[d]) * (1 - 1e-9) : std::min(surplus, deficit);
+      const double budget = std::min(item.flops, limit);
+      const DestinationView view{find(owned_, d, item.doc), find(keys_, d, item.doc)};
+      const Shard shard = shard_for(candidate.item, budget, view);
+      if (shard.flops <= 0) continue;
+      const double e = shard.bytes > 0 ? shard.flops / shard.bytes : std::numeric_limits<double>::infinity();
+      if (e > best_e) {
+        best_e = e;
+        best_item = candidate.item;
+        best_shard_found = shard;
+      }
+    }
+    if (best_e <= 0) return false;
+    apply(best_item, best_shard_found, d);
+    return true;
+  }
+
+  // best_shard for a destination that holds nothing of the document depends only on the item and the
+  // budget; the budget is min(F_item, S_source, D_destination), which repeats across deficits whenever
+  // the destination's deficit is not the binding term. Memoising on (rows, budget) makes each move cost
+  // about one evaluation per long item instead of one per item.
+  Shard shard_for(std::size_t index, double budget, const DestinationView& view) {
+    const Item& item = items_[index];
+    const bool cacheable = view.owned == nullptr && view.keys == nullptr;
+    if (cacheable && index < cache_.size()) {
+      const CachedShard& c = cache_[index];
+      if (c.valid && c.budget == budget && c.rows == item.rows[0]) return c.shard;
+    }
+    Shard shard = best_shard(model_, batch_.documents[item.doc], item, budget, options_.granularity, view);
+    if (cacheable) {
+      if (cache_.size() <= index) cache_.resize(index + 1);
+      cache_[index] = {true, budget, item.rows[0], shard};
+    }
+    return shard;
+  }
+
+  void apply(std::size_t index, const Shard& shard, int d) {
+    Item& source = items_[index];
+    const int s = source.server;
+    load_[s] -= shard.flops;
+    load_[d] += shard.flops;
+    const Document& doc = batch_.documents[source.doc];
+    for (const auto& r : shard.rows) {
+      for (const auto& k : doc.mask.keys_needed(r, {0, doc.length}, doc.length)) keys_[key_of(d, source.doc)].add(k);
+    }
+    Item moved{source.doc, shard.rows, d, shard.flops};
+    if (shard.whole_item) {
+      source.server = d;
+      return;
+    }
+    // The rest of the source stays contiguous between the carved head and tail.
+    source.rows[0] = {source.rows[0].begin + shard.rows[0].size(), source.rows[0].end - shard.rows[1].size()};
+    source.flops = rows_flops(model_, doc, source.rows[0]);
+    items_.push_back(moved);
+  }
+
+  struct Candidate {
+    double e_bound;
+    std::size_t item;
+  };
+
+  struct CachedShard {
+    bool valid = false;
+    double budget = 0;
+    Range rows;
+    Shard shard;
+  };
+
+  const Batch& batch_;
+  const ModelShape& model_;
+  std::vector<Candidate> candidates_;
+  std::vector<CachedShard> cache_;  // by item index  // the items packing placed, by decreasing E bound
+  SchedulerOptions options_;
+  std::vector<Item> items_;
+  std::vector<double> load_;
+  std::vector<bool> closed_;
+  double mean_ = 0;
+  std::unordered_map<std::uint64_t, RangeSet> owned_;  // (server, doc) -> rows the server owns
+  std::unordered_map<std::uint64_t, RangeSet> keys_;   // (server, doc) -> keys the server holds
+};
+
+}  // namespace
+
+ScheduleResult schedule(const Batch& batch, const ModelShape& model, const SchedulerOptions& options) {
+  return Scheduler(batch, model, options).run();
+}
+
+}  // namespace fulcrum::distca

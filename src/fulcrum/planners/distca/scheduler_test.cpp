@@ -1,0 +1,136 @@
+#include "fulcrum/planners/distca/scheduler.hpp"
+
+#include "fulcrum/core/random.hpp"
+#include "fulcrum/plan/stats.hpp"
+#include "fulcrum/planners/distca/shard.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <numeric>
+
+namespace fulcrum::distca {
+namespace {
+
+constexpr Tokens kGranule = 16;
+
+// The exhaustive optimum at granularity g: every g-row block of every document goes to any server;
+// minimise the largest server load. Branch and bound over blocks in decreasing FLOPs order.
+double exhaustive_optimum(const std::vector<double>& blocks, int servers) {
+  std::vector<double> sorted = blocks;
+  std::sort(sorted.rbegin(), sorted.rend());
+  std::vector<double> load(static_cast<std::size_t>(servers), 0.0);
+  double best = std::accumulate(sorted.begin(), sorted.end(), 0.0);
+  std::function<void(std::size_t, double)> place = [&](std::size_t i, double current_max) {
+    if (current_max >= best) return;
+    if (i == sorted.size()) {
+      best = current_max;
+      return;
+    }
+    for (int s = 0; s < servers; ++s) {
+      bool seen = false;  // servers with equal loads are interchangeable
+      for (int t = 0; t < s; ++t) seen |= load[t] == load[s];
+      if (seen) continue;
+      load[s] += sorted[i];
+      place(i + 1, std::max(current_max, load[s]));
+      load[s] -= sorted[i];
+    }
+  };
+  place(0, 0.0);
+  return best;
+}
+
+TEST(DistcaScheduler, MaxLoadIsWithinTheStatedBoundOfTheExhaustiveOptimum) {
+  // Bound held: DistCA's max load <= (1 + tolerance) * OPT + (largest single granule block).
+  // DistCA stops once every server is within tolerance of the mean (<= OPT), or when no shard of at
+  // least one granule fits a deficit; either way the excess over OPT is at most a tolerance or a block.
+  const auto model = model_shape_preset("tiny");
+  Rng rng(2024);
+  int instances = 0;
+  double worst_ratio = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    const int servers = static_cast<int>(rng.uniform_int(2, 4));
+    const int docs = static_cast<int>(rng.uniform_int(1, 6));
+    std::vector<Document> documents;
+    Tokens total = 0;
+    for (int d = 0; d < docs; ++d) {
+      documents.push_back({d, kGranule * rng.uniform_int(1, 5), MaskSpec::causal()});
+      total += documents.back().length;
+    }
+    const Tokens tpr = round_up(ceil_div(total, servers), kGranule);
+    const Batch batch = pack_batch(documents, servers, tpr);
+    std::vector<double> blocks;
+    for (const auto& doc : batch.documents) {
+      for (Tokens r = 0; r < doc.length; r += kGranule) blocks.push_back(rows_flops(model, doc, {r, r + kGranule}));
+    }
+    if (blocks.size() > 14) continue;
+    for (double tolerance : {0.0, 0.1}) {
+      const auto result = schedule(batch, model, {tolerance, kGranule});
+      const double distca = *std::max_element(result.server_flops.begin(), result.server_flops.end());
+      const double opt = exhaustive_optimum(blocks, servers);
+      const double largest_block = *std::max_element(blocks.begin(), blocks.end());
+      EXPECT_LE(distca, (1 + tolerance) * opt + largest_block + 1e-6)
+          << "trial " << trial << " servers " << servers << " opt " << opt << " distca " << distca;
+      worst_ratio = std::max(worst_ratio, distca / opt);
+      ++instances;
+    }
+  }
+  EXPECT_GT(instances, 200);
+  RecordProperty("worst_ratio_to_optimum", std::to_string(worst_ratio));
+  std::printf("DistCA / exhaustive optimum, worst over %d tiny instances: %.3f\n", instances, worst_ratio);
+}
+
+TEST(DistcaScheduler, ConservesFlopsAndReachesToleranceWhenGranulesAreSmall) {
+  const auto model = model_shape_preset("tiny");
+  std::vector<Document> docs = {{0, 4096, {}}, {1, 256, {}}, {2, 512, {}}, {3, 1024, {}}, {4, 2304, {}}};
+  const Batch batch = pack_batch(docs, 4, 2048);
+  double before = 0;
+  for (const auto& item : initial_items(batch, model)) before += item.flops;
+  const auto result = schedule(batch, model, {0.05, 16});
+  double after = 0;
+  for (const auto& item : result.items) after += item.flops;
+  EXPECT_NEAR(after, before, before * 1e-12);
+  EXPECT_LE(max_over_mean(result.server_flops), 1.05 + 1e-9);
+  EXPECT_GT(result.moves, 0);
+}
+
+TEST(DistcaShard, RespectsBudgetAndGranularityAndPicksTheCheapestShape) {
+  const auto model = model_shape_preset("tiny");
+  const Document doc{0, 1024, MaskSpec::causal()};
+  const Item item{0, {Range{0, 1024}, Range{}}, 0, rows_flops(model, doc, {0, 1024})};
+  const auto bytes = token_bytes(model);
+  Rng rng(8);
+  for (int trial = 0; trial < 200; ++trial) {
+    const double budget = item.flops * rng.uniform();
+    const Shard s = best_shard(model, doc, item, budget, 32, {});
+    if (s.flops == 0) continue;
+    EXPECT_LE(s.flops, budget);
+    for (const auto& r : s.rows) EXPECT_EQ(r.size() % 32, 0);
+    // No other head/tail split at this granularity carries the budget at fewer bytes per FLOP.
+    for (Tokens h = 0; h <= 1024; h += 32) {
+      for (Tokens t = 0; h + t <= 1024; t += 32) {
+        const std::array<Range, 2> rows{Range{0, h}, Range{1024 - t, 1024}};
+        const double f = rows_flops(model, doc, rows[0]) + rows_flops(model, doc, rows[1]);
+        if (f <= 0 || f > budget) continue;
+        const double b = shard_bytes(doc, rows, bytes, {});
+        // Only shapes at least as large as the chosen one count; smaller ones trivially carry less.
+        if (f >= s.flops) {
+          EXPECT_GE(b / f, s.bytes / s.flops * (1 - 1e-9)) << "h " << h << " t " << t;
+        }
+      }
+    }
+  }
+}
+
+TEST(DistcaShard, TakesTheWholeItemWhenItFits) {
+  const auto model = model_shape_preset("tiny");
+  const Document doc{0, 100, MaskSpec::causal()};
+  const Item item{0, {Range{10, 60}, Range{}}, 0, rows_flops(model, doc, {10, 60})};
+  const Shard s = best_shard(model, doc, item, item.flops, 128, {});
+  EXPECT_TRUE(s.whole_item);
+  EXPECT_EQ(s.rows[0], (Range{10, 60}));
+}
+
+}  // namespace
+}  // namespace fulcrum::distca

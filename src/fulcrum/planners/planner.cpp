@@ -1,0 +1,48 @@
+#include "fulcrum/planners/planner.hpp"
+
+#include "fulcrum/core/error.hpp"
+#include "fulcrum/planners/baselines/packed.hpp"
+#include "fulcrum/planners/baselines/perdoc_cp.hpp"
+#include "fulcrum/planners/baselines/wlb.hpp"
+#include "fulcrum/planners/distca/distca_planner.hpp"
+
+#include <fmt/ranges.h>
+
+#include <cmath>
+
+namespace fulcrum {
+
+void PlannerOptions::validate(Tokens tokens_per_rank) const {
+  model.validate();
+  if (!(tolerance >= 0.0 && tolerance <= 10.0)) fail("tolerance = {}: must be in [0, 10]", tolerance);
+  if (granularity < 1 || granularity > tokens_per_rank) {
+    fail("granularity = {}: must be in [1, tokens-per-rank = {}]", granularity, tokens_per_rank);
+  }
+  if (cp_degree < 1) fail("cp-degree = {}: must be >= 1", cp_degree);
+  if (!(wlb_token_cap >= 1.0 && std::isfinite(wlb_token_cap))) {
+    fail("wlb-token-cap = {}: must be >= 1 (a multiple of tokens-per-rank)", wlb_token_cap);
+  }
+}
+
+std::vector<std::string> planner_names() { return {"distca", "packed", "perdoc-cp", "wlb"}; }
+
+std::unique_ptr<Planner> make_planner(std::string_view name, const PlannerOptions& options) {
+  if (name == "distca") return std::make_unique<DistcaPlanner>(options);
+  if (name == "packed") return std::make_unique<PackedPlanner>(options);
+  if (name == "perdoc-cp") return std::make_unique<PerDocCpPlanner>(options);
+  if (name == "wlb") return std::make_unique<WlbPlanner>(options);
+  fail("planner = '{}': unknown; choose from {}", name, fmt::join(planner_names(), ", "));
+}
+
+Range visible_key_hull(const Document& doc, std::span<const Range> queries) {
+  Range hull{doc.length, 0};
+  for (const auto& q : queries) {
+    for (const auto& k : doc.mask.keys_needed(q, {0, doc.length}, doc.length)) {
+      hull.begin = std::min(hull.begin, k.begin);
+      hull.end = std::max(hull.end, k.end);
+    }
+  }
+  return hull;
+}
+
+}  // namespace fulcrum
