@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""The fulcrum CLI's contract, run by ctest: `cli_test.py PATH_TO_FULCRUM`.
+
+Good input prints the comparison table and writes JSON with the documented keys; bad input exits
+with code 2 and a single stderr line that names the offending field.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+FULCRUM = sys.argv[1]
+failures = []
+
+
+def run(*args):
+    return subprocess.run([FULCRUM, *args], capture_output=True, text=True, timeout=120)
+
+
+def check(condition, message):
+    if not condition:
+        failures.append(message)
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    out = os.path.join(tmp, "plan.json")
+    result = run("plan", "--ranks", "4", "--tokens-per-rank", "8192", "--batches", "3", "--json", out)
+    check(result.returncode == 0, f"plan exited {result.returncode}: {result.stderr}")
+    for name in ("distca", "packed", "perdoc-cp", "wlb"):
+        check(name in result.stdout, f"table lacks a row for {name}")
+    data = json.load(open(out))
+    for name in ("distca", "packed", "perdoc-cp", "wlb"):
+        row = data["planners"][name]
+        for key in ("imbalance", "memory_imbalance", "comm_bytes_total", "comm_bytes_max_rank", "tasks", "plan_ms",
+                    "valid"):
+            check(key in row, f"planners.{name} lacks {key}")
+        check(row["valid"] is True, f"{name} did not verify")
+    check(data["planners"]["packed"]["comm_bytes_total"] <= data["planners"]["perdoc-cp"]["comm_bytes_total"],
+          "packed moved more than perdoc-cp")
+
+    lengths = os.path.join(tmp, "lengths.txt")
+    with open(lengths, "w") as f:
+        f.write("100\n-5\n")
+    zeros = os.path.join(tmp, "zeros.json")
+    with open(zeros, "w") as f:
+        f.write("[100, 0]")
+    good = os.path.join(tmp, "good.txt")
+    with open(good, "w") as f:
+        f.write("700\n300\n5000\n")
+    result = run("plan", "--dataset", "file:" + good, "--ranks", "2", "--tokens-per-rank", "2048")
+    check(result.returncode == 0, f"file dataset failed: {result.stderr}")
+
+    bad_inputs = [
+        (["--ranks", "0"], "ranks"),
+        (["--ranks", "-3"], "ranks"),
+        (["--tokens-per-rank", "0"], "tokens-per-rank"),
+        (["--granularity", "0"], "granularity"),
+        (["--tokens-per-rank", "4096", "--granularity", "8192"], "granularity"),
+        (["--model", "gpt-9"], "model"),
+        (["--dataset", "file:/nonexistent/lengths.txt"], "dataset file"),
+        (["--dataset", "file:" + lengths], "must be >= 1"),
+        (["--dataset", "file:" + zeros], "must be >= 1"),
+        (["--dataset", "uniform:0:10"], "dataset"),
+        (["--dataset", "zipf"], "dataset"),
+        (["--planners", "distca,magic"], "planner"),
+        (["--tolerance", "-1"], "tolerance"),
+        (["--batches", "0"], "batches"),
+        (["--mask", "diagonal"], "mask"),
+        (["--ranks", "many"], "--ranks"),
+    ]
+    for args, field in bad_inputs:
+        result = run("plan", "--tokens-per-rank", "4096", *args) if "--tokens-per-rank" not in args else run("plan", *args)
+        lines = result.stderr.strip().splitlines()
+        check(result.returncode == 2, f"{args}: exit {result.returncode}, expected 2 ({result.stderr.strip()})")
+        check(len(lines) == 1, f"{args}: expected one stderr line, got {lines}")
+        check(field in result.stderr, f"{args}: message does not name '{field}': {result.stderr.strip()}")
+
+if failures:
+    print("\n".join(failures))
+    sys.exit(1)
+print("cli contract: all checks passed")

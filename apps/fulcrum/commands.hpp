@@ -1,0 +1,15 @@
+// Each subcommand lives in its own file and registers itself on the app; main.cpp only dispatches.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace fulcrum::cli {
+
+/// A registered subcommand: what runs after parsing when it was chosen. Returns the exit code.
+using Action = std::function<int()>;
+
+Action add_plan_command(CLI::App& app);
+
+}  // namespace fulcrum::cli

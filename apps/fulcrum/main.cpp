@@ -1,0 +1,41 @@
+// The `fulcrum` command line: subcommands, and the mapping of errors to exit codes
+// (0 success, 2 bad input, 1 runtime failure) with a one-line message on stderr.
+#include "commands.hpp"
+
+#include "fulcrum/core/error.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <exception>
+#include <vector>
+
+int main(int argc, char** argv) {
+  CLI::App app{"Fulcrum: balancing core-attention work across ranks for long-context training"};
+  app.require_subcommand(1);
+  std::vector<std::pair<CLI::App*, fulcrum::cli::Action>> commands;
+  auto plan = fulcrum::cli::add_plan_command(app);
+  commands.emplace_back(app.get_subcommand("plan"), plan);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "fulcrum: error: %s\n", e.what());
+    return 2;
+  }
+  try {
+    for (auto& [sub, action] : commands) {
+      if (sub->parsed()) return action();
+    }
+    return 2;
+  } catch (const fulcrum::Error& e) {
+    std::fprintf(stderr, "fulcrum: error: %s\n", e.what());
+    return e.kind() == fulcrum::ErrorKind::kBadInput ? 2 : 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fulcrum: error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,56 @@
+// `fulcrum plan`: plan seeded batches with several planners and compare balance and traffic.
+#include "commands.hpp"
+
+#include "fulcrum/core/error.hpp"
+#include "fulcrum/report/plan_comparison.hpp"
+#include "json_output.hpp"
+
+#include <fmt/format.h>
+
+#include <memory>
+
+namespace fulcrum::cli {
+
+Action add_plan_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("plan", "Plan batches with DistCA and the baselines; compare balance and traffic");
+  auto config = std::make_shared<PlanConfig>();
+  auto json_path = std::make_shared<std::string>();
+  auto planners = std::make_shared<std::string>("distca,packed,perdoc-cp,wlb");
+  cmd->add_option("--dataset", config->dataset, "pretrain | prolong | uniform:MIN:MAX | lognormal:MU:SIGMA | file:PATH")
+      ->capture_default_str();
+  cmd->add_option("--model", config->model, "llama3-8b | llama-34b | qwen2.5-3b | tiny")->capture_default_str();
+  cmd->add_option("--mask", config->mask, "causal | full | window:W | lambda:SINK:WINDOW")->capture_default_str();
+  cmd->add_option("--ranks", config->ranks, "attention servers (= ranks)")->capture_default_str();
+  cmd->add_option("--tokens-per-rank", config->tokens_per_rank, "tokens each rank holds after packing")
+      ->capture_default_str();
+  cmd->add_option("--batches", config->batches, "batches to draw and plan")->capture_default_str();
+  cmd->add_option("--seed", config->seed, "seed of the length source")->capture_default_str();
+  cmd->add_option("--planners", *planners, "comma-separated: distca, packed, perdoc-cp, wlb")->capture_default_str();
+  cmd->add_option("--tolerance", config->options.tolerance, "DistCA: stop when every server is within this x mean")
+      ->capture_default_str();
+  cmd->add_option("--granularity", config->options.granularity, "DistCA: shard sizes are multiples of this")
+      ->capture_default_str();
+  cmd->add_option("--cp-degree", config->options.cp_degree, "perdoc-cp: ranks per context-parallel group")
+      ->capture_default_str();
+  cmd->add_option("--wlb-token-cap", config->options.wlb_token_cap, "wlb: micro-batch token cap / tokens-per-rank")
+      ->capture_default_str();
+  cmd->add_option("--json", *json_path, "also write the results as JSON to this path");
+  return [config, json_path, planners] {
+    config->planners.clear();
+    for (std::size_t start = 0; start <= planners->size();) {
+      const auto end = std::min(planners->find(',', start), planners->size());
+      if (end > start) config->planners.push_back(planners->substr(start, end - start));
+      start = end + 1;
+    }
+    const auto comparison = compare_planners(*config);
+    fmt::print("{}", comparison.to_table());
+    fmt::print("packed input imbalance: {:.3f}\n", comparison.packed_imbalance);
+    if (!json_path->empty()) write_json(*json_path, comparison.to_json());
+    for (const auto& p : comparison.planners) {
+      if (!p.valid) return 1;
+    }
+    return 0;
+  };
+}
+
+}  // namespace fulcrum::cli

@@ -1,0 +1,53 @@
+// Planning speed and quality at cluster scale: 512 ranks x 64K tokens per rank from `pretrain`.
+// Run: build/release/bin/plan_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+// Counters: imbalance (max/mean rank attention FLOPs), traffic per layer (bytes), tasks.
+#include "fulcrum/plan/stats.hpp"
+#include "fulcrum/planners/planner.hpp"
+#include "fulcrum/workload/length_source.hpp"
+
+#include <benchmark/benchmark.h>
+
+namespace fulcrum {
+namespace {
+
+constexpr int kRanks = 512;
+constexpr Tokens kTokensPerRank = 65536;
+
+const Batch& cluster_batch() {
+  static const Batch batch = [] {
+    auto source = make_length_source("pretrain", 0, kTokensPerRank);
+    BatchStream stream([&] { return source->next(); }, kRanks, kTokensPerRank);
+    return stream.next();
+  }();
+  return batch;
+}
+
+void plan_benchmark(benchmark::State& state, const std::string& planner_name, double tolerance) {
+  PlannerOptions options;
+  options.model = model_shape_preset("llama3-8b");
+  options.tolerance = tolerance;
+  const Batch& batch = cluster_batch();
+  Assignment last;
+  for (auto _ : state) {
+    auto planner = make_planner(planner_name, options);  // fresh: wlb carries state between calls
+    last = planner->plan(batch);
+    benchmark::DoNotOptimize(last.tasks.data());
+  }
+  const auto stats = compute_stats(last, options.model);
+  state.counters["imbalance"] = stats.imbalance;
+  state.counters["mem_imbalance"] = stats.memory_imbalance;
+  state.counters["traffic_GB"] = stats.comm_bytes_total / 1e9;
+  state.counters["max_rank_GB"] = stats.comm_bytes_max_rank / 1e9;
+  state.counters["tasks"] = static_cast<double>(stats.tasks);
+}
+
+BENCHMARK_CAPTURE(plan_benchmark, distca_eps0.10, std::string("distca"), 0.10)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(plan_benchmark, distca_eps0.02, std::string("distca"), 0.02)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(plan_benchmark, perdoc_cp, std::string("perdoc-cp"), 0.10)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(plan_benchmark, wlb, std::string("wlb"), 0.10)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(plan_benchmark, packed, std::string("packed"), 0.10)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace fulcrum
+
+BENCHMARK_MAIN();

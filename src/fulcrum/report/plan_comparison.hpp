@@ -1,0 +1,53 @@
+// What `fulcrum plan` does, as a library call: draw seeded batches, plan each with every requested
+// planner, verify, and summarise balance, traffic and planning time side by side.
+#pragma once
+
+#include "fulcrum/planners/planner.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fulcrum {
+
+struct PlanConfig {
+  std::string dataset = "pretrain";
+  std::string model = "llama3-8b";
+  std::string mask = "causal";
+  int ranks = 16;
+  Tokens tokens_per_rank = 65536;
+  int batches = 1;
+  std::uint64_t seed = 0;
+  std::vector<std::string> planners = {"distca", "packed", "perdoc-cp", "wlb"};
+  PlannerOptions options;  // model is filled from `model`
+
+  void validate() const;
+};
+
+struct PlannerSummary {
+  std::string name;
+  double imbalance = 0;            // mean over batches of max/mean rank FLOPs
+  double memory_imbalance = 0;     // mean over batches of max/mean tokens owned (activations)
+  double comm_bytes_total = 0;     // mean over batches
+  double comm_bytes_max_rank = 0;  // mean over batches
+  double remote_tokens_max_rank = 0;  // mean over batches of the largest per-layer receive buffer
+  double tasks = 0;                // mean over batches
+  double plan_ms = 0;              // median over batches
+  bool valid = true;               // every batch passed plan::verify
+  std::string first_problem;       // the verifier's first complaint, if any
+};
+
+struct PlanComparison {
+  PlanConfig config;
+  double packed_imbalance = 0;  // of the input batches as packed, for reference
+  std::vector<PlannerSummary> planners;
+
+  nlohmann::json to_json() const;
+  std::string to_table() const;
+};
+
+PlanComparison compare_planners(const PlanConfig& config);
+
+}  // namespace fulcrum
