@@ -5,14 +5,16 @@
 
 #include <algorithm>
 #include <numeric>
-#include <unordered_map>
 
 namespace fulcrum::distca {
 namespace {
 
-std::uint64_t key_of(int server, int doc) {
-  return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(server)) << 32) | static_cast<std::uint32_t>(doc);
-}
+// What one server holds of one document: the rows it owns and the keys it owns or has received.
+struct Holding {
+  int server;
+  RangeSet owned;
+  RangeSet keys;
+};
 
 class Scheduler {
  public:
@@ -24,9 +26,11 @@ class Scheduler {
     for (std::size_t i = 0; i < items_.size(); ++i) {
       load_[items_[i].server] += items_[i].flops;
     }
+    holdings_.resize(batch.documents.size());
     for (const auto& s : batch.segments) {
-      owned_[key_of(s.rank, s.doc)].add(s.tokens);
-      keys_[key_of(s.rank, s.doc)].add(s.tokens);
+      Holding& h = holding(s.rank, s.doc);
+      h.owned.add(s.tokens);
+      h.keys.add(s.tokens);
     }
     mean_ = std::accumulate(load_.begin(), load_.end(), 0.0) / static_cast<double>(n);
     // Candidates in decreasing order of an upper bound on the E any of their shards can reach, so the
@@ -35,11 +39,8 @@ class Scheduler {
     // so E <= flops_per_pair * doc.length / q_bytes. Items only shrink, so the order stays valid.
     const double per_pair = attention_forward_flops_per_pair(model);
     const double q_bytes = token_bytes(model).q;
-    for (std::size_t i = 0; i < items_.size(); ++i) {
-      candidates_.push_back({per_pair * static_cast<double>(batch.documents[items_[i].doc].length) / q_bytes, i});
-    }
-    std::stable_sort(candidates_.begin(), candidates_.end(),
-                     [](const Candidate& x, const Candidate& y) { return x.e_bound > y.e_bound; });
+    e_bound_per_token_ = per_pair / q_bytes;
+    rebuild_candidates();
   }
 
   ScheduleResult run() {
@@ -70,9 +71,34 @@ class Scheduler {
     return best;
   }
 
-  const RangeSet* find(const std::unordered_map<std::uint64_t, RangeSet>& map, int server, int doc) const {
-    auto it = map.find(key_of(server, doc));
-    return it == map.end() ? nullptr : &it->second;
+  Holding& holding(int server, int doc) {
+    auto& list = holdings_[doc];
+    for (auto& h : list) {
+      if (h.server == server) return h;
+    }
+    list.push_back({server, {}, {}});
+    return list.back();
+  }
+
+  DestinationView view_of(int server, int doc) const {
+    for (const auto& h : holdings_[doc]) {
+      if (h.server == server) return {&h.owned, &h.keys};
+    }
+    return {};
+  }
+
+  // The contiguous items on surplus servers, by decreasing E bound. Rebuilt only when a server that
+  // was not a surplus server becomes one (an improving move can push a destination past the mean).
+  void rebuild_candidates() {
+    candidates_.clear();
+    surplus_.assign(load_.size(), false);
+    for (std::size_t s = 0; s < load_.size(); ++s) surplus_[s] = load_[s] > mean_;
+    for (std::size_t i = 0; i < items_.size(); ++i) {
+      if (!surplus_[items_[i].server] || !items_[i].rows[1].empty()) continue;
+      candidates_.push_back({e_bound_per_token_ * static_cast<double>(batch_.documents[items_[i].doc].length), i});
+    }
+    std::stable_sort(candidates_.begin(), candidates_.end(),
+                     [](const Candidate& x, const Candidate& y) { return x.e_bound > y.e_bound; });
   }
 
   // The paper's move: the best-E shard within ΔFmax = min(F_item, S_source, D_destination). When the
@@ -98,8 +124,7 @@ class Scheduler {
       // Strictly below the gap: the relative margin keeps rounding from admitting a move that only ties.
       const double limit = improving_only ? (load_[s] - load_[d]) * (1 - 1e-9) : std::min(surplus, deficit);
       const double budget = std::min(item.flops, limit);
-      const DestinationView view{find(owned_, d, item.doc), find(keys_, d, item.doc)};
-      const Shard shard = shard_for(candidate.item, budget, view);
+      const Shard shard = shard_for(candidate.item, budget, view_of(d, item.doc));
       if (shard.flops <= 0) continue;
       const double e = shard.bytes > 0 ? shard.flops / shard.bytes : std::numeric_limits<double>::infinity();
       if (e > best_e) {
@@ -110,6 +135,7 @@ class Scheduler {
     }
     if (best_e <= 0) return false;
     apply(best_item, best_shard_found, d);
+    if (load_[d] > mean_ && !surplus_[d]) rebuild_candidates();
     return true;
   }
 
@@ -139,7 +165,7 @@ class Scheduler {
     load_[d] += shard.flops;
     const Document& doc = batch_.documents[source.doc];
     for (const auto& r : shard.rows) {
-      for (const auto& k : doc.mask.keys_needed(r, {0, doc.length}, doc.length)) keys_[key_of(d, source.doc)].add(k);
+      for (const auto& k : doc.mask.keys_needed(r, {0, doc.length}, doc.length)) holding(d, source.doc).keys.add(k);
     }
     Item moved{source.doc, shard.rows, d, shard.flops};
     if (shard.whole_item) {
@@ -173,8 +199,9 @@ class Scheduler {
   std::vector<double> load_;
   std::vector<bool> closed_;
   double mean_ = 0;
-  std::unordered_map<std::uint64_t, RangeSet> owned_;  // (server, doc) -> rows the server owns
-  std::unordered_map<std::uint64_t, RangeSet> keys_;   // (server, doc) -> keys the server holds
+  std::vector<std::vector<Holding>> holdings_;  // by document: the few servers holding any of it
+  std::vector<bool> surplus_;                    // servers above the mean when candidates were built
+  double e_bound_per_token_ = 0;
 };
 
 }  // namespace

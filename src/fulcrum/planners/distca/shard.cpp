@@ -12,7 +12,8 @@ Tokens missing_tokens(const RangeSet* have, Range r) { return have == nullptr ? 
 // with size). Pair counts of a row block are quadratic in its size under causal and full masks, so a
 // quadratic through the first granule and the whole limit guesses the answer exactly there; a short
 // walk from the guess corrects it for other masks, and bisection takes over if the walk runs long.
-Tokens largest_fitting(Tokens limit, Tokens granularity, double budget, const std::function<double(Tokens)>& flops) {
+template <typename FlopsOfSize>
+Tokens largest_fitting(Tokens limit, Tokens granularity, double budget, const FlopsOfSize& flops) {
   const Tokens n = limit / granularity;  // candidate sizes are k * granularity, k in [0, n]
   if (n == 0 || flops(granularity) > budget) return 0;
   const double f1 = flops(granularity), fn = flops(n * granularity);

@@ -12,7 +12,6 @@
 #include "fulcrum/planners/distca/items.hpp"
 
 #include <array>
-#include <functional>
 
 namespace fulcrum::distca {
 
