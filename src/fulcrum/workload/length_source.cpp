@@ -1,6 +1,7 @@
 #include "fulcrum/workload/length_source.hpp"
 
 #include "fulcrum/core/error.hpp"
+#include "fulcrum/core/text.hpp"
 #include "fulcrum/core/random.hpp"
 
 #include <nlohmann/json.hpp>
@@ -120,18 +121,6 @@ class LognormalSource : public LengthSource {
   Rng rng_;
 };
 
-std::vector<std::string_view> split(std::string_view text, char sep) {
-  std::vector<std::string_view> parts;
-  std::size_t start = 0;
-  while (true) {
-    const auto pos = text.find(sep, start);
-    parts.push_back(text.substr(start, pos == std::string_view::npos ? pos : pos - start));
-    if (pos == std::string_view::npos) break;
-    start = pos + 1;
-  }
-  return parts;
-}
-
 template <typename T>
 T parse_number(std::string_view text, std::string_view spec, std::string_view what) {
   T value{};
@@ -189,7 +178,7 @@ std::unique_ptr<LengthSource> make_length_source(std::string_view spec, std::uin
     return std::make_unique<DatasetSource>(length_tables().at(std::string(spec)), spec == "prolong", seed,
                                            tokens_per_rank);
   }
-  const auto parts = split(spec, ':');
+  const auto parts = split_fields(spec, ':');
   if (parts[0] == "uniform" && parts.size() == 3) {
     const auto lo = parse_number<Tokens>(parts[1], spec, "MIN");
     const auto hi = parse_number<Tokens>(parts[2], spec, "MAX");

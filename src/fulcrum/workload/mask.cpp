@@ -1,6 +1,7 @@
 #include "fulcrum/workload/mask.hpp"
 
 #include "fulcrum/core/error.hpp"
+#include "fulcrum/core/text.hpp"
 
 #include <fmt/format.h>
 
@@ -35,18 +36,6 @@ Tokens parse_tokens(std::string_view text, std::string_view field) {
   return value;
 }
 
-std::vector<std::string_view> split(std::string_view text, char sep) {
-  std::vector<std::string_view> parts;
-  std::size_t start = 0;
-  while (true) {
-    const auto pos = text.find(sep, start);
-    parts.push_back(text.substr(start, pos - start));
-    if (pos == std::string_view::npos) break;
-    start = pos + 1;
-  }
-  return parts;
-}
-
 }  // namespace
 
 MaskSpec MaskSpec::sliding_window(Tokens window) {
@@ -61,7 +50,7 @@ MaskSpec MaskSpec::lambda(Tokens sink, Tokens window) {
 }
 
 MaskSpec MaskSpec::parse(std::string_view text) {
-  const auto parts = split(text, ':');
+  const auto parts = split_fields(text, ':');
   if (parts[0] == "causal" && parts.size() == 1) return causal();
   if (parts[0] == "full" && parts.size() == 1) return full();
   if (parts[0] == "window" && parts.size() == 2) return sliding_window(parse_tokens(parts[1], "mask window"));
