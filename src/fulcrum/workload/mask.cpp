@@ -2,12 +2,14 @@
 
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/core/text.hpp"
+#include "fulcrum/workload/mask_kinds.hpp"
 
 #include <fmt/format.h>
 
 #include <charconv>
 
 namespace fulcrum {
+namespace mask_detail {
 namespace {
 
 // Σ_{x=0}^{n-1} clamp(x, 0, width): the pairs of a band whose per-row count grows by one per row.
@@ -17,7 +19,8 @@ Tokens clamped_prefix_sum(Tokens n, Tokens width) {
   return width * (width + 1) / 2 + (n - width - 1) * width;
 }
 
-// #{(q, k) : q in queries, k in keys, k <= q + c}.
+}  // namespace
+
 Tokens band_pairs(Range queries, Range keys, Tokens c) {
   if (queries.empty() || keys.empty()) return 0;
   // Row q sees clamp(q + c + 1 - keys.begin, 0, |keys|) keys; sum over the query rows.
@@ -36,20 +39,57 @@ Tokens parse_tokens(std::string_view text, std::string_view field) {
   return value;
 }
 
-}  // namespace
+}  // namespace mask_detail
+
+using mask_detail::band_pairs;
+
+std::vector<MaskKind> all_mask_kinds() {
+  return {MaskKind::kCausal,          MaskKind::kFull,           MaskKind::kSlidingWindow, MaskKind::kLambda,
+          MaskKind::kCausalBlockwise, MaskKind::kSharedQuestion, MaskKind::kVerticalSlash, MaskKind::kBlockSparse};
+}
 
 MaskSpec MaskSpec::sliding_window(Tokens window) {
   if (window < 1) fail("mask window = {}: must be >= 1", window);
-  return {MaskKind::kSlidingWindow, window, 0};
+  MaskSpec m;
+  m.kind = MaskKind::kSlidingWindow;
+  m.window = window;
+  return m;
 }
 
 MaskSpec MaskSpec::lambda(Tokens sink, Tokens window) {
   if (sink < 0) fail("mask sink = {}: must be >= 0", sink);
   if (window < 1) fail("mask window = {}: must be >= 1", window);
-  return {MaskKind::kLambda, window, sink};
+  MaskSpec m;
+  m.kind = MaskKind::kLambda;
+  m.window = window;
+  m.sink = sink;
+  return m;
+}
+
+MaskSpec MaskSpec::causal_blockwise(Tokens block, Tokens window_blocks) {
+  if (block < 1) fail("mask block = {}: must be >= 1", block);
+  if (window_blocks < 0) fail("mask window blocks = {}: must be >= 0", window_blocks);
+  MaskSpec m;
+  m.kind = MaskKind::kCausalBlockwise;
+  m.block = block;
+  m.window_blocks = window_blocks;
+  return m;
+}
+
+MaskSpec MaskSpec::shared_question(Tokens answers, Tokens question_percent) {
+  if (answers < 1) fail("mask answers = {}: must be >= 1", answers);
+  if (question_percent < 1 || question_percent > 99) {
+    fail("mask question percent = {}: must be in [1, 99]", question_percent);
+  }
+  MaskSpec m;
+  m.kind = MaskKind::kSharedQuestion;
+  m.answers = answers;
+  m.question_percent = question_percent;
+  return m;
 }
 
 MaskSpec MaskSpec::parse(std::string_view text) {
+  using mask_detail::parse_tokens;
   const auto parts = split_fields(text, ':');
   if (parts[0] == "causal" && parts.size() == 1) return causal();
   if (parts[0] == "full" && parts.size() == 1) return full();
@@ -57,7 +97,18 @@ MaskSpec MaskSpec::parse(std::string_view text) {
   if (parts[0] == "lambda" && parts.size() == 3) {
     return lambda(parse_tokens(parts[1], "mask sink"), parse_tokens(parts[2], "mask window"));
   }
-  fail("mask = '{}': expected causal, full, window:W or lambda:SINK:WINDOW", text);
+  if (parts[0] == "blockwise" && parts.size() == 3) {
+    return causal_blockwise(parse_tokens(parts[1], "mask block"), parse_tokens(parts[2], "mask window blocks"));
+  }
+  if (parts[0] == "shared-question" && parts.size() == 3) {
+    return shared_question(parse_tokens(parts[1], "mask answers"), parse_tokens(parts[2], "mask question percent"));
+  }
+  if ((parts[0] == "vslash" || parts[0] == "blocksparse") && parts.size() == 3) {
+    return mask_detail::parse_index_mask(parts);
+  }
+  fail("mask = '{}': expected causal, full, window:W, lambda:SINK:WINDOW, blockwise:B:W, shared-question:A:P, "
+       "vslash:V1,V2,..:S1,S2,.. or blocksparse:B:QB-KB,..",
+       text);
 }
 
 std::string MaskSpec::to_string() const {
@@ -66,14 +117,57 @@ std::string MaskSpec::to_string() const {
     case MaskKind::kFull: return "full";
     case MaskKind::kSlidingWindow: return fmt::format("window:{}", window);
     case MaskKind::kLambda: return fmt::format("lambda:{}:{}", sink, window);
+    case MaskKind::kCausalBlockwise: return fmt::format("blockwise:{}:{}", block, window_blocks);
+    case MaskKind::kSharedQuestion: return fmt::format("shared-question:{}:{}", answers, question_percent);
+    case MaskKind::kVerticalSlash:
+    case MaskKind::kBlockSparse: return mask_detail::index_to_string(*this);
   }
   return "?";
+}
+
+bool operator==(const MaskSpec& a, const MaskSpec& b) {
+  const bool same_lists = a.lists == b.lists || (a.lists && b.lists && *a.lists == *b.lists);
+  return a.kind == b.kind && a.window == b.window && a.sink == b.sink && a.block == b.block &&
+         a.window_blocks == b.window_blocks && a.answers == b.answers && a.question_percent == b.question_percent &&
+         same_lists;
+}
+
+bool MaskSpec::allows(Tokens q, Tokens k, Tokens doc_len) const {
+  if (q < 0 || k < 0 || q >= doc_len || k >= doc_len) return false;
+  switch (kind) {
+    case MaskKind::kFull: return true;
+    case MaskKind::kCausal: return k <= q;
+    case MaskKind::kSlidingWindow: return k <= q && k > q - window;
+    case MaskKind::kLambda: return k <= q && (k < sink || k > q - window);
+    case MaskKind::kCausalBlockwise: return mask_detail::blockwise_allows(*this, q, k, doc_len);
+    case MaskKind::kSharedQuestion: return mask_detail::shared_question_allows(*this, q, k, doc_len);
+    case MaskKind::kVerticalSlash:
+    case MaskKind::kBlockSparse: return mask_detail::index_allows(*this, q, k);
+  }
+  return false;
+}
+
+std::uint64_t MaskSpec::row_bits(Tokens q, Tokens key_begin, int width, Tokens doc_len) const {
+  FULCRUM_CHECK(width >= 1 && width <= 64, "row_bits width = {}: must be in [1, 64]", width);
+  if (q < 0 || q >= doc_len) return 0;
+  const Range tile = intersect({key_begin, key_begin + width}, {0, doc_len});
+  if (tile.empty()) return 0;
+  if (is_index_list()) {
+    const Range keys = intersect(tile, {0, q + 1});  // index masks are inside the causal hull
+    if (keys.empty()) return 0;
+    return mask_detail::index_row_bits(*this, q, keys.begin, keys.end) << (keys.begin - key_begin);
+  }
+  std::uint64_t bits = 0;
+  for (const auto& r : visible(q, doc_len)) bits |= mask_detail::range_bits(intersect(r, tile), key_begin, width);
+  return bits;
 }
 
 SmallRanges MaskSpec::visible(Tokens q, Tokens doc_len) const {
   switch (kind) {
     case MaskKind::kFull: return {{0, doc_len}};
-    case MaskKind::kCausal: return {{0, q + 1}};
+    case MaskKind::kCausal:
+    case MaskKind::kVerticalSlash:
+    case MaskKind::kBlockSparse: return {{0, q + 1}};
     case MaskKind::kSlidingWindow: return {{std::max<Tokens>(0, q - window + 1), q + 1}};
     case MaskKind::kLambda: {
       const Tokens window_begin = std::max<Tokens>(0, q - window + 1);
@@ -82,6 +176,8 @@ SmallRanges MaskSpec::visible(Tokens q, Tokens doc_len) const {
       if (sink_end == 0) return {{window_begin, q + 1}};
       return {{0, sink_end}, {window_begin, q + 1}};
     }
+    case MaskKind::kCausalBlockwise: return mask_detail::blockwise_visible(*this, q, doc_len);
+    case MaskKind::kSharedQuestion: return mask_detail::shared_question_visible(*this, q, doc_len);
   }
   return {};
 }
@@ -98,6 +194,10 @@ Tokens MaskSpec::count_pairs(Range queries, Range keys, Tokens doc_len) const {
       // Window pairs, plus sink keys the window no longer covers (k < sink and k <= q - window).
       return band_pairs(queries, keys, 0) - band_pairs(queries, keys, -window) +
              band_pairs(queries, intersect(keys, {0, sink}), -window);
+    case MaskKind::kCausalBlockwise: return mask_detail::blockwise_pairs(*this, queries, keys, doc_len);
+    case MaskKind::kSharedQuestion: return mask_detail::shared_question_pairs(*this, queries, keys, doc_len);
+    case MaskKind::kVerticalSlash:
+    case MaskKind::kBlockSparse: return mask_detail::index_pairs(*this, queries, keys);
   }
   return 0;
 }
@@ -106,8 +206,12 @@ SmallRanges MaskSpec::keys_needed(Range queries, Range keys, Tokens doc_len) con
   queries = intersect(queries, {0, doc_len});
   keys = intersect(keys, {0, doc_len});
   if (queries.empty() || keys.empty()) return {};
-  // Visible-range endpoints never decrease with q, so the union over the rows is the first row's set,
-  // the last row's set, and everything the moving (last) range sweeps between them.
+  if (kind == MaskKind::kCausalBlockwise) return mask_detail::blockwise_keys_needed(*this, queries, keys, doc_len);
+  if (kind == MaskKind::kSharedQuestion) {
+    return mask_detail::shared_question_keys_needed(*this, queries, keys, doc_len);
+  }
+  // The other kinds' visible-range endpoints never decrease with q, so the union over the rows is the
+  // first row's set, the last row's set, and everything the moving (last) range sweeps between them.
   const auto first = visible(queries.begin, doc_len);
   const auto last = visible(queries.end - 1, doc_len);
   SmallRanges needed;
@@ -130,16 +234,27 @@ TileKind MaskSpec::classify(Range queries, Range keys, Tokens doc_len) const {
 std::vector<Tokens> MaskSpec::row_breakpoints(const std::vector<Tokens>& key_edges, Tokens doc_len) const {
   std::vector<Tokens> offsets;  // the c of every band k <= q + c this mask is built from
   std::vector<Tokens> edges = key_edges;
+  std::vector<Tokens> rows;
   switch (kind) {
     case MaskKind::kFull: break;
-    case MaskKind::kCausal: offsets = {0}; break;
+    case MaskKind::kCausal:
+    case MaskKind::kVerticalSlash:
+    case MaskKind::kBlockSparse: offsets = {0}; break;
     case MaskKind::kSlidingWindow: offsets = {0, -window}; break;
     case MaskKind::kLambda:
       offsets = {0, -window};
       edges.push_back(sink);
       break;
+    case MaskKind::kCausalBlockwise:
+      // Only the band k <= q moves; the other endpoints are constant within a block.
+      offsets = {0};
+      mask_detail::blockwise_shape_rows(*this, doc_len, rows);
+      break;
+    case MaskKind::kSharedQuestion:
+      offsets = {0};
+      mask_detail::shared_question_shape_rows(*this, doc_len, rows);
+      break;
   }
-  std::vector<Tokens> rows;
   for (Tokens c : offsets) {
     for (Tokens k : edges) {
       // Row q's band edge q + c + 1 passes key edge k between rows k - c - 1 and k - c.

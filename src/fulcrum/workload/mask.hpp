@@ -1,52 +1,124 @@
 // MaskSpec: which keys each query row of a document may attend to. Planners, the cost model, the
-// verifier and (later) the kernels all ask the mask the same questions, so they can never disagree.
+// verifier and the kernels all ask the mask the same questions, so they can never disagree.
 //
-// Every mask here is a union of "band" constraints  k <= q + c  (c = 0 for causal, c = -w for the far
-// edge of a window of w keys), clipped to key ranges. That gives closed-form pair counts over any
-// (query range x key range) rectangle, and a finite set of rows where the visible set changes shape,
-// which is what lets plan::verify check exact coverage without visiting every (q, k) pair.
+// Two families of masks:
+//  - Band masks (causal, full, sliding window, lambda, causal-blockwise, shared-question) are unions of
+//    constraints  k <= q + c  clipped to key ranges that are constant over stretches of rows (a block,
+//    an answer). That gives closed-form pair counts over any (query range x key range) rectangle, and
+//    a finite set of rows where the visible set changes shape, which is what lets plan::verify check
+//    exact coverage without visiting every (q, k) pair. `visible` is exact (at most two ranges).
+//  - Index-list masks (vertical-slash, block-sparse) keep their columns / block pairs behind a shared,
+//    immutable payload. `allows`, `row_bits`, `count_pairs` and `classify` are exact. For planning and
+//    coverage (`visible`, `keys_needed`, `row_breakpoints`) they answer with their *causal hull*, as if
+//    the mask were causal: planners place work over the hull, and plan::verify checks that tasks tile
+//    the hull exactly once, which implies every index pair is computed exactly once. Kernels then skip
+//    the hull's invisible pairs through `classify` and `row_bits`.
 #pragma once
 
 #include "fulcrum/core/interval.hpp"
 
+#include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace fulcrum {
 
-enum class MaskKind { kCausal, kFull, kSlidingWindow, kLambda };
+enum class MaskKind {
+  kCausal,
+  kFull,
+  kSlidingWindow,
+  kLambda,
+  kCausalBlockwise,
+  kSharedQuestion,
+  kVerticalSlash,
+  kBlockSparse,
+};
+
+/// Every MaskKind, in declaration order.
+std::vector<MaskKind> all_mask_kinds();
 
 /// Whether a (query tile x key tile) rectangle has no visible pair, all pairs visible, or some.
 enum class TileKind { kEmpty, kFull, kPartial };
 
+/// The index lists of the vertical-slash and block-sparse masks. Immutable once built and shared by
+/// every copy of a MaskSpec; all lists are sorted and free of duplicates.
+struct MaskIndexLists {
+  std::vector<Tokens> verticals;                       // vertical-slash: key columns every later row sees
+  std::vector<Tokens> slashes;                         // vertical-slash: offsets q - k >= 0
+  std::vector<std::pair<Tokens, Tokens>> block_pairs;  // block-sparse: (query block, key block)
+  friend bool operator==(const MaskIndexLists&, const MaskIndexLists&) = default;
+};
+
 struct MaskSpec {
   MaskKind kind = MaskKind::kCausal;
-  Tokens window = 0;  // keys a row sees back from itself (itself included): sliding window, lambda
-  Tokens sink = 0;    // leading keys every row sees: lambda
+  Tokens window = 0;            // keys a row sees back from itself (itself included): sliding window, lambda
+  Tokens sink = 0;              // leading keys every row sees: lambda
+  Tokens block = 0;             // tokens per block: causal-blockwise, block-sparse
+  Tokens window_blocks = 0;     // earlier blocks a row sees besides the sink: causal-blockwise
+  Tokens answers = 0;           // answers after the question: shared-question
+  Tokens question_percent = 0;  // share of the document that is the question, in [1, 99]: shared-question
+  std::shared_ptr<const MaskIndexLists> lists;  // vertical-slash, block-sparse; null for band masks
 
   static MaskSpec causal() { return {}; }
-  static MaskSpec full() { return {MaskKind::kFull, 0, 0}; }
+  static MaskSpec full() {
+    MaskSpec m;
+    m.kind = MaskKind::kFull;
+    return m;
+  }
   static MaskSpec sliding_window(Tokens window);
   static MaskSpec lambda(Tokens sink, Tokens window);
-  /// Parses "causal", "full", "window:W", "lambda:SINK:WINDOW"; errors name the field `mask`.
+  /// DCP's causal-blockwise mask: blocks of `block` tokens; a row of block j sees the first block (the
+  /// sink), blocks j - window_blocks .. j up to itself; a row of the document's last block sees all of
+  /// [0, q + 1).
+  static MaskSpec causal_blockwise(Tokens block, Tokens window_blocks);
+  /// One question (question_percent % of the document, at least one token) then `answers` consecutive
+  /// answers of equal length (the last takes the remainder). The question is causal; an answer's row
+  /// sees the question and its own answer up to itself.
+  static MaskSpec shared_question(Tokens answers, Tokens question_percent);
+  /// Row q sees {v in verticals : v <= q} and {q - s : s in slashes, s <= q}. Sorts and de-duplicates;
+  /// negative values are rejected.
+  static MaskSpec vertical_slash(std::vector<Tokens> verticals, std::vector<Tokens> slashes);
+  /// (q, k) is visible iff (q / block, k / block) is listed and k <= q. Sorts and de-duplicates.
+  static MaskSpec block_sparse(Tokens block, std::vector<std::pair<Tokens, Tokens>> pairs);
+  /// Parses "causal", "full", "window:W", "lambda:SINK:WINDOW", "blockwise:B:W", "shared-question:A:P",
+  /// "vslash:V1,V2,..:S1,S2,.." (either list may be empty) and "blocksparse:B:QB-KB,QB-KB,..".
+  /// Errors name the offending field (`mask`, `mask window`, ...) and its allowed range.
   static MaskSpec parse(std::string_view text);
   std::string to_string() const;
 
+  /// Vertical-slash and block-sparse: the masks whose planning answers are their causal hull.
+  bool is_index_list() const { return kind == MaskKind::kVerticalSlash || kind == MaskKind::kBlockSparse; }
+
+  /// Whether row q may attend to key k (false outside [0, doc_len)). The plain per-pair definition,
+  /// for reference kernels and brute-force tests; exact for every kind.
+  bool allows(Tokens q, Tokens k, Tokens doc_len) const;
+  /// Bit j set iff key key_begin + j (< doc_len) is visible to row q; width in [1, 64]. Exact for every
+  /// kind; what kernels call for each row of a partial tile.
+  std::uint64_t row_bits(Tokens q, Tokens key_begin, int width, Tokens doc_len) const;
   /// Keys visible to row q of a document of doc_len tokens: at most two disjoint sorted ranges.
+  /// Index-list masks: the causal hull [0, q + 1).
   SmallRanges visible(Tokens q, Tokens doc_len) const;
-  /// Number of visible (q, k) pairs with q in `queries` and k in `keys`. Exact, O(1).
+  /// Number of visible (q, k) pairs with q in `queries` and k in `keys`. Exact for every kind: O(1) for
+  /// band masks, O(log |V| + |V ∩ keys| log |S| + |S ∩ offsets|) for vertical-slash, O(listed pairs
+  /// touching the rectangle, each found by binary search) for block-sparse.
   Tokens count_pairs(Range queries, Range keys, Tokens doc_len) const;
   /// Visible pairs of the whole document.
   Tokens document_pairs(Tokens doc_len) const { return count_pairs({0, doc_len}, {0, doc_len}, doc_len); }
   /// The keys of `keys` that some row of `queries` can see: what a task reading `keys` must fetch.
+  /// Exact for band masks; the causal hull's keys for index-list masks.
   SmallRanges keys_needed(Range queries, Range keys, Tokens doc_len) const;
+  /// Exact for every kind (from count_pairs).
   TileKind classify(Range queries, Range keys, Tokens doc_len) const;
   /// Rows q at which the shape of visible(q) ∩ keys can change, for key-range boundaries `key_edges`.
-  /// Between consecutive such rows every visible-range endpoint moves linearly with q.
+  /// Between consecutive such rows every visible-range endpoint moves linearly with q (index-list masks:
+  /// those of the causal hull).
   std::vector<Tokens> row_breakpoints(const std::vector<Tokens>& key_edges, Tokens doc_len) const;
 
-  friend bool operator==(const MaskSpec&, const MaskSpec&) = default;
+  /// Same kind and parameters; index lists are compared by content, not by pointer.
+  friend bool operator==(const MaskSpec& a, const MaskSpec& b);
 };
 
 }  // namespace fulcrum

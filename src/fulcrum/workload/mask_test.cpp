@@ -1,78 +1,251 @@
+// Every mask kind against the oracle: the (q, k) matrix of `allows`, brute-forced per document length.
 #include "fulcrum/workload/mask.hpp"
 
-#include "fulcrum/core/error.hpp"
 #include "fulcrum/core/random.hpp"
 
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <limits>
+
 namespace fulcrum {
 namespace {
 
-std::vector<MaskSpec> all_masks() {
-  return {MaskSpec::causal(), MaskSpec::full(), MaskSpec::sliding_window(7), MaskSpec::lambda(3, 5),
-          MaskSpec::lambda(0, 4), MaskSpec::sliding_window(1)};
+std::vector<MaskSpec> fixed_masks() {
+  return {MaskSpec::causal(),
+          MaskSpec::full(),
+          MaskSpec::sliding_window(7),
+          MaskSpec::sliding_window(1),
+          MaskSpec::lambda(3, 5),
+          MaskSpec::lambda(0, 4),
+          MaskSpec::causal_blockwise(4, 1),
+          MaskSpec::causal_blockwise(1, 0),
+          MaskSpec::causal_blockwise(5, 0),
+          MaskSpec::causal_blockwise(3, 2),
+          MaskSpec::causal_blockwise(16, 3),
+          MaskSpec::causal_blockwise(64, 1),
+          MaskSpec::causal_blockwise(7, std::numeric_limits<Tokens>::max()),  // a window past the start
+          MaskSpec::shared_question(3, 30),
+          MaskSpec::shared_question(1, 50),
+          MaskSpec::shared_question(7, 10),
+          MaskSpec::shared_question(40, 99),
+          MaskSpec::shared_question(2, 1),
+          MaskSpec::vertical_slash({0, 5, 17, 100, 250}, {0, 1, 2, 9, 64}),
+          MaskSpec::vertical_slash({}, {0}),
+          MaskSpec::vertical_slash({3, 4}, {}),
+          MaskSpec::vertical_slash({}, {}),
+          MaskSpec::block_sparse(4, {{0, 0}, {1, 0}, {1, 1}, {2, 1}, {3, 0}, {3, 3}, {5, 2}, {7, 7}, {2, 5}}),
+          MaskSpec::block_sparse(1, {{0, 0}, {1, 0}, {2, 2}, {9, 4}, {100, 99}}),
+          MaskSpec::block_sparse(16, {{0, 0}, {1, 1}, {2, 0}, {2, 2}, {3, 1}, {4, 4}, {5, 0}, {5, 5}, {6, 6}})};
 }
 
-Tokens brute_pairs(const MaskSpec& mask, Range q, Range k, Tokens len) {
-  Tokens count = 0;
-  for (Tokens row = std::max<Tokens>(q.begin, 0); row < std::min(q.end, len); ++row) {
-    for (const auto& r : mask.visible(row, len)) count += intersect(r, intersect(k, {0, len})).size();
+// Index masks drawn for a document of len tokens: dense enough to hit every code path.
+MaskSpec random_index_mask(Rng& rng, Tokens len) {
+  if (rng.uniform() < 0.5) {
+    std::vector<Tokens> v, s;
+    for (Tokens i = 0; i < len; ++i) {
+      if (rng.uniform() < 0.08) v.push_back(i);
+      if (rng.uniform() < 0.08) s.push_back(i);
+    }
+    return MaskSpec::vertical_slash(v, s);
   }
-  return count;
-}
-
-TEST(MaskSpec, VisibleSetsMatchTheirDefinitions) {
-  EXPECT_EQ(MaskSpec::causal().visible(4, 10), (SmallRanges{{0, 5}}));
-  EXPECT_EQ(MaskSpec::full().visible(4, 10), (SmallRanges{{0, 10}}));
-  EXPECT_EQ(MaskSpec::sliding_window(3).visible(4, 10), (SmallRanges{{2, 5}}));
-  EXPECT_EQ(MaskSpec::lambda(2, 3).visible(9, 12), (SmallRanges{{0, 2}, {7, 10}}));
-  EXPECT_EQ(MaskSpec::lambda(2, 3).visible(3, 12), (SmallRanges{{0, 4}}));
-}
-
-TEST(MaskSpec, ClosedFormPairCountsEqualBruteForceOnRandomRectangles) {
-  Rng rng(5);
-  for (const auto& mask : all_masks()) {
-    for (int trial = 0; trial < 400; ++trial) {
-      const Tokens len = rng.uniform_int(1, 40);
-      Range q{rng.uniform_int(0, len), 0}, k{rng.uniform_int(0, len), 0};
-      q.end = rng.uniform_int(q.begin, len);
-      k.end = rng.uniform_int(k.begin, len);
-      ASSERT_EQ(mask.count_pairs(q, k, len), brute_pairs(mask, q, k, len))
-          << mask.to_string() << " q=[" << q.begin << "," << q.end << ") k=[" << k.begin << "," << k.end << ")";
+  const Tokens block = rng.uniform_int(1, 24);
+  std::vector<std::pair<Tokens, Tokens>> pairs;
+  for (Tokens qb = 0; qb * block < len; ++qb) {
+    for (Tokens kb = 0; kb <= qb + 1; ++kb) {
+      if (rng.uniform() < 0.4) pairs.emplace_back(qb, kb);
     }
   }
+  return MaskSpec::block_sparse(block, pairs);
+}
+
+// The allows matrix of one document, with 2-D prefix sums for O(1) rectangle counts.
+struct Oracle {
+  Tokens len;
+  std::vector<char> allow;    // allow[q * len + k]
+  std::vector<Tokens> sums;   // sums[q * (len + 1) + k]: pairs in [0, q) x [0, k)
+
+  Oracle(const MaskSpec& mask, Tokens n) : len(n), allow(static_cast<std::size_t>(n * n)),
+                                            sums(static_cast<std::size_t>((n + 1) * (n + 1)), 0) {
+    for (Tokens q = 0; q < n; ++q) {
+      for (Tokens k = 0; k < n; ++k) {
+        allow[static_cast<std::size_t>(q * n + k)] = mask.allows(q, k, n) ? 1 : 0;
+        sums[idx(q + 1, k + 1)] = sums[idx(q, k + 1)] + sums[idx(q + 1, k)] - sums[idx(q, k)] + (at(q, k) ? 1 : 0);
+      }
+    }
+  }
+  std::size_t idx(Tokens q, Tokens k) const { return static_cast<std::size_t>(q * (len + 1) + k); }
+  bool at(Tokens q, Tokens k) const { return allow[static_cast<std::size_t>(q * len + k)] != 0; }
+  Tokens count(Range q, Range k) const {
+    q = intersect(q, {0, len});
+    k = intersect(k, {0, len});
+    if (q.empty() || k.empty()) return 0;
+    return sums[idx(q.end, k.end)] - sums[idx(q.begin, k.end)] - sums[idx(q.end, k.begin)] +
+           sums[idx(q.begin, k.begin)];
+  }
+};
+
+std::string describe(const MaskSpec& mask, Tokens len) {
+  return mask.to_string() + " len=" + std::to_string(len);
+}
+
+// Runs `check` on every fixed mask and on random index masks, each over random document lengths.
+void for_each_case(std::uint64_t seed, const std::function<void(const MaskSpec&, const Oracle&, Rng&)>& check) {
+  Rng rng(seed);
+  auto lengths = [&] {
+    std::vector<Tokens> out = {1, 2, static_cast<Tokens>(rng.uniform_int(3, 20))};
+    for (int i = 0; i < 4; ++i) out.push_back(rng.uniform_int(1, 300));
+    return out;
+  };
+  for (const auto& mask : fixed_masks()) {
+    for (Tokens len : lengths()) check(mask, Oracle(mask, len), rng);
+  }
+  for (int i = 0; i < 24; ++i) {
+    const Tokens len = rng.uniform_int(1, 300);
+    const auto mask = random_index_mask(rng, len);
+    check(mask, Oracle(mask, len), rng);
+  }
+}
+
+Range random_range(Rng& rng, Tokens len) {
+  Range r{rng.uniform_int(-2, len + 2), 0};
+  r.end = rng.uniform_int(r.begin, len + 3);
+  return r;
+}
+
+std::string show(Range r) { return "[" + std::to_string(r.begin) + "," + std::to_string(r.end) + ")"; }
+
+TEST(MaskSpec, PairCountsEqualBruteForceOverAllows) {
+  for_each_case(5, [](const MaskSpec& mask, const Oracle& o, Rng& rng) {
+    ASSERT_EQ(mask.document_pairs(o.len), o.count({0, o.len}, {0, o.len})) << describe(mask, o.len);
+    for (int trial = 0; trial < 200; ++trial) {
+      const Range q = random_range(rng, o.len), k = random_range(rng, o.len);
+      ASSERT_EQ(mask.count_pairs(q, k, o.len), o.count(q, k))
+          << describe(mask, o.len) << " q=" << show(q) << " k=" << show(k);
+    }
+  });
+}
+
+TEST(MaskSpec, VisibleEqualsAllowsRowByRowOrIsTheCausalHull) {
+  for_each_case(6, [](const MaskSpec& mask, const Oracle& o, Rng&) {
+    for (Tokens q = 0; q < o.len; ++q) {
+      const auto visible = mask.visible(q, o.len);
+      ASSERT_LE(visible.size(), 2) << describe(mask, o.len) << " q=" << q;
+      for (int i = 1; i < visible.size(); ++i) ASSERT_LT(visible[i - 1].end, visible[i].begin) << describe(mask, o.len);
+      if (mask.is_index_list()) {
+        ASSERT_EQ(visible, (SmallRanges{{0, q + 1}})) << describe(mask, o.len) << " q=" << q;
+        continue;
+      }
+      for (Tokens k = 0; k < o.len; ++k) {
+        bool in = false;
+        for (const auto& r : visible) in = in || r.contains(k);
+        ASSERT_EQ(in, o.at(q, k)) << describe(mask, o.len) << " q=" << q << " k=" << k;
+      }
+    }
+  });
+}
+
+TEST(MaskSpec, RowBitsEqualAllowsBitByBit) {
+  for_each_case(7, [](const MaskSpec& mask, const Oracle& o, Rng& rng) {
+    for (int trial = 0; trial < 300; ++trial) {
+      const Tokens q = rng.uniform_int(0, o.len - 1);
+      const int width = static_cast<int>(trial % 4 == 0 ? 64 : rng.uniform_int(1, 64));
+      const Tokens key_begin =
+          trial % 3 == 0 ? 64 * rng.uniform_int(0, o.len / 64 + 1) : rng.uniform_int(-70, o.len + 4);
+      const std::uint64_t bits = mask.row_bits(q, key_begin, width, o.len);
+      for (int j = 0; j < 64; ++j) {
+        const Tokens k = key_begin + j;
+        const bool expected = j < width && k >= 0 && k < o.len && o.at(q, k);
+        ASSERT_EQ(((bits >> j) & 1) != 0, expected)
+            << describe(mask, o.len) << " q=" << q << " key_begin=" << key_begin << " width=" << width << " j=" << j;
+      }
+    }
+  });
+}
+
+TEST(MaskSpec, ClassifyAgreesWithBruteForce) {
+  for_each_case(8, [](const MaskSpec& mask, const Oracle& o, Rng& rng) {
+    for (int trial = 0; trial < 200; ++trial) {
+      // Kernel-shaped tiles half the time, arbitrary rectangles otherwise.
+      Range q = random_range(rng, o.len), k = random_range(rng, o.len);
+      if (trial % 2 == 0) {
+        const Tokens tile = trial % 4 == 0 ? 64 : 16;
+        q.begin = tile * rng.uniform_int(0, o.len / tile);
+        k.begin = tile * rng.uniform_int(0, o.len / tile);
+        q.end = q.begin + tile;
+        k.end = k.begin + tile;
+      }
+      const Tokens pairs = o.count(q, k);
+      const Tokens area = intersect(q, {0, o.len}).size() * intersect(k, {0, o.len}).size();
+      const TileKind expected = pairs == 0 ? TileKind::kEmpty : pairs == area ? TileKind::kFull : TileKind::kPartial;
+      ASSERT_EQ(mask.classify(q, k, o.len), expected) << describe(mask, o.len) << " q=" << show(q) << " k=" << show(k);
+    }
+  });
 }
 
 TEST(MaskSpec, KeysNeededIsExactlyTheUnionOfVisibleKeys) {
-  Rng rng(6);
-  for (const auto& mask : all_masks()) {
-    for (int trial = 0; trial < 300; ++trial) {
-      const Tokens len = rng.uniform_int(1, 30);
-      Range q{rng.uniform_int(0, len - 1), 0}, k{rng.uniform_int(0, len - 1), 0};
-      q.end = rng.uniform_int(q.begin + 1, len);
-      k.end = rng.uniform_int(k.begin + 1, len);
-      RangeSet brute;
+  for_each_case(9, [](const MaskSpec& mask, const Oracle& o, Rng& rng) {
+    for (int trial = 0; trial < 100; ++trial) {
+      Range q{rng.uniform_int(0, o.len - 1), 0}, k{rng.uniform_int(0, o.len - 1), 0};
+      q.end = rng.uniform_int(q.begin + 1, o.len);
+      k.end = rng.uniform_int(k.begin + 1, o.len);
+      RangeSet union_of_visible;
       for (Tokens row = q.begin; row < q.end; ++row) {
-        for (const auto& r : mask.visible(row, len)) brute.add(intersect(r, k));
+        for (const auto& r : mask.visible(row, o.len)) union_of_visible.add(intersect(r, k));
       }
-      ASSERT_EQ(mask.keys_needed(q, k, len).to_vector(), brute.ranges()) << mask.to_string();
+      const auto needed = mask.keys_needed(q, k, o.len);
+      ASSERT_EQ(needed.to_vector(), union_of_visible.ranges())
+          << describe(mask, o.len) << " q=" << show(q) << " k=" << show(k);
+      if (mask.is_index_list()) continue;
+      RangeSet union_of_allowed;  // band masks: also straight from the definition
+      for (Tokens row = q.begin; row < q.end; ++row) {
+        for (Tokens key = k.begin; key < k.end; ++key) {
+          if (o.at(row, key)) union_of_allowed.add({key, key + 1});
+        }
+      }
+      ASSERT_EQ(needed.to_vector(), union_of_allowed.ranges()) << describe(mask, o.len);
     }
-  }
+  });
 }
 
-TEST(MaskSpec, ClassifyTiles) {
-  const auto causal = MaskSpec::causal();
-  EXPECT_EQ(causal.classify({0, 4}, {4, 8}, 16), TileKind::kEmpty);
-  EXPECT_EQ(causal.classify({4, 8}, {0, 4}, 16), TileKind::kFull);
-  EXPECT_EQ(causal.classify({4, 8}, {4, 8}, 16), TileKind::kPartial);
-}
-
-TEST(MaskSpec, ParseRoundTripsAndRejectsBadText) {
-  for (const auto& mask : all_masks()) EXPECT_EQ(MaskSpec::parse(mask.to_string()), mask);
-  EXPECT_THROW(MaskSpec::parse("window:0"), Error);
-  EXPECT_THROW(MaskSpec::parse("window:x"), Error);
-  EXPECT_THROW(MaskSpec::parse("diagonal"), Error);
-  EXPECT_THROW(MaskSpec::parse("lambda:-1:4"), Error);
+// What plan::verify relies on: between consecutive breakpoint rows, visible(q) ∩ [a, b) for any key
+// edges a < b keeps its number of ranges and every endpoint moves linearly with q.
+TEST(MaskSpec, VisibleShapeIsLinearBetweenRowBreakpoints) {
+  for_each_case(10, [](const MaskSpec& mask, const Oracle& o, Rng& rng) {
+    std::vector<Tokens> edges = {0, o.len};
+    for (int i = 0; i < 4; ++i) edges.push_back(rng.uniform_int(0, o.len));
+    std::vector<Tokens> rows = mask.row_breakpoints(edges, o.len);
+    rows.push_back(0);
+    rows.push_back(o.len);
+    std::sort(rows.begin(), rows.end());
+    rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+    auto shape = [&](Tokens q) {
+      std::vector<Tokens> ends;
+      const auto visible = mask.visible(q, o.len);
+      ends.push_back(visible.size());
+      for (Tokens a : edges) {
+        for (Tokens b : edges) {
+          if (a >= b) continue;
+          for (const auto& r : visible) {
+            ends.push_back(std::max(r.begin, a));
+            ends.push_back(std::min(r.end, b));
+          }
+        }
+      }
+      return ends;
+    };
+    for (std::size_t i = 0; i + 1 < rows.size(); ++i) {
+      for (Tokens q = rows[i] + 1; q + 1 < rows[i + 1]; ++q) {
+        const auto before = shape(q - 1), here = shape(q), after = shape(q + 1);
+        ASSERT_EQ(before.size(), here.size()) << describe(mask, o.len) << " q=" << q;
+        ASSERT_EQ(after.size(), here.size()) << describe(mask, o.len) << " q=" << q;
+        ASSERT_EQ(before[0], here[0]) << describe(mask, o.len) << " q=" << q;
+        for (std::size_t j = 1; j < here.size(); ++j) {
+          ASSERT_EQ(here[j] - before[j], after[j] - here[j]) << describe(mask, o.len) << " q=" << q << " j=" << j;
+        }
+      }
+    }
+  });
 }
 
 }  // namespace

@@ -7,7 +7,7 @@ PlannerCapabilities PackedPlanner::capabilities() const {
           .splits_documents = true,  // only where the packing already split a document
           .keeps_documents = true,
           .keeps_placement = true,
-          .masks = {MaskKind::kCausal, MaskKind::kFull, MaskKind::kSlidingWindow, MaskKind::kLambda}};
+          .masks = all_mask_kinds()};  // band masks exactly; index-list masks over their causal hull
 }
 
 Assignment PackedPlanner::plan(const Batch& batch) {

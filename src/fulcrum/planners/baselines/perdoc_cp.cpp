@@ -10,7 +10,7 @@ PlannerCapabilities PerDocCpPlanner::capabilities() const {
           .splits_documents = true,
           .keeps_documents = true,
           .keeps_placement = false,
-          .masks = {MaskKind::kCausal, MaskKind::kFull, MaskKind::kSlidingWindow, MaskKind::kLambda}};
+          .masks = all_mask_kinds()};  // band masks exactly; index-list masks over their causal hull
 }
 
 Assignment PerDocCpPlanner::plan(const Batch& batch) {

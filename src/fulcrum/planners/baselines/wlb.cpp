@@ -13,7 +13,7 @@ PlannerCapabilities WlbPlanner::capabilities() const {
           .splits_documents = false,  // except documents longer than S_max, cut into S_max pieces
           .keeps_documents = false,
           .keeps_placement = false,
-          .masks = {MaskKind::kCausal, MaskKind::kFull, MaskKind::kSlidingWindow, MaskKind::kLambda}};
+          .masks = all_mask_kinds()};  // band masks exactly; index-list masks over their causal hull
 }
 
 std::size_t WlbPlanner::deferred_documents() const {

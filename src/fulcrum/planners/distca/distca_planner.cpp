@@ -9,7 +9,7 @@ PlannerCapabilities DistcaPlanner::capabilities() const {
           .splits_documents = true,
           .keeps_documents = true,
           .keeps_placement = true,
-          .masks = {MaskKind::kCausal, MaskKind::kFull, MaskKind::kSlidingWindow, MaskKind::kLambda}};
+          .masks = all_mask_kinds()};  // band masks exactly; index-list masks over their causal hull
 }
 
 Assignment DistcaPlanner::plan(const Batch& batch) {

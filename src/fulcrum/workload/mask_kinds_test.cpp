@@ -1,0 +1,161 @@
+// Each mask kind on small hand-checked examples, its text form, and its factory's validation.
+#include "fulcrum/workload/mask.hpp"
+
+#include "fulcrum/core/error.hpp"
+
+#include <gtest/gtest.h>
+
+namespace fulcrum {
+namespace {
+
+// The message of the Error that parsing `text` throws ("" if it does not throw).
+std::string parse_error(std::string_view text) {
+  try {
+    MaskSpec::parse(text);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(MaskKinds, VisibleSetsMatchTheirDefinitions) {
+  EXPECT_EQ(MaskSpec::causal().visible(4, 10), (SmallRanges{{0, 5}}));
+  EXPECT_EQ(MaskSpec::full().visible(4, 10), (SmallRanges{{0, 10}}));
+  EXPECT_EQ(MaskSpec::sliding_window(3).visible(4, 10), (SmallRanges{{2, 5}}));
+  EXPECT_EQ(MaskSpec::lambda(2, 3).visible(9, 12), (SmallRanges{{0, 2}, {7, 10}}));
+  EXPECT_EQ(MaskSpec::lambda(2, 3).visible(3, 12), (SmallRanges{{0, 4}}));
+}
+
+TEST(MaskKinds, CausalBlockwiseSeesSinkWindowAndTheTestBlockSeesAll) {
+  const auto m = MaskSpec::causal_blockwise(4, 1);  // 22 tokens: blocks 0..5, block 5 = [20, 22) is the test block
+  EXPECT_EQ(m.visible(2, 22), (SmallRanges{{0, 3}}));            // block 0
+  EXPECT_EQ(m.visible(6, 22), (SmallRanges{{0, 7}}));            // block 1: window starts at block 0
+  EXPECT_EQ(m.visible(9, 22), (SmallRanges{{0, 10}}));           // block 2: window [4, ..) touches the sink
+  EXPECT_EQ(m.visible(13, 22), (SmallRanges{{0, 4}, {8, 14}}));  // block 3
+  EXPECT_EQ(m.visible(21, 22), (SmallRanges{{0, 22}}));          // test block
+  EXPECT_EQ(m.visible(19, 20), (SmallRanges{{0, 20}}));          // with 20 tokens block 4 is the test block
+  EXPECT_EQ(MaskSpec::causal_blockwise(4, 0).visible(13, 22), (SmallRanges{{0, 4}, {12, 14}}));
+  EXPECT_TRUE(m.allows(13, 3, 22));
+  EXPECT_FALSE(m.allows(13, 4, 22));
+  EXPECT_FALSE(m.allows(13, 14, 22));
+}
+
+TEST(MaskKinds, SharedQuestionAnswersSeeTheQuestionAndThemselves) {
+  // 20 tokens, 25 % question: question [0, 5), answers [5, 10), [10, 15), [15, 20).
+  const auto m = MaskSpec::shared_question(3, 25);
+  EXPECT_EQ(m.visible(3, 20), (SmallRanges{{0, 4}}));
+  EXPECT_EQ(m.visible(7, 20), (SmallRanges{{0, 8}}));
+  EXPECT_EQ(m.visible(12, 20), (SmallRanges{{0, 5}, {10, 13}}));
+  EXPECT_EQ(m.visible(19, 20), (SmallRanges{{0, 5}, {15, 20}}));
+  // 22 tokens, 10 %: question [0, 2), rest 20 in 3 answers of 6, 6 and 8.
+  const auto r = MaskSpec::shared_question(3, 10);
+  EXPECT_EQ(r.visible(21, 22), (SmallRanges{{0, 2}, {14, 22}}));
+  EXPECT_EQ(r.visible(13, 22), (SmallRanges{{0, 2}, {8, 14}}));
+  // Tiny documents: the question takes at least one token, empty answers are allowed.
+  EXPECT_EQ(MaskSpec::shared_question(5, 1).visible(0, 1), (SmallRanges{{0, 1}}));
+  EXPECT_EQ(MaskSpec::shared_question(5, 1).visible(2, 3), (SmallRanges{{0, 3}}));
+}
+
+TEST(MaskKinds, VerticalSlashSeesColumnsAndDiagonals) {
+  const auto m = MaskSpec::vertical_slash({1, 6}, {0, 3});
+  EXPECT_EQ(m.row_bits(8, 0, 10, 20), (1u << 1) | (1u << 6) | (1u << 8) | (1u << 5));
+  EXPECT_EQ(m.row_bits(8, 4, 4, 20), (1u << 2) | (1u << 1));  // keys 4..7: 5 (slash 3) and 6 (column)
+  EXPECT_EQ(m.row_bits(0, 0, 64, 20), 1u);                    // the column at 1 is in the future
+  EXPECT_EQ(m.visible(8, 20), (SmallRanges{{0, 9}}));         // planning sees the causal hull
+  EXPECT_EQ(m.count_pairs({0, 20}, {0, 20}, 20), 19 + 14 + 20 + 17 - 2 - 2);  // minus (1,1), (4,1), (6,6), (9,6)
+  EXPECT_EQ(m.classify({0, 4}, {8, 12}, 20), TileKind::kEmpty);
+  EXPECT_EQ(m.classify({8, 12}, {0, 4}, 20), TileKind::kPartial);
+}
+
+TEST(MaskKinds, BlockSparseIsListedBlocksUnderCausal) {
+  const auto m = MaskSpec::block_sparse(4, {{2, 0}, {2, 2}, {1, 1}});
+  EXPECT_TRUE(m.allows(9, 3, 12));
+  EXPECT_FALSE(m.allows(9, 5, 12));
+  EXPECT_FALSE(m.allows(9, 10, 12));  // listed block, but in the future
+  EXPECT_EQ(m.row_bits(9, 0, 12, 12), 0b0011'0000'1111u);
+  EXPECT_EQ(m.count_pairs({0, 12}, {0, 12}, 12), 16 + 10 + 10);
+  EXPECT_EQ(m.classify({8, 12}, {0, 4}, 12), TileKind::kFull);
+  EXPECT_EQ(m.classify({8, 12}, {4, 8}, 12), TileKind::kEmpty);
+  EXPECT_EQ(m.classify({8, 12}, {8, 12}, 12), TileKind::kPartial);
+}
+
+TEST(MaskKinds, FactoriesSortDeduplicateAndValidate) {
+  const auto v = MaskSpec::vertical_slash({9, 2, 9, 0}, {3, 0, 3});
+  EXPECT_EQ(v.lists->verticals, (std::vector<Tokens>{0, 2, 9}));
+  EXPECT_EQ(v.lists->slashes, (std::vector<Tokens>{0, 3}));
+  const auto b = MaskSpec::block_sparse(8, {{3, 1}, {0, 0}, {3, 1}, {1, 0}});
+  EXPECT_EQ(b.lists->block_pairs, (std::vector<std::pair<Tokens, Tokens>>{{0, 0}, {1, 0}, {3, 1}}));
+  EXPECT_THROW(MaskSpec::vertical_slash({-1}, {}), Error);
+  EXPECT_THROW(MaskSpec::vertical_slash({}, {-2}), Error);
+  EXPECT_THROW(MaskSpec::block_sparse(0, {}), Error);
+  EXPECT_THROW(MaskSpec::block_sparse(4, {{-1, 0}}), Error);
+  EXPECT_THROW(MaskSpec::causal_blockwise(0, 1), Error);
+  EXPECT_THROW(MaskSpec::causal_blockwise(4, -1), Error);
+  EXPECT_THROW(MaskSpec::shared_question(0, 50), Error);
+  EXPECT_THROW(MaskSpec::shared_question(2, 100), Error);
+  EXPECT_THROW(MaskSpec::shared_question(2, 0), Error);
+}
+
+TEST(MaskKinds, CopiesShareIndexListsAndCompareByContent) {
+  const auto a = MaskSpec::vertical_slash({1, 2}, {0});
+  const auto copy = a;
+  EXPECT_EQ(copy.lists.get(), a.lists.get());
+  const auto rebuilt = MaskSpec::vertical_slash({2, 1}, {0});
+  EXPECT_NE(rebuilt.lists.get(), a.lists.get());
+  EXPECT_EQ(rebuilt, a);
+  EXPECT_NE(MaskSpec::vertical_slash({1, 2}, {1}), a);
+  EXPECT_NE(MaskSpec::block_sparse(4, {{0, 0}}), MaskSpec::block_sparse(8, {{0, 0}}));
+  EXPECT_NE(MaskSpec::causal_blockwise(4, 1), MaskSpec::causal_blockwise(4, 2));
+  EXPECT_NE(MaskSpec::shared_question(3, 20), MaskSpec::shared_question(2, 20));
+  EXPECT_EQ(MaskSpec::causal(), MaskSpec::parse("causal"));
+}
+
+TEST(MaskKinds, ParseRoundTrips) {
+  const MaskSpec masks[] = {MaskSpec::causal(),
+                            MaskSpec::full(),
+                            MaskSpec::sliding_window(7),
+                            MaskSpec::lambda(3, 5),
+                            MaskSpec::causal_blockwise(64, 2),
+                            MaskSpec::shared_question(4, 25),
+                            MaskSpec::vertical_slash({0, 64, 900}, {0, 1, 2}),
+                            MaskSpec::vertical_slash({}, {0, 1, 2}),
+                            MaskSpec::vertical_slash({5}, {}),
+                            MaskSpec::vertical_slash({}, {}),
+                            MaskSpec::block_sparse(128, {{0, 0}, {1, 0}, {1, 1}}),
+                            MaskSpec::block_sparse(16, {})};
+  for (const auto& mask : masks) EXPECT_EQ(MaskSpec::parse(mask.to_string()), mask) << mask.to_string();
+  EXPECT_EQ(MaskSpec::vertical_slash({}, {0, 1, 2}).to_string(), "vslash::0,1,2");
+  EXPECT_EQ(MaskSpec::block_sparse(128, {{1, 0}, {0, 0}}).to_string(), "blocksparse:128:0-0,1-0");
+  EXPECT_EQ(MaskSpec::parse("blockwise:32:4"), MaskSpec::causal_blockwise(32, 4));
+  EXPECT_EQ(MaskSpec::parse("shared-question:3:40"), MaskSpec::shared_question(3, 40));
+  EXPECT_EQ(MaskSpec::parse("vslash:9,1:0"), MaskSpec::vertical_slash({1, 9}, {0}));
+}
+
+TEST(MaskKinds, ParseRejectsBadTextNamingTheField) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"window:0", "mask window = 0: must be >= 1"},
+      {"window:x", "mask window = 'x'"},
+      {"diagonal", "mask = 'diagonal'"},
+      {"lambda:-1:4", "mask sink = -1"},
+      {"blockwise:0:1", "mask block = 0: must be >= 1"},
+      {"blockwise:4:-1", "mask window blocks = -1: must be >= 0"},
+      {"blockwise:4", "mask = 'blockwise:4'"},
+      {"shared-question:0:50", "mask answers = 0: must be >= 1"},
+      {"shared-question:2:100", "mask question percent = 100: must be in [1, 99]"},
+      {"shared-question:2:0", "mask question percent = 0: must be in [1, 99]"},
+      {"vslash:1,-2:0", "mask vertical = -2: must be >= 0"},
+      {"vslash:1:0,x", "mask slash = 'x'"},
+      {"vslash:1,,2:0", "mask vertical = ''"},
+      {"vslash:1", "mask = 'vslash:1'"},
+      {"blocksparse:0:0-0", "mask block = 0: must be >= 1"},
+      {"blocksparse:4:0-0,1", "mask block pair = '1': expected QB-KB"},
+      {"blocksparse:4:0-0,1-x", "mask key block = 'x'"},
+      {"blocksparse:4:y-0", "mask query block = 'y'"},
+  };
+  for (const auto& [text, message] : cases) {
+    EXPECT_NE(parse_error(text).find(message), std::string::npos) << text << " gave '" << parse_error(text) << "'";
+  }
+}
+
+}  // namespace
+}  // namespace fulcrum
