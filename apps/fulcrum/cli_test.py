@@ -76,6 +76,47 @@ with tempfile.TemporaryDirectory() as tmp:
         check(len(lines) == 1, f"{args}: expected one stderr line, got {lines}")
         check(field in result.stderr, f"{args}: message does not name '{field}': {result.stderr.strip()}")
 
+    # Kernel measurements: a tiny real run of each, and their bad input.
+    out = os.path.join(tmp, "bench.json")
+    result = run("bench", "kernels", "--lengths", "200", "--q-heads", "2", "--kv-heads", "1", "--head-dim", "64",
+                 "--split-length", "256", "--shards", "256,64", "--repeats", "1", "--json", out)
+    check(result.returncode == 0, f"bench kernels exited {result.returncode}: {result.stderr}")
+    check("% of peak" in result.stdout, "bench kernels table lacks '% of peak'")
+    data = json.load(open(out))
+    check(data["peak_flops"] > 0, "bench kernels: no peak")
+    check([(r["study"], r["pass"]) for r in data["rows"]] ==
+          [("length", "forward"), ("length", "backward"), ("shards", "forward"), ("shards", "forward")],
+          f"bench kernels rows: {data['rows']}")
+    check(all(r["gflops"] > 0 for r in data["rows"]), "bench kernels: a row without throughput")
+
+    out = os.path.join(tmp, "profile.json")
+    result = run("profile", "--query-lengths", "64,128", "--key-lengths", "64,256", "--q-heads", "2", "--kv-heads", "2",
+                 "--head-dim", "64", "--repeats", "1", "--out", out)
+    check(result.returncode == 0, f"profile exited {result.returncode}: {result.stderr}")
+    data = json.load(open(out))
+    for grid in ("forward", "backward"):
+        check(data[grid]["query_lengths"] == [64, 128] and data[grid]["key_lengths"] == [64, 256],
+              f"profile {grid} axes: {data[grid]}")
+        check(len(data[grid]["flops_per_s"]) == 4 and min(data[grid]["flops_per_s"]) > 0,
+              f"profile {grid} values: {data[grid]['flops_per_s']}")
+
+    kernel_bad_inputs = [
+        (["bench", "kernels", "--dtype", "fp16"], "dtype"),
+        (["bench", "kernels", "--repeats", "0"], "repeats"),
+        (["bench", "kernels", "--q-heads", "6", "--kv-heads", "4"], "q_heads"),
+        (["bench", "kernels", "--lengths", "0"], "lengths"),
+        (["bench", "kernels", "--mask", "diagonal"], "mask"),
+        (["profile", "--query-lengths", "128,64"], "query-lengths"),
+        (["profile", "--head-dim", "0"], "head_dim"),
+        (["profile", "--dtype", "int8"], "dtype"),
+    ]
+    for args, field in kernel_bad_inputs:
+        result = run(*args)
+        lines = result.stderr.strip().splitlines()
+        check(result.returncode == 2, f"{args}: exit {result.returncode}, expected 2 ({result.stderr.strip()})")
+        check(len(lines) == 1, f"{args}: expected one stderr line, got {lines}")
+        check(field in result.stderr, f"{args}: message does not name '{field}': {result.stderr.strip()}")
+
 if failures:
     print("\n".join(failures))
     sys.exit(1)

@@ -11,5 +11,7 @@ namespace fulcrum::cli {
 using Action = std::function<int()>;
 
 Action add_plan_command(CLI::App& app);
+Action add_bench_command(CLI::App& app);  // `bench kernels`
+Action add_profile_command(CLI::App& app);
 
 }  // namespace fulcrum::cli

@@ -16,6 +16,10 @@ int main(int argc, char** argv) {
   std::vector<std::pair<CLI::App*, fulcrum::cli::Action>> commands;
   auto plan = fulcrum::cli::add_plan_command(app);
   commands.emplace_back(app.get_subcommand("plan"), plan);
+  auto bench = fulcrum::cli::add_bench_command(app);
+  commands.emplace_back(app.get_subcommand("bench")->get_subcommand("kernels"), bench);
+  auto profile = fulcrum::cli::add_profile_command(app);
+  commands.emplace_back(app.get_subcommand("profile"), profile);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -34,6 +34,8 @@ class ProfileTable {
 
   ThroughputGrid& forward() { return forward_; }
   ThroughputGrid& backward() { return backward_; }
+  const ThroughputGrid& forward() const { return forward_; }
+  const ThroughputGrid& backward() const { return backward_; }
 
  private:
   ThroughputGrid forward_, backward_;

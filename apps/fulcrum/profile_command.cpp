@@ -1,0 +1,64 @@
+// `fulcrum profile`: measure the CPU kernels over a grid of shard shapes and write the ProfileTable.
+#include "commands.hpp"
+
+#include "fulcrum/kernels/profile.hpp"
+#include "fulcrum/report/table.hpp"
+#include "json_output.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <omp.h>
+
+#include <cstdio>
+#include <memory>
+
+namespace fulcrum::cli {
+namespace {
+
+std::string grid_table(const char* pass, const ThroughputGrid& grid) {
+  std::vector<std::string> header = {fmt::format("{} GFLOP/s: q \\ k", pass)};
+  for (Tokens k : grid.key_lengths) header.push_back(std::to_string(k));
+  Table table(header);
+  for (std::size_t i = 0; i < grid.query_lengths.size(); ++i) {
+    std::vector<std::string> row = {std::to_string(grid.query_lengths[i])};
+    for (std::size_t j = 0; j < grid.key_lengths.size(); ++j) {
+      row.push_back(fmt::format("{:.1f}", grid.flops_per_s[i * grid.key_lengths.size() + j] / 1e9));
+    }
+    table.add_row(row);
+  }
+  return table.to_string();
+}
+
+}  // namespace
+
+Action add_profile_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("profile", "Measure the CPU kernels per shard shape; write the cost model's ProfileTable");
+  auto config = std::make_shared<kernels::ProfileConfig>();
+  auto out = std::make_shared<std::string>("profile.json");
+  auto dtype = std::make_shared<std::string>("fp32");
+  cmd->add_option("--query-lengths", config->query_lengths, "query rows per shard")->delimiter(',')->capture_default_str();
+  cmd->add_option("--key-lengths", config->key_lengths, "key rows per shard")->delimiter(',')->capture_default_str();
+  cmd->add_option("--q-heads", config->shape.q_heads, "query heads")->capture_default_str();
+  cmd->add_option("--kv-heads", config->shape.kv_heads, "key/value heads (GQA)")->capture_default_str();
+  cmd->add_option("--head-dim", config->shape.head_dim, "head dimension")->capture_default_str();
+  cmd->add_option("--dtype", *dtype, "fp32 | bf16 storage")->capture_default_str();
+  cmd->add_option("--repeats", config->repeats, "timed repeats per cell; the median is kept")->capture_default_str();
+  cmd->add_option("--out", *out, "where to write the ProfileTable JSON")->capture_default_str();
+  return [config, out, dtype] {
+    config->dtype = kernels::parse_dtype(*dtype);
+    const auto table = kernels::profile_attention(*config, [](int done, int total) {
+      std::fprintf(stderr, "\rprofiling %d/%d shapes", done, total);
+      if (done == total) std::fprintf(stderr, "\n");
+    });
+    fmt::print("{}\n{}", grid_table("forward", table.forward()), grid_table("backward", table.backward()));
+    nlohmann::json json = table.to_json();
+    json["measured_with"] = {{"q_heads", config->shape.q_heads}, {"kv_heads", config->shape.kv_heads},
+                             {"head_dim", config->shape.head_dim}, {"dtype", *dtype},
+                             {"threads", omp_get_max_threads()}, {"repeats", config->repeats}};
+    write_json(*out, json);
+    fmt::print("wrote {}\n", *out);
+    return 0;
+  };
+}
+
+}  // namespace fulcrum::cli

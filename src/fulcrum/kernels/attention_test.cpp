@@ -1,0 +1,162 @@
+// The fused kernels against the fp64 reference on random problems: every mask kind, GQA ratios 1, 4
+// and 8, head dims 64 and 128, lengths 1..2048 (most not multiples of the 64-row tile), several tasks
+// per document sharing key rows, head+tail query pairs and key ranges that start inside the document.
+#include "fulcrum/kernels/kernel_test_cases.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <gtest/gtest.h>
+
+namespace fulcrum::kernels {
+namespace {
+
+using testing::Problem;
+
+constexpr double kFp32Tolerance = 1e-5;
+
+struct Outputs {
+  std::vector<float> o, lse, dq, dk, dv;
+};
+
+template <class T>
+Outputs run_kernels(const Problem& p, bool backward) {
+  const auto& s = p.shape;
+  auto q = testing::stored<T>(p.q), k = testing::stored<T>(p.k), v = testing::stored<T>(p.v);
+  auto d_o = testing::stored<T>(p.d_o);
+  std::vector<T> o(p.q.size(), from_float<T>(7.0f));  // sentinel: rows no task names must keep it
+  Outputs out;
+  out.lse.assign(static_cast<std::size_t>(p.q_rows * s.q_heads), 7.0f);
+  attention_forward<T>(p.tasks, s, testing::view(q, p.q_rows, s.q_heads, s.head_dim),
+                       testing::view(k, p.kv_rows, s.kv_heads, s.head_dim),
+                       testing::view(v, p.kv_rows, s.kv_heads, s.head_dim),
+                       testing::view(o, p.q_rows, s.q_heads, s.head_dim), testing::view(out.lse, p.q_rows, s.q_heads, 1));
+  for (auto x : o) out.o.push_back(to_float(x));
+  if (!backward) return out;
+  out.dq.assign(p.q.size(), 0.0f);
+  out.dk.assign(p.k.size(), 0.0f);
+  out.dv.assign(p.v.size(), 0.0f);
+  attention_backward<T>(p.tasks, s, testing::view(q, p.q_rows, s.q_heads, s.head_dim),
+                        testing::view(k, p.kv_rows, s.kv_heads, s.head_dim),
+                        testing::view(v, p.kv_rows, s.kv_heads, s.head_dim),
+                        testing::view(o, p.q_rows, s.q_heads, s.head_dim),
+                        testing::view(d_o, p.q_rows, s.q_heads, s.head_dim),
+                        HeadTensor<const float>{out.lse.data(), p.q_rows, s.q_heads, 1},
+                        testing::view(out.dq, p.q_rows, s.q_heads, s.head_dim),
+                        testing::view(out.dk, p.kv_rows, s.kv_heads, s.head_dim),
+                        testing::view(out.dv, p.kv_rows, s.kv_heads, s.head_dim));
+  return out;
+}
+
+// The reference leaves unnamed rows at 0; the kernel leaves them at the sentinel. Compare named cells.
+void expect_untouched_and_mask(const Problem& p, Outputs& got, MaterialisedResult<double>& want) {
+  const auto named = testing::named_cells(p);
+  const auto dim = static_cast<std::size_t>(p.shape.head_dim);
+  for (std::size_t cell = 0; cell < named.size(); ++cell) {
+    if (named[cell]) continue;
+    ASSERT_EQ(got.lse[cell], 7.0f) << "LSE of unnamed cell " << cell << " was written";
+    ASSERT_EQ(got.o[cell * dim], 7.0f) << "O of unnamed cell " << cell << " was written";
+    got.lse[cell] = 0;
+    for (std::size_t c = 0; c < dim; ++c) got.o[cell * dim + c] = 0;
+  }
+  for (std::size_t cell = 0; cell < named.size(); ++cell) {
+    if (!named[cell] || !std::isinf(want.lse[cell])) continue;
+    // No visible key: O = 0 and LSE = -inf exactly, never NaN.
+    ASSERT_TRUE(std::isinf(got.lse[cell]) && got.lse[cell] < 0) << "cell " << cell << " lse " << got.lse[cell];
+    for (std::size_t c = 0; c < dim; ++c) ASSERT_EQ(got.o[cell * dim + c], 0.0f);
+  }
+  for (auto* t : {&got.o, &got.lse, &got.dq, &got.dk, &got.dv}) {
+    for (float x : *t) ASSERT_FALSE(std::isnan(x));
+  }
+}
+
+void check_fp32(const Problem& p, const std::string& label) {
+  SCOPED_TRACE(label);
+  auto want = reference_attention(p.tasks, p.shape, p.q, p.k, p.v, p.d_o);
+  auto got = run_kernels<float>(p, true);
+  expect_untouched_and_mask(p, got, want);
+  EXPECT_LE(testing::relative_error(got.o, want.o), kFp32Tolerance);
+  EXPECT_LE(testing::relative_error(got.lse, want.lse), kFp32Tolerance);
+  EXPECT_LE(testing::relative_error(got.dq, want.dq), kFp32Tolerance);
+  EXPECT_LE(testing::relative_error(got.dk, want.dk), kFp32Tolerance);
+  EXPECT_LE(testing::relative_error(got.dv, want.dv), kFp32Tolerance);
+}
+
+AttentionShape random_shape(Rng& rng) {
+  static const int kGroups[] = {1, 4, 8};
+  const int kv = static_cast<int>(rng.uniform_int(1, 2));
+  return {kv * kGroups[rng.uniform_int(0, 2)], kv, rng.uniform() < 0.5 ? 64 : 128, 0};
+}
+
+class EveryMask : public ::testing::TestWithParam<int> {};
+
+TEST_P(EveryMask, Fp32ForwardAndBackwardMatchTheFp64Reference) {
+  Rng rng(1000 + static_cast<std::uint64_t>(GetParam()));
+  for (int trial = 0; trial < 4; ++trial) {
+    std::vector<Tokens> lengths;
+    for (int d = static_cast<int>(rng.uniform_int(1, 3)); d > 0; --d) lengths.push_back(rng.uniform_int(1, 200));
+    const MaskSpec mask = testing::every_mask(rng, lengths[0])[static_cast<std::size_t>(GetParam())];
+    const Problem p = testing::make_problem(rng, random_shape(rng), lengths, mask, 4, trial % 2 == 1, false);
+    check_fp32(p, fmt::format("trial {} mask {} lengths {}", trial, mask.to_string(), fmt::join(lengths, ",")));
+  }
+}
+
+TEST_P(EveryMask, LongDocumentUpTo2048Tokens) {
+  Rng rng(2000 + static_cast<std::uint64_t>(GetParam()));
+  const Tokens len = rng.uniform_int(1200, 2048);
+  const MaskSpec mask = testing::every_mask(rng, len)[static_cast<std::size_t>(GetParam())];
+  const Problem p = testing::make_problem(rng, {2, 1, 64, 0}, {len}, mask, 3, false, false);
+  check_fp32(p, fmt::format("mask {} length {}", mask.to_string(), len));
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, EveryMask, ::testing::Range(0, 8));
+
+TEST(Kernels, RowsWithNoVisibleKeyGiveZeroOutputAndMinusInfinityLse) {
+  // Keys [40, 64) under a causal mask: query rows 0..39 see nothing.
+  Rng rng(7);
+  Problem p = testing::make_problem(rng, {4, 2, 64, 0}, {64}, MaskSpec::causal(), 1, false, false);
+  p.tasks[0].keys = {p.tasks[0].keys.row + 40, 40, 24};
+  check_fp32(p, "keys after the queries");
+}
+
+TEST(Kernels, SplittingWorkIntoMoreTasksDoesNotChangeTheResult) {
+  Rng rng(8);
+  const Problem whole = testing::make_problem(rng, {8, 2, 128, 0}, {700}, MaskSpec::causal(), 1, false, false);
+  Problem sharded = whole;
+  sharded.tasks.clear();
+  for (Tokens begin = 0; begin < 700; begin += 100) {
+    AttentionTask t = whole.tasks[0];
+    t.queries = {TokenRows{whole.tasks[0].queries[0].row + begin, begin, std::min<Tokens>(100, 700 - begin)}, TokenRows{}};
+    sharded.tasks.push_back(t);
+  }
+  const auto a = run_kernels<float>(whole, true), b = run_kernels<float>(sharded, true);
+  // Only the order of the atomic dK/dV additions differs.
+  EXPECT_LE(testing::relative_error(b.o, a.o), 1e-6);
+  EXPECT_LE(testing::relative_error(b.dk, a.dk), kFp32Tolerance);
+  EXPECT_LE(testing::relative_error(b.dq, a.dq), 1e-6);
+}
+
+TEST(Kernels, Bf16ErrorIsAtMostTwiceANaiveBf16Implementation) {
+  Rng rng(9);
+  for (int mask_index : {0, 2, 4, 6}) {
+    std::vector<Tokens> lengths = {rng.uniform_int(100, 400), rng.uniform_int(1, 100)};
+    const MaskSpec mask = testing::every_mask(rng, lengths[0])[static_cast<std::size_t>(mask_index)];
+    const Problem p = testing::make_problem(rng, {4, 1, 128, 0}, lengths, mask, 3, false, true);
+    SCOPED_TRACE(mask.to_string());
+    auto truth = reference_attention(p.tasks, p.shape, p.q, p.k, p.v, p.d_o);
+    auto as_float = [](const std::vector<double>& x) { return std::vector<float>(x.begin(), x.end()); };
+    auto naive = naive_bf16_attention(p.tasks, p.shape, as_float(p.q), as_float(p.k), as_float(p.v), as_float(p.d_o));
+    auto got = run_kernels<BFloat16>(p, true);
+    expect_untouched_and_mask(p, got, truth);
+    const std::pair<const std::vector<float>*, const std::vector<double>*> outputs[] = {
+        {&got.o, &truth.o}, {&got.dq, &truth.dq}, {&got.dk, &truth.dk}, {&got.dv, &truth.dv}};
+    const std::vector<float>* naive_outputs[] = {&naive.o, &naive.dq, &naive.dk, &naive.dv};
+    for (std::size_t i = 0; i < 4; ++i) {
+      const double ours = testing::relative_error(*outputs[i].first, *outputs[i].second);
+      const double theirs = testing::relative_error(*naive_outputs[i], *outputs[i].second);
+      EXPECT_LE(ours, 2 * theirs) << "output " << i << ": kernel " << ours << ", naive bf16 " << theirs;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fulcrum::kernels

@@ -1,0 +1,264 @@
+// Backward kernel, FlashAttention-2 style: P is recomputed from the saved LSE, and
+// dS = P * (dP - D) with D = rowsum(dO * O). Two passes, so that no two threads ever add into the
+// same output rows except where tasks share key rows:
+//   dK/dV: one work item per (task, kv head, key tile) owns its dK/dV rows and sweeps every
+//          query tile of every q head of its group (scores row-major, vectors along the keys);
+//   dQ:    one work item per (task, q head, query tile) owns its dQ rows and sweeps the key
+//          tiles (scores transposed, as in the forward pass).
+// Recomputing S and dP in both passes costs 7 tile products instead of 5; the alternative, atomic
+// adds into dQ on every key tile, costs more than the two products it saves on a CPU.
+#include "fulcrum/kernels/attention.hpp"
+#include "fulcrum/kernels/tiles.hpp"
+
+#include <omp.h>
+
+#include <cmath>
+#include <numbers>
+#include <vector>
+
+namespace fulcrum::kernels {
+namespace {
+
+using namespace simd;
+
+template <class T>
+struct Backward {
+  std::span<const AttentionTask> tasks;
+  HeadTensor<const T> q, k, v, d_o;
+  HeadTensor<float> dq, dk, dv;
+  const float* lse2;  // [q rows][q heads]: LSE in base 2, +inf for rows with no visible key
+  const float* delta; // [q rows][q heads]: rowsum(dO * O)
+  const float* q_rows;   // head-major fp32 copies (head_major): Q scaled by scale * log2(e),
+  const float* do_rows;  // dO, K and V as they are
+  const float* k_rows;
+  const float* v_rows;
+  int group = 1;
+  float scale = 1;
+
+  std::size_t row_head(Tokens row, int head) const { return static_cast<std::size_t>(row) * q.heads + head; }
+  // Offsets into the head-major copies, whose rows are padded_dim floats long.
+  std::ptrdiff_t q_first(Tokens row, int head) const {
+    return (static_cast<std::ptrdiff_t>(head) * q.rows + row) * padded_dim(q.dim);
+  }
+  std::ptrdiff_t k_first(Tokens row, int head) const {
+    return (static_cast<std::ptrdiff_t>(head) * k.rows + row) * padded_dim(k.dim);
+  }
+};
+
+struct Scratch {
+  Floats a_t, b_t, acc_a, acc_b, s, dp;
+  Scratch(int dim, long ld) {
+    for (auto* t : {&a_t, &b_t}) t->resize(static_cast<std::size_t>(dim) * kTile);
+    for (auto* t : {&acc_a, &acc_b}) t->assign(static_cast<std::size_t>(ld) * kTile, 0.0f);
+    s.resize(kTile * kTile);
+    dp.resize(kTile * kTile);
+  }
+};
+
+// Scores (already masked) become P = 2^(S - lse2); dP becomes dS = P * (dP - D). Row-major: one
+// LSE and D per row (at `stride` apart); transposed: vectors of them along the 64 queries.
+FULCRUM_INLINE void softmax_grad_rows(float* s, float* dp, Tokens rows, const float* lse2, const float* delta,
+                                      int stride) {
+  for (Tokens i = 0; i < rows; ++i) {
+    const Vec l = splat(lse2[i * stride]), d = splat(delta[i * stride]);
+    for (int v = 0; v < kTileVecs; ++v) {
+      float* si = s + i * kTile + v * kLanes;
+      float* dpi = dp + i * kTile + v * kLanes;
+      const Vec p = exp2_nonpositive(load(si) - l);
+      store(si, p);
+      store(dpi, p * (load(dpi) - d));
+    }
+  }
+}
+FULCRUM_INLINE void softmax_grad_transposed(float* s_t, float* dp_t, Tokens keys, const float* lse2,
+                                            const float* delta) {
+  for (Tokens j = 0; j < keys; ++j) {
+    for (int v = 0; v < kTileVecs; ++v) {
+      float* sj = s_t + j * kTile + v * kLanes;
+      float* dpj = dp_t + j * kTile + v * kLanes;
+      const Vec p = exp2_nonpositive(load(sj) - load(lse2 + v * kLanes));
+      store(sj, p);
+      store(dpj, p * (load(dpj) - load(delta + v * kLanes)));
+    }
+  }
+}
+
+// dK/dV for one key tile of one kv head: row-major scores S[query][key] (vectors along the keys),
+// then dV[j] += sum_i P[i][j] dO[i] and dK[j] += sum_i dS[i][j] Q[i] broadcast P and dS against dO's
+// and Q's rows, a 64-column strip at a time.
+template <class T>
+FULCRUM_KERNEL_CLONES void key_item(const Backward<T>& b, const WorkItem& item, Scratch& w) {
+  const AttentionTask& task = b.tasks[item.task];
+  const int dim = b.q.dim;
+  const long ld = padded_dim(dim);
+  const Tokens nk = item.rows.count;
+  const Range keys = positions(item.rows, 0, nk);
+  float* k_t = w.a_t.data();
+  float* v_t = w.b_t.data();
+  float* dk = w.acc_a.data();
+  float* dv = w.acc_b.data();
+  load_transposed(k_t, b.k_rows + b.k_first(item.rows.row, item.head), ld, nk, dim, 1.0f);
+  load_transposed(v_t, b.v_rows + b.k_first(item.rows.row, item.head), ld, nk, dim, 1.0f);
+  std::fill(w.acc_a.begin(), w.acc_a.end(), 0.0f);
+  std::fill(w.acc_b.begin(), w.acc_b.end(), 0.0f);
+
+  for (int h = item.head * b.group; h < (item.head + 1) * b.group; ++h) {
+    for (const TokenRows& range : task.queries) {
+      for (Tokens offset = 0; offset < range.count; offset += kTile) {
+        const Tokens nq = std::min<Tokens>(kTile, range.count - offset);
+        const Range queries = positions(range, offset, nq);
+        const TileKind kind = task.mask.classify(queries, keys, task.doc_len);
+        if (kind == TileKind::kEmpty) continue;
+        const Tokens row = range.row + offset;
+        const float* qs = b.q_rows + b.q_first(row, h);
+        const float* d_o = b.do_rows + b.q_first(row, h);
+        gemm({w.s.data(), kTile, qs, ld, 1, k_t, kTile, dim, nq}, false);    // S = Q K^T
+        if (kind == TileKind::kPartial || nk < kTile) {
+          mask_scores(w.s.data(), false, task, queries, keys, kind == TileKind::kPartial);
+        }
+        gemm({w.dp.data(), kTile, d_o, ld, 1, v_t, kTile, dim, nq}, false);  // dP = dO V^T
+        softmax_grad_rows(w.s.data(), w.dp.data(), nq, b.lse2 + b.row_head(row, h), b.delta + b.row_head(row, h),
+                          b.q.heads);
+        gemm_wide({dv, ld, w.s.data(), 1, kTile, d_o, ld, nq, nk}, ld, true);   // dV += P^T dO
+        gemm_wide({dk, ld, w.dp.data(), 1, kTile, qs, ld, nq, nk}, ld, true);   // dK += dS^T Q
+      }
+    }
+  }
+  // Tasks that read the same key rows add into them concurrently: then one atomic add per element.
+  const float to_natural = std::numbers::ln2_v<float>;  // dK was accumulated with Q scaled by log2(e)
+  for (Tokens j = 0; j < nk; ++j) {
+    float* dk_out = b.dk.at(item.rows.row + j, item.head);
+    float* dv_out = b.dv.at(item.rows.row + j, item.head);
+    const float* dk_j = dk + j * ld;
+    const float* dv_j = dv + j * ld;
+    if (!item.shared) {
+      for (int c = 0; c < dim; ++c) dk_out[c] += dk_j[c] * to_natural, dv_out[c] += dv_j[c];
+      continue;
+    }
+    for (int c = 0; c < dim; ++c) {
+#pragma omp atomic
+      dk_out[c] += dk_j[c] * to_natural;
+#pragma omp atomic
+      dv_out[c] += dv_j[c];
+    }
+  }
+}
+
+// dQ for one query tile of one q head: transposed scores as in the forward pass, then
+// dQ[i] += sum_j dS^T[j][i] K[j] broadcasts dS^T against K's rows.
+template <class T>
+FULCRUM_KERNEL_CLONES void query_item(const Backward<T>& b, const WorkItem& item, Scratch& w) {
+  const AttentionTask& task = b.tasks[item.task];
+  const int dim = b.q.dim;
+  const long ld = padded_dim(dim);
+  const int kv_head = item.head / b.group;
+  const Tokens nq = item.rows.count;
+  const Range queries = positions(item.rows, 0, nq);
+  float* q_t = w.a_t.data();
+  float* do_t = w.b_t.data();
+  float* dq = w.acc_a.data();
+  load_transposed(q_t, b.q_rows + b.q_first(item.rows.row, item.head), ld, nq, dim, 1.0f);
+  load_transposed(do_t, b.do_rows + b.q_first(item.rows.row, item.head), ld, nq, dim, 1.0f);
+  std::fill(w.acc_a.begin(), w.acc_a.end(), 0.0f);
+  float lse2[kTile], delta[kTile];
+  for (Tokens i = 0; i < kTile; ++i) {
+    lse2[i] = i < nq ? b.lse2[b.row_head(item.rows.row + i, item.head)] : __builtin_inff();
+    delta[i] = i < nq ? b.delta[b.row_head(item.rows.row + i, item.head)] : 0.0f;
+  }
+
+  for (Tokens offset = 0; offset < task.keys.count; offset += kTile) {
+    const Tokens nk = std::min<Tokens>(kTile, task.keys.count - offset);
+    const Range keys = positions(task.keys, offset, nk);
+    const TileKind kind = task.mask.classify(queries, keys, task.doc_len);
+    if (kind == TileKind::kEmpty) continue;
+    const float* k_tile = b.k_rows + b.k_first(task.keys.row + offset, kv_head);
+    const float* v_tile = b.v_rows + b.k_first(task.keys.row + offset, kv_head);
+    gemm({w.s.data(), kTile, k_tile, ld, 1, q_t, kTile, dim, nk}, false);    // S^T = K Q^T
+    if (kind == TileKind::kPartial || nk < kTile) {
+      mask_scores(w.s.data(), true, task, queries, keys, kind == TileKind::kPartial);
+    }
+    gemm({w.dp.data(), kTile, v_tile, ld, 1, do_t, kTile, dim, nk}, false);  // dP^T = V dO^T
+    softmax_grad_transposed(w.s.data(), w.dp.data(), nk, lse2, delta);
+    gemm_wide({dq, ld, w.dp.data(), 1, kTile, k_tile, ld, nk, nq}, ld, true);  // dQ += dS K
+  }
+  for (Tokens i = 0; i < nq; ++i) {
+    float* out = b.dq.at(item.rows.row + i, item.head);
+    for (int c = 0; c < dim; ++c) out[c] += dq[i * ld + c] * b.scale;
+  }
+}
+
+template <class T>
+void run_items(const std::vector<WorkItem>& items, int dim, void (*item_fn)(const Backward<T>&, const WorkItem&, Scratch&),
+               const Backward<T>& b) {
+  const auto n = static_cast<std::ptrdiff_t>(items.size());
+#pragma omp parallel
+  {
+    Scratch scratch(dim, padded_dim(dim));
+#pragma omp for schedule(dynamic, 1)
+    for (std::ptrdiff_t i = 0; i < n; ++i) item_fn(b, items[static_cast<std::size_t>(i)], scratch);
+  }
+}
+
+}  // namespace
+
+template <class T>
+void attention_backward(std::span<const AttentionTask> tasks, const AttentionShape& shape, HeadTensor<const T> q,
+                        HeadTensor<const T> k, HeadTensor<const T> v, HeadTensor<const T> o,
+                        HeadTensor<const T> d_o, HeadTensor<const float> lse, HeadTensor<float> dq,
+                        HeadTensor<float> dk, HeadTensor<float> dv) {
+  shape.validate();
+  check_shape("q", q, q.rows, shape.q_heads, shape.head_dim);
+  check_shape("k", k, k.rows, shape.kv_heads, shape.head_dim);
+  check_shape("v", v, k.rows, shape.kv_heads, shape.head_dim);
+  check_shape("o", o, q.rows, shape.q_heads, shape.head_dim);
+  check_shape("d_o", d_o, q.rows, shape.q_heads, shape.head_dim);
+  check_shape("lse", lse, q.rows, shape.q_heads, 1);
+  check_shape("dq", dq, q.rows, shape.q_heads, shape.head_dim);
+  check_shape("dk", dk, k.rows, shape.kv_heads, shape.head_dim);
+  check_shape("dv", dv, k.rows, shape.kv_heads, shape.head_dim);
+  validate_tasks(tasks, q.rows, k.rows);
+
+  // Per (row, head): LSE in base 2 and D = rowsum(dO * O), for the rows the tasks name.
+  const std::size_t cells = static_cast<std::size_t>(q.rows) * shape.q_heads;
+  std::vector<float> lse2(cells), delta(cells);
+  std::vector<TokenRows> ranges;
+  for (const auto& t : tasks) {
+    for (const auto& r : t.queries) {
+      if (r.count > 0) ranges.push_back(r);
+    }
+  }
+  const auto n_ranges = static_cast<std::ptrdiff_t>(ranges.size());
+#pragma omp parallel for schedule(dynamic, 1)
+  for (std::ptrdiff_t ri = 0; ri < n_ranges; ++ri) {
+    const TokenRows& r = ranges[static_cast<std::size_t>(ri)];
+    for (Tokens row = r.row; row < r.row + r.count; ++row) {
+      for (int h = 0; h < shape.q_heads; ++h) {
+        const std::size_t cell = static_cast<std::size_t>(row) * shape.q_heads + h;
+        const float l = *lse.at(row, h);
+        lse2[cell] = std::isinf(l) && l < 0 ? __builtin_inff() : l * std::numbers::log2e_v<float>;
+        float sum = 0;
+        for (int c = 0; c < shape.head_dim; ++c) sum += to_float(o.at(row, h)[c]) * to_float(d_o.at(row, h)[c]);
+        delta[cell] = sum;
+      }
+    }
+  }
+
+  const float scale_log2 = shape.softmax_scale() * std::numbers::log2e_v<float>;
+  const Backward<T> b{tasks, q, k, v, d_o, dq, dk, dv, lse2.data(), delta.data(), head_major(q, 0, scale_log2),
+                      head_major(d_o, 1), head_major(k, 2), head_major(v, 3), shape.q_heads / shape.kv_heads,
+                      shape.softmax_scale()};
+  run_items<T>(key_tiles(tasks, shape.kv_heads), shape.head_dim, key_item<T>, b);
+  run_items<T>(query_tiles(tasks, shape.q_heads), shape.head_dim, query_item<T>, b);
+}
+
+template void attention_backward<float>(std::span<const AttentionTask>, const AttentionShape&, HeadTensor<const float>,
+                                        HeadTensor<const float>, HeadTensor<const float>, HeadTensor<const float>,
+                                        HeadTensor<const float>, HeadTensor<const float>, HeadTensor<float>,
+                                        HeadTensor<float>, HeadTensor<float>);
+template void attention_backward<BFloat16>(std::span<const AttentionTask>, const AttentionShape&,
+                                           HeadTensor<const BFloat16>, HeadTensor<const BFloat16>,
+                                           HeadTensor<const BFloat16>, HeadTensor<const BFloat16>,
+                                           HeadTensor<const BFloat16>, HeadTensor<const float>, HeadTensor<float>,
+                                           HeadTensor<float>, HeadTensor<float>);
+
+}  // namespace fulcrum::kernels

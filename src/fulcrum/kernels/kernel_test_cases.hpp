@@ -1,0 +1,131 @@
+// Random attention problems for the kernel tests: documents laid out in shared Q/K/V buffers (with
+// unnamed padding rows), each document's queries cut into tasks (single ranges and head+tail pairs,
+// several tasks sharing the same key rows), under every mask kind. Test-only.
+#pragma once
+
+#include "fulcrum/core/random.hpp"
+#include "fulcrum/kernels/attention.hpp"
+#include "fulcrum/kernels/reference.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace fulcrum::kernels::testing {
+
+/// One mask of every kind, sized for a document of about `len` tokens.
+inline std::vector<MaskSpec> every_mask(Rng& rng, Tokens len) {
+  const Tokens w = std::max<Tokens>(1, rng.uniform_int(1, std::max<Tokens>(1, len / 2)));
+  std::vector<Tokens> verticals, slashes;
+  for (int i = 0; i < 6; ++i) verticals.push_back(rng.uniform_int(0, std::max<Tokens>(0, len - 1)));
+  slashes.push_back(0);
+  for (int i = 0; i < 5; ++i) slashes.push_back(rng.uniform_int(1, std::max<Tokens>(1, len)));
+  std::vector<std::pair<Tokens, Tokens>> blocks;
+  const Tokens block = 32;
+  for (Tokens qb = 0; qb * block < len; ++qb) {
+    for (Tokens kb = 0; kb <= qb; ++kb) {
+      if (kb == 0 || kb == qb || rng.uniform() < 0.3) blocks.emplace_back(qb, kb);
+    }
+  }
+  return {MaskSpec::causal(),
+          MaskSpec::full(),
+          MaskSpec::sliding_window(w),
+          MaskSpec::lambda(rng.uniform_int(0, 70), w),
+          MaskSpec::causal_blockwise(rng.uniform_int(16, 100), rng.uniform_int(0, 2)),
+          MaskSpec::shared_question(rng.uniform_int(1, 4), 20),
+          MaskSpec::vertical_slash(verticals, slashes),
+          MaskSpec::block_sparse(block, blocks)};
+}
+
+struct Problem {
+  AttentionShape shape;
+  std::vector<AttentionTask> tasks;
+  Tokens q_rows = 0, kv_rows = 0;
+  std::vector<double> q, k, v, d_o;  // token-major, fp64 (values exactly representable as bf16 when asked)
+};
+
+/// Documents of the given lengths, one after the other in the buffers with `pad` unused rows between
+/// them. Each document's query rows are cut into 1..max_tasks tasks (some head+tail pairs) that all
+/// read the document's key range [key_begin, len) with key_begin random when `partial_keys`.
+inline Problem make_problem(Rng& rng, AttentionShape shape, const std::vector<Tokens>& lengths, const MaskSpec& mask,
+                            int max_tasks, bool partial_keys, bool bf16_values) {
+  Problem p;
+  p.shape = shape;
+  Tokens row = 0;
+  for (Tokens len : lengths) {
+    row += rng.uniform_int(0, 3);  // padding rows nobody names
+    const Tokens key_begin = partial_keys ? rng.uniform_int(0, len / 3) : 0;
+    std::vector<Tokens> cuts = {0, len};
+    const int pieces = static_cast<int>(rng.uniform_int(1, max_tasks));
+    for (int i = 1; i < pieces; ++i) cuts.push_back(rng.uniform_int(0, len));
+    std::sort(cuts.begin(), cuts.end());
+    std::vector<TokenRows> ranges;
+    for (std::size_t i = 0; i + 1 < cuts.size(); ++i) {
+      if (cuts[i + 1] > cuts[i]) ranges.push_back({row + cuts[i], cuts[i], cuts[i + 1] - cuts[i]});
+    }
+    // Pair the first and last pieces as one head+tail task, as DistCA's shards do.
+    while (!ranges.empty()) {
+      AttentionTask task{{ranges.front(), TokenRows{}}, {row + key_begin, key_begin, len - key_begin}, len, mask};
+      ranges.erase(ranges.begin());
+      if (!ranges.empty() && rng.uniform() < 0.5) {
+        task.queries[1] = ranges.back();
+        ranges.pop_back();
+      }
+      p.tasks.push_back(task);
+    }
+    row += len;
+  }
+  p.q_rows = p.kv_rows = row + rng.uniform_int(0, 2);
+  auto fill = [&](std::vector<double>& x, Tokens rows, int heads) {
+    x.resize(static_cast<std::size_t>(rows * heads * shape.head_dim));
+    for (auto& value : x) {
+      value = rng.normal();
+      if (bf16_values) value = to_float(to_bf16(static_cast<float>(value)));
+    }
+  };
+  fill(p.q, p.q_rows, shape.q_heads);
+  fill(p.k, p.kv_rows, shape.kv_heads);
+  fill(p.v, p.kv_rows, shape.kv_heads);
+  fill(p.d_o, p.q_rows, shape.q_heads);
+  return p;
+}
+
+template <class T>
+std::vector<T> stored(const std::vector<double>& x) {
+  std::vector<T> out(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) out[i] = from_float<T>(static_cast<float>(x[i]));
+  return out;
+}
+
+template <class T>
+HeadTensor<T> view(std::vector<T>& x, Tokens rows, int heads, int dim) {
+  return {x.data(), rows, heads, dim};
+}
+
+/// max |got - want| / max |want| over the elements where want is finite: the error relative to the
+/// tensor's scale (elementwise relative error is meaningless for near-zero entries).
+template <class A, class B>
+double relative_error(const std::vector<A>& got, const std::vector<B>& want) {
+  double worst = 0, scale = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const double w = static_cast<double>(want[i]);
+    if (!std::isfinite(w)) continue;
+    scale = std::max(scale, std::abs(w));
+    worst = std::max(worst, std::abs(static_cast<double>(to_float(got[i])) - w));
+  }
+  return scale == 0 ? worst : worst / scale;
+}
+
+/// Rows named by the problem's tasks, as [row][head] cells.
+inline std::vector<char> named_cells(const Problem& p) {
+  std::vector<char> named(static_cast<std::size_t>(p.q_rows * p.shape.q_heads), 0);
+  for (const auto& t : p.tasks) {
+    for (const auto& r : t.queries) {
+      for (Tokens i = 0; i < r.count * p.shape.q_heads; ++i) named[static_cast<std::size_t>(r.row * p.shape.q_heads + i)] = 1;
+    }
+  }
+  return named;
+}
+
+}  // namespace fulcrum::kernels::testing

@@ -1,0 +1,49 @@
+// `fulcrum bench kernels`: the machine's fp32 FMA peak, then the fused kernels on long causal
+// documents (forward and backward) and on one document cut into ever smaller shards (DistCA's
+// composability claim: throughput follows total work, not shard size), all in one run so the ratios
+// are side by side.
+#pragma once
+
+#include "fulcrum/kernels/timing.hpp"
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <string>
+#include <vector>
+
+namespace fulcrum {
+
+struct KernelBenchConfig {
+  std::vector<Tokens> lengths = {4096, 16384, 32768};
+  kernels::AttentionShape shape{8, 8, 128, 0};
+  std::string mask = "causal";
+  std::string dtype = "fp32";
+  int repeats = 3;
+  bool backward = true;
+  Tokens split_length = 32768;                      // the document the shard study cuts
+  std::vector<Tokens> shards = {32768, 4096, 512, 128};
+  void validate() const;
+};
+
+struct KernelBenchRow {
+  std::string study;  // "length" or "shards"
+  std::string pass;   // "forward" or "backward"
+  Tokens length = 0;
+  Tokens shard = 0;
+  int tasks = 0;
+  double seconds = 0, flops = 0;
+  double gflops() const { return flops / seconds / 1e9; }
+};
+
+struct KernelBench {
+  KernelBenchConfig config;
+  int threads = 0;
+  double peak_flops = 0;
+  std::vector<KernelBenchRow> rows;
+  std::string to_table() const;
+  nlohmann::json to_json() const;
+};
+
+KernelBench run_kernel_bench(const KernelBenchConfig& config);
+
+}  // namespace fulcrum
