@@ -113,9 +113,7 @@ FULCRUM_KERNEL_CLONES void key_item(const Backward<T>& b, const WorkItem& item, 
         const float* qs = b.q_rows + b.q_first(row, h);
         const float* d_o = b.do_rows + b.q_first(row, h);
         gemm({w.s.data(), kTile, qs, ld, 1, k_t, kTile, dim, nq}, false);    // S = Q K^T
-        if (kind == TileKind::kPartial || nk < kTile) {
-          mask_scores(w.s.data(), false, task, queries, keys, kind == TileKind::kPartial);
-        }
+        mask_scores(w.s.data(), false, task, queries, keys, kind);
         gemm({w.dp.data(), kTile, d_o, ld, 1, v_t, kTile, dim, nq}, false);  // dP = dO V^T
         softmax_grad_rows(w.s.data(), w.dp.data(), nq, b.lse2 + b.row_head(row, h), b.delta + b.row_head(row, h),
                           b.q.heads);
@@ -174,9 +172,7 @@ FULCRUM_KERNEL_CLONES void query_item(const Backward<T>& b, const WorkItem& item
     const float* k_tile = b.k_rows + b.k_first(task.keys.row + offset, kv_head);
     const float* v_tile = b.v_rows + b.k_first(task.keys.row + offset, kv_head);
     gemm({w.s.data(), kTile, k_tile, ld, 1, q_t, kTile, dim, nk}, false);    // S^T = K Q^T
-    if (kind == TileKind::kPartial || nk < kTile) {
-      mask_scores(w.s.data(), true, task, queries, keys, kind == TileKind::kPartial);
-    }
+    mask_scores(w.s.data(), true, task, queries, keys, kind);
     gemm({w.dp.data(), kTile, v_tile, ld, 1, do_t, kTile, dim, nk}, false);  // dP^T = V dO^T
     softmax_grad_transposed(w.s.data(), w.dp.data(), nk, lse2, delta);
     gemm_wide({dq, ld, w.dp.data(), 1, kTile, k_tile, ld, nk, nq}, ld, true);  // dQ += dS K

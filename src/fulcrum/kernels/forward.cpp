@@ -114,9 +114,7 @@ FULCRUM_KERNEL_CLONES void forward_item(const Forward<T>& f, const WorkItem& ite
       const TileKind kind = task.mask.classify(queries, keys, task.doc_len);
       if (kind == TileKind::kEmpty) continue;
       gemm({w.s_t.data(), kTile, f.k_rows + first, ld, 1, s.q_t.data(), kTile, dim, nk}, false);  // S^T = K Q^T
-      if (kind == TileKind::kPartial || nk < kTile) {
-        mask_scores(w.s_t.data(), true, task, queries, keys, kind == TileKind::kPartial);
-      }
+      mask_scores(w.s_t.data(), true, task, queries, keys, kind);
       online_softmax(w.s_t.data(), static_cast<int>(nk), s.o.data(), ld, nq, s.m, s.l);
       gemm_wide({s.o.data(), ld, w.s_t.data(), 1, kTile, f.v_rows + first, ld, nk, nq}, ld, true);  // O += P V
     }

@@ -74,10 +74,12 @@ const float* head_major(HeadTensor<const T> t, int slot, float scale = 1.0f) {
 }
 
 /// Sets masked scores to -inf. `transposed`: scores are [key][query] (else [query][key]), ld 64.
-/// Keys past `keys.size()` (a short last tile) are masked too.
+/// Keys past `keys.size()` (a short last tile) are masked too; a full 64-key tile is left as is.
 FULCRUM_INLINE void mask_scores(float* s, bool transposed, const AttentionTask& task, Range queries, Range keys,
-                                bool partial) {
+                                TileKind kind) {
   const int nk = static_cast<int>(keys.size());
+  const bool partial = kind == TileKind::kPartial;
+  if (!partial && nk == simd::kTile) return;
   const Tokens nq = queries.size();
   for (Tokens i = 0; i < nq; ++i) {
     std::uint64_t bits = partial ? task.mask.row_bits(queries.begin + i, keys.begin, nk, task.doc_len)
