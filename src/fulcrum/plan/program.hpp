@@ -1,0 +1,199 @@
+// The Plan IR: what every rank does for one pass of core attention, as plain data. `compile` lowers an
+// Assignment to it; the executor runs it on real ranks, the simulator in virtual time, `verify_plan`
+// checks it, and it serialises to JSON and binary. Nothing here knows about MPI or kernels.
+//
+// A rank's Program is an ordered list of Instructions over the rank's named Buffers. Every buffer is
+// token-major rows of one Field (its row width and element type follow from the field and the plan's
+// HeadLayout). Communication is split in two: a CommLaunch starts sends and receives, a later CommWait
+// blocks until they are done, so compute placed between them overlaps the traffic. Ping-pong is two
+// nano-batch streams interleaved in one Program; `Instruction::stream` says which one an instruction
+// belongs to (for timelines; execution is in program order).
+#pragma once
+
+#include "fulcrum/core/interval.hpp"
+#include "fulcrum/workload/mask.hpp"
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace fulcrum {
+
+/// What a buffer's rows hold. Q, K, V, O and dO are stored in the run's dtype; LSE and the gradients
+/// dQ, dK, dV are fp32 (the kernels accumulate gradients in fp32).
+enum class Field : std::uint8_t { kQ, kK, kV, kO, kLse, kDO, kDQ, kDK, kDV };
+const char* to_string(Field field);
+Field parse_field(std::string_view text);
+
+/// Head layout of every attention call in a plan, and the storage dtype's size in bytes (2 or 4).
+struct HeadLayout {
+  int q_heads = 1;
+  int kv_heads = 1;
+  int head_dim = 64;
+  int dtype_bytes = 4;
+
+  /// Values per row of a buffer of `field` (e.g. q_heads * head_dim for Q, q_heads for LSE).
+  Tokens row_values(Field field) const;
+  /// Bytes per element: dtype_bytes for stored activations, 4 for LSE and gradients.
+  int element_bytes(Field field) const;
+  Tokens row_bytes(Field field) const { return row_values(field) * element_bytes(field); }
+  friend bool operator==(const HeadLayout&, const HeadLayout&) = default;
+};
+
+/// How a buffer's rows start: given by the caller (the rank's own Q, K, V, dO, ...), zero, -inf (LSE
+/// of rows no task sees), or undefined until an instruction writes them.
+enum class BufferInit : std::uint8_t { kInput, kZero, kNegInf, kUndefined };
+const char* to_string(BufferInit init);
+BufferInit parse_buffer_init(std::string_view text);
+
+struct Buffer {
+  std::string name;
+  Field field = Field::kQ;
+  Tokens rows = 0;
+  BufferInit init = BufferInit::kUndefined;
+  bool output = false;  // the caller reads it after the pass (O and LSE, or dQ, dK and dV)
+  friend bool operator==(const Buffer&, const Buffer&) = default;
+};
+
+/// Rows [row, row + rows) of buffer `buffer` (an index into Program::buffers).
+struct Slice {
+  int buffer = 0;
+  Tokens row = 0;
+  Tokens rows = 0;
+  friend bool operator==(const Slice&, const Slice&) = default;
+};
+
+/// One point-to-point message: a send of `slice` to `peer`, or a receive from `peer` into `slice`.
+/// A send and its receive carry the same tag and the same byte count.
+struct Message {
+  int peer = 0;
+  int tag = 0;
+  Slice slice;
+  friend bool operator==(const Message&, const Message&) = default;
+};
+
+struct CommLaunch {
+  int id = 0;  // unique within the program; named by the CommWait that completes it
+  std::vector<Message> sends;
+  std::vector<Message> receives;
+  friend bool operator==(const CommLaunch&, const CommLaunch&) = default;
+};
+
+struct CommWait {
+  int launch = 0;
+  friend bool operator==(const CommWait&, const CommWait&) = default;
+};
+
+/// Buffer rows [row, row + count) hold document positions [position, position + count).
+struct RowSpan {
+  Tokens row = 0;
+  Tokens position = 0;
+  Tokens count = 0;
+  friend bool operator==(const RowSpan&, const RowSpan&) = default;
+};
+
+/// One CA-task inside a fused call: query rows (one span or a head+tail pair) of document `doc` (an
+/// index into Plan::documents) against one span of key rows, all heads, masked by the document's mask.
+struct AttentionItem {
+  int doc = 0;
+  std::array<RowSpan, 2> queries{};  // the second has count 0 for a single span
+  RowSpan keys;
+  friend bool operator==(const AttentionItem&, const AttentionItem&) = default;
+};
+
+/// Forward: writes o and lse for every item's query rows. Fields are buffer indices.
+struct Attention {
+  int q = 0, k = 0, v = 0, o = 0, lse = 0;
+  std::vector<AttentionItem> items;
+  friend bool operator==(const Attention&, const Attention&) = default;
+};
+
+/// Backward: adds into dq, dk and dv, given the forward's (merged) o and lse and the output gradient.
+struct AttentionBackward {
+  int q = 0, k = 0, v = 0, o = 0, lse = 0, d_o = 0, dq = 0, dk = 0, dv = 0;
+  std::vector<AttentionItem> items;
+  friend bool operator==(const AttentionBackward&, const AttentionBackward&) = default;
+};
+
+/// kMerge: out/out_lse = the LSE-weighted merge of parts/part_lse (partial attention over split keys).
+/// kSum: out += the sum of parts (gradients from several servers); out_lse and part_lse unused.
+enum class ReduceOp : std::uint8_t { kMerge, kSum };
+struct Reduce {
+  ReduceOp op = ReduceOp::kSum;
+  Slice out;
+  Slice out_lse;
+  std::vector<Slice> parts;
+  std::vector<Slice> part_lse;
+  friend bool operator==(const Reduce&, const Reduce&) = default;
+};
+
+/// dst = src (same field and row count).
+struct Copy {
+  Slice src;
+  Slice dst;
+  friend bool operator==(const Copy&, const Copy&) = default;
+};
+
+using Operation = std::variant<CommLaunch, CommWait, Attention, AttentionBackward, Reduce, Copy>;
+const char* operation_name(const Operation& op);
+
+struct Instruction {
+  Operation op;
+  int stream = 0;  // nano-batch 0 or 1 (ping-pong); 0 otherwise
+  friend bool operator==(const Instruction&, const Instruction&) = default;
+};
+
+/// Rows [row, row + tokens.size()) of the rank's input buffers hold tokens `tokens` of document `doc`.
+struct OwnedRows {
+  int doc = 0;
+  Range tokens;
+  Tokens row = 0;
+  friend bool operator==(const OwnedRows&, const OwnedRows&) = default;
+};
+
+struct Program {
+  int rank = 0;
+  std::vector<OwnedRows> owned;  // the rank's tokens, in the row order of its input/output buffers
+  std::vector<Buffer> buffers;
+  std::vector<Instruction> instructions;
+
+  Tokens owned_tokens() const;
+  /// The index of the buffer called `name`, or -1.
+  int find_buffer(std::string_view name) const;
+  friend bool operator==(const Program&, const Program&) = default;
+};
+
+enum class Pass : std::uint8_t { kForward, kBackward };
+const char* to_string(Pass pass);
+Pass parse_pass(std::string_view text);
+
+struct PlanDocument {
+  Tokens length = 0;
+  MaskSpec mask;
+  friend bool operator==(const PlanDocument& a, const PlanDocument& b) {
+    return a.length == b.length && a.mask.to_string() == b.mask.to_string();
+  }
+};
+
+struct Plan {
+  Pass pass = Pass::kForward;
+  std::string planner;   // the planner that made the Assignment
+  std::string schedule;  // "pingpong" or "single-stream"
+  HeadLayout heads;
+  std::vector<PlanDocument> documents;
+  std::vector<Program> programs;  // one per rank, programs[r].rank == r
+
+  int ranks() const { return static_cast<int>(programs.size()); }
+  friend bool operator==(const Plan&, const Plan&) = default;
+};
+
+/// Names of the buffers every program declares: the caller's inputs and outputs.
+namespace buffer_names {
+inline constexpr std::string_view kQ = "q", kK = "k", kV = "v", kO = "o", kLse = "lse", kDO = "d_o",
+                                  kDQ = "dq", kDK = "dk", kDV = "dv";
+}
+
+}  // namespace fulcrum
