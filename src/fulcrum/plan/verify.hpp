@@ -21,6 +21,10 @@ struct VerifyReport {
 
 VerifyReport verify(const Assignment& assignment);
 
+/// Placement, well-formed tasks and exact coverage only; the transfers are not looked at (verify_plan
+/// checks the data movement of compiled Programs itself).
+VerifyReport verify_coverage(const Assignment& assignment);
+
 /// Also checks that the assignment computes exactly the documents of `input` (planners that keep the
 /// input's documents; WLB-style planners that defer documents are checked with `verify` alone).
 VerifyReport verify(const Assignment& assignment, const Batch& input);

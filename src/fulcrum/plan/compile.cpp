@@ -1,0 +1,311 @@
+#include "fulcrum/plan/compile.hpp"
+
+#include "fulcrum/core/error.hpp"
+#include "fulcrum/plan/compile_layout.hpp"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+namespace fulcrum {
+namespace {
+
+using compile_detail::OwnerMap;
+using compile_detail::RankBuilder;
+
+// The fields each side of a task moves, per pass.
+struct PassFields {
+  std::vector<Field> q_in, q_out, kv_in, kv_out;
+};
+
+PassFields pass_fields(Pass pass) {
+  if (pass == Pass::kForward) return {{Field::kQ}, {Field::kO, Field::kLse}, {Field::kK, Field::kV}, {}};
+  return {{Field::kQ, Field::kO, Field::kLse, Field::kDO}, {Field::kDQ}, {Field::kK, Field::kV}, {Field::kDK, Field::kDV}};
+}
+
+// A slice of workspace rows that holds an output for tokens `tokens` of `doc`, to be returned to the
+// tokens' owners: O+LSE or dQ of a task's query range, dK+dV of fetched keys.
+struct Contribution {
+  int server = 0;
+  int nano_batch = 0;
+  int doc = 0;
+  Range tokens;
+  Tokens ws_row = 0;
+  bool q_side = true;
+};
+
+// One fused call: the tasks of a server's nano-batch that need traffic (remote) or not (local).
+struct TaskGroup {
+  int nano_batch = 0;
+  bool local = false;
+  std::vector<int> tasks;
+};
+
+class Compiler {
+ public:
+  Compiler(const Assignment& a, const HeadLayout& heads, Pass pass, Schedule schedule)
+      : a_(a), pass_(pass), schedule_(schedule), fields_(pass_fields(pass)), owners_(a.batch) {
+    plan_.pass = pass;
+    plan_.planner = a.planner;
+    plan_.schedule = to_string(schedule);
+    plan_.heads = heads;
+    for (const auto& d : a.batch.documents) plan_.documents.push_back({d.length, d.mask});
+    for (int r = 0; r < a.batch.ranks; ++r) ranks_.emplace_back(r, owners_, pass);
+    tags_.assign(static_cast<std::size_t>(a.batch.ranks) * a.batch.ranks, 0);
+  }
+
+  Plan run() {
+    for (int server = 0; server < a_.batch.ranks; ++server) {
+      const auto groups = group_tasks(server);
+      for (const auto& group : groups) {
+        for (int i : group.tasks) ranks_[server].reserve_keys(group.nano_batch, a_.tasks[i].doc, a_.tasks[i].keys);
+      }
+      ranks_[server].allocate_key_blocks();
+      for (const auto& group : groups) lay_out_group(server, group);
+    }
+    emit_returns();
+    for (auto& r : ranks_) plan_.programs.push_back(r.finish());
+    return std::move(plan_);
+  }
+
+ private:
+  int nano_batches() const { return schedule_ == Schedule::kPingPong ? 2 : 1; }
+
+  // A task is local when its server owns every Q row and every key it reads, and so every output row.
+  bool is_local(const CATask& t) const {
+    const auto& doc = a_.batch.documents[t.doc];
+    for (const auto& q : t.query_ranges()) {
+      if (!owners_.owned_by(t.doc, q, t.server)) return false;
+      for (const auto& keys : doc.mask.keys_needed(q, t.keys, doc.length)) {
+        if (!owners_.owned_by(t.doc, keys, t.server)) return false;
+      }
+    }
+    return true;
+  }
+
+  Tokens task_pairs(const CATask& t) const {
+    const auto& doc = a_.batch.documents[t.doc];
+    Tokens pairs = 0;
+    for (const auto& q : t.query_ranges()) pairs += doc.mask.count_pairs(q, t.keys, doc.length);
+    return pairs;
+  }
+
+  // Splits one server's tasks into the schedule's groups, in execution order. Within local and remote
+  // work, tasks are sorted by document so a cut between nano-batches splits at most one document's
+  // K/V fetch in two.
+  std::vector<TaskGroup> group_tasks(int server) const {
+    std::vector<int> local, remote;
+    for (int i = 0; i < static_cast<int>(a_.tasks.size()); ++i) {
+      const auto& t = a_.tasks[i];
+      if (t.server == server) (is_local(t) ? local : remote).push_back(i);
+    }
+    auto by_doc = [&](int x, int y) {
+      const auto &tx = a_.tasks[x], &ty = a_.tasks[y];
+      return std::tie(tx.doc, tx.queries[0].begin) < std::tie(ty.doc, ty.queries[0].begin);
+    };
+    std::sort(local.begin(), local.end(), by_doc);
+    std::sort(remote.begin(), remote.end(), by_doc);
+    if (nano_batches() == 1) {
+      std::vector<int> all = local;
+      all.insert(all.end(), remote.begin(), remote.end());
+      return {{0, false, all}};
+    }
+    auto [local0, local1] = halve(local);
+    auto [remote0, remote1] = halve(remote);
+    return {{0, true, local0}, {0, false, remote0}, {1, false, remote1}, {1, true, local1}};
+  }
+
+  // Cuts tasks (in order) where the running work first reaches half the total.
+  std::pair<std::vector<int>, std::vector<int>> halve(const std::vector<int>& tasks) const {
+    Tokens total = 0;
+    for (int i : tasks) total += task_pairs(a_.tasks[i]);
+    std::pair<std::vector<int>, std::vector<int>> halves;
+    Tokens running = 0;
+    for (int i : tasks) {
+      const Tokens pairs = task_pairs(a_.tasks[i]);
+      // A task goes first when most of it lies before the midpoint.
+      (2 * running + pairs <= total ? halves.first : halves.second).push_back(i);
+      running += pairs;
+    }
+    return halves;
+  }
+
+  int next_tag(int src, int dst) { return tags_[static_cast<std::size_t>(src) * a_.batch.ranks + dst]++; }
+
+  // Moves tokens `tokens` of `doc` of every field in `fields` from their owners' input buffers into
+  // rows starting at `ws_row` of the server's workspace: a copy where the server owns them, else a
+  // message in the nano-batch's dispatch launch.
+  void fetch(int server, int nb, int doc, Range tokens, Tokens ws_row, const std::vector<Field>& fields) {
+    for (const auto& piece : owners_.pieces(doc, tokens)) {
+      const Tokens dst_row = ws_row + (piece.tokens.begin - tokens.begin);
+      for (Field f : fields) {
+        const Slice src{ranks_[piece.rank].own(f), piece.row, piece.tokens.size()};
+        const Slice dst{ranks_[server].workspace(nb, f), dst_row, piece.tokens.size()};
+        if (piece.rank == server) {
+          ranks_[server].dispatch_copy(nb, {src, dst});
+        } else {
+          const int tag = next_tag(piece.rank, server);
+          ranks_[piece.rank].dispatch(nb).sends.push_back({server, tag, src});
+          ranks_[server].dispatch(nb).receives.push_back({piece.rank, tag, dst});
+        }
+      }
+    }
+  }
+
+  void lay_out_group(int server, const TaskGroup& group) {
+    if (group.tasks.empty()) return;
+    RankBuilder& rank = ranks_[server];
+    const int nb = group.nano_batch;
+    std::vector<AttentionItem> items;
+    for (int i : group.tasks) {
+      const auto& t = a_.tasks[i];
+      const auto& doc = a_.batch.documents[t.doc];
+      AttentionItem item;
+      item.doc = t.doc;
+      int slot = 0;
+      for (const auto& q : t.query_ranges()) {
+        const Tokens row = rank.allocate_q_rows(nb, q.size());
+        fetch(server, nb, t.doc, q, row, fields_.q_in);
+        item.queries[slot++] = {row, q.begin, q.size()};
+        contributions_.push_back({server, nb, t.doc, q, row, true});
+      }
+      item.keys = {rank.key_row(nb, t.doc, t.keys.begin), t.keys.begin, t.keys.size()};
+      for (const auto& q : t.query_ranges()) {
+        for (const auto& needed : doc.mask.keys_needed(q, t.keys, doc.length)) {
+          for (const auto& gap : rank.keys_missing(nb, t.doc, needed)) {
+            fetch(server, nb, t.doc, gap, rank.key_row(nb, t.doc, gap.begin), fields_.kv_in);
+            if (!fields_.kv_out.empty()) {
+              contributions_.push_back({server, nb, t.doc, gap, rank.key_row(nb, t.doc, gap.begin), false});
+            }
+          }
+        }
+      }
+      items.push_back(item);
+    }
+    rank.add_compute(nb, group.local, std::move(items));
+  }
+
+  // Returns every contribution to the owners of its tokens. Rows that receive one contribution get it
+  // in place; rows that receive several get a Reduce over all of them.
+  void emit_returns() {
+    std::map<std::pair<int, bool>, std::vector<const Contribution*>> by_doc;  // (doc, q side)
+    for (const auto& c : contributions_) by_doc[{c.doc, c.q_side}].push_back(&c);
+    for (const auto& [key, list] : by_doc) {
+      const auto [doc, q_side] = key;
+      // Elementary stretches: cut at every contribution edge and every owner boundary.
+      std::vector<Tokens> cuts;
+      for (const auto* c : list) {
+        cuts.push_back(c->tokens.begin);
+        cuts.push_back(c->tokens.end);
+      }
+      for (const auto& piece : owners_.pieces(doc, {0, a_.batch.documents[doc].length})) cuts.push_back(piece.tokens.begin);
+      std::sort(cuts.begin(), cuts.end());
+      cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+      std::vector<int> count(cuts.size(), 0);
+      for (const auto* c : list) {
+        const auto first = std::lower_bound(cuts.begin(), cuts.end(), c->tokens.begin) - cuts.begin();
+        const auto last = std::lower_bound(cuts.begin(), cuts.end(), c->tokens.end) - cuts.begin();
+        for (auto i = first; i < last; ++i) ++count[i];
+      }
+      const auto& out_fields = q_side ? fields_.q_out : fields_.kv_out;
+      const ReduceOp op = (pass_ == Pass::kForward && q_side) ? ReduceOp::kMerge : ReduceOp::kSum;
+      // The owner-side Reduce of each shared stretch, per reduced field: (stretch start, field slot).
+      std::map<std::pair<Tokens, std::size_t>, Reduce> reduces;
+      std::map<Tokens, int> reduce_owner;
+      for (const auto* c : list) {
+        auto i = std::lower_bound(cuts.begin(), cuts.end(), c->tokens.begin) - cuts.begin();
+        for (; cuts[i] < c->tokens.end; ++i) {
+          const Range stretch{cuts[i], cuts[i + 1]};
+          const auto owner = owners_.pieces(doc, stretch).front();
+          const Tokens ws_row = c->ws_row + (stretch.begin - c->tokens.begin);
+          if (count[i] == 1) {
+            return_direct(*c, out_fields, stretch, ws_row, owner);
+          } else {
+            reduce_owner[stretch.begin] = owner.rank;
+            return_part(*c, out_fields, stretch, ws_row, owner, op, reduces);
+          }
+        }
+      }
+      for (auto& [at, r] : reduces) ranks_[reduce_owner[at.first]].add_reduce(std::move(r));
+    }
+  }
+
+  void return_direct(const Contribution& c, const std::vector<Field>& fields, Range stretch, Tokens ws_row,
+                     const OwnerMap::Piece& owner) {
+    for (Field f : fields) {
+      const Slice src{ranks_[c.server].workspace(c.nano_batch, f), ws_row, stretch.size()};
+      const Slice dst{ranks_[owner.rank].own(f), owner.row, stretch.size()};
+      send_or_copy(c, owner.rank, src, dst);
+    }
+  }
+
+  // One contribution to a stretch several contributions share: sent to (or, on the owner, read in
+  // place from) a part slot, and added to the stretch's Reduce. A merge reduces O and LSE together;
+  // a sum reduces each gradient field on its own.
+  void return_part(const Contribution& c, const std::vector<Field>& fields, Range stretch, Tokens ws_row,
+                   const OwnerMap::Piece& owner, ReduceOp op,
+                   std::map<std::pair<Tokens, std::size_t>, Reduce>& reduces) {
+    for (std::size_t j = 0; j < fields.size(); ++j) {
+      const Field f = fields[j];
+      Slice part{ranks_[c.server].workspace(c.nano_batch, f), ws_row, stretch.size()};
+      if (c.server != owner.rank) {
+        const Slice received{ranks_[owner.rank].part(f), ranks_[owner.rank].allocate_part_rows(f, stretch.size()),
+                             stretch.size()};
+        send_or_copy(c, owner.rank, part, received);
+        part = received;
+      }
+      const Slice out{ranks_[owner.rank].own(f), owner.row, stretch.size()};
+      Reduce& r = reduces[{stretch.begin, op == ReduceOp::kMerge ? 0 : j}];
+      r.op = op;
+      if (f == Field::kLse) {
+        r.out_lse = out;
+        r.part_lse.push_back(part);
+      } else {
+        r.out = out;
+        r.parts.push_back(part);
+      }
+    }
+  }
+
+  void send_or_copy(const Contribution& c, int owner, const Slice& src, const Slice& dst) {
+    if (c.server == owner) {
+      ranks_[owner].return_copy({src, dst});
+    } else {
+      const int tag = next_tag(c.server, owner);
+      ranks_[c.server].return_launch(c.nano_batch).sends.push_back({owner, tag, src});
+      ranks_[owner].return_launch(c.nano_batch).receives.push_back({c.server, tag, dst});
+    }
+  }
+
+  const Assignment& a_;
+  Pass pass_;
+  Schedule schedule_;
+  PassFields fields_;
+  OwnerMap owners_;
+  Plan plan_;
+  std::vector<RankBuilder> ranks_;
+  std::vector<int> tags_;
+  std::vector<Contribution> contributions_;
+};
+
+}  // namespace
+
+const char* to_string(Schedule schedule) { return schedule == Schedule::kPingPong ? "pingpong" : "single-stream"; }
+
+Schedule parse_schedule(std::string_view text) {
+  if (text == "pingpong") return Schedule::kPingPong;
+  if (text == "single-stream") return Schedule::kSingleStream;
+  fail("schedule = '{}': must be pingpong or single-stream", text);
+}
+
+HeadLayout head_layout(const ModelShape& model, int dtype_bytes) {
+  model.validate();
+  if (dtype_bytes != 2 && dtype_bytes != 4) fail("dtype_bytes = {}: must be 2 (bf16) or 4 (fp32)", dtype_bytes);
+  return {model.q_heads, model.kv_heads, model.head_dim, dtype_bytes};
+}
+
+Plan compile(const Assignment& assignment, const HeadLayout& heads, Pass pass, Schedule schedule) {
+  return Compiler(assignment, heads, pass, schedule).run();
+}
+
+}  // namespace fulcrum

@@ -1,0 +1,37 @@
+// compile: lowers an Assignment to a Plan, one Program per rank, for the forward or the backward pass.
+//
+// Every rank is a token owner and an attention server (DistCA's in-place servers). For each server and
+// nano-batch the compiler lays out a workspace: one block of Q-side rows per task (Q, and in backward
+// O, LSE and dO, fetched from the rows' owners) and one block of K/V rows per connected stretch of the
+// tasks' key ranges per document (only the keys some row can see are fetched; the rest stay zero and
+// are masked). Outputs go back to the owners: a row computed by one task is written in place, a row
+// whose keys were split over several tasks is merged by LSE (forward) or summed (dQ); dK and dV of a
+// key read on several servers are summed at the key's owner.
+//
+// Schedules (the DistCA ablation's modes; `signal` is an executor mode on the pingpong plan):
+//  - single-stream: dispatch, wait, compute everything, return, wait. No overlap.
+//  - pingpong: each server's tasks split into two nano-batches of equal work, each ordered so work that
+//    needs no traffic hides the traffic of work that does:
+//      launch D0, D1 | local half of nb0 | wait D0 | remote nb0 | launch R0 | wait D1 | remote nb1 |
+//      launch R1 | local half of nb1 | wait R0, R1 | merge and sum.
+#pragma once
+
+#include "fulcrum/plan/assignment.hpp"
+#include "fulcrum/plan/program.hpp"
+
+#include <string_view>
+#include <vector>
+
+namespace fulcrum {
+
+enum class Schedule { kPingPong, kSingleStream };
+const char* to_string(Schedule schedule);
+Schedule parse_schedule(std::string_view text);  // "pingpong" | "single-stream"
+
+/// HeadLayout of a model shape with storage of `dtype_bytes` (4: fp32, 2: bf16).
+HeadLayout head_layout(const ModelShape& model, int dtype_bytes);
+
+/// Lowers a verified Assignment (plan::verify) to per-rank Programs.
+Plan compile(const Assignment& assignment, const HeadLayout& heads, Pass pass, Schedule schedule);
+
+}  // namespace fulcrum

@@ -1,0 +1,190 @@
+#include "fulcrum/plan/compile_layout.hpp"
+
+#include "fulcrum/core/error.hpp"
+
+#include <fmt/format.h>
+
+namespace fulcrum::compile_detail {
+
+OwnerMap::OwnerMap(const Batch& batch)
+    : by_doc_(batch.documents.size()), by_rank_(static_cast<std::size_t>(batch.ranks)) {
+  std::vector<Tokens> next_row(static_cast<std::size_t>(batch.ranks), 0);
+  for (const auto& s : batch.segments) {
+    by_doc_[s.doc].push_back({s.rank, next_row[s.rank], s.tokens});
+    by_rank_[s.rank].push_back({s.doc, s.tokens, next_row[s.rank]});
+    next_row[s.rank] += s.tokens.size();
+  }
+}
+
+std::vector<OwnerMap::Piece> OwnerMap::pieces(int doc, Range tokens) const {
+  std::vector<Piece> out;
+  for (const auto& p : by_doc_[doc]) {
+    const Range cut = intersect(p.tokens, tokens);
+    if (!cut.empty()) out.push_back({p.rank, p.row + (cut.begin - p.tokens.begin), cut});
+  }
+  return out;
+}
+
+bool OwnerMap::owned_by(int doc, Range tokens, int rank) const {
+  for (const auto& p : pieces(doc, tokens)) {
+    if (p.rank != rank) return false;
+  }
+  return true;
+}
+
+std::vector<OwnedRows> OwnerMap::owned_rows(int rank) const { return by_rank_[rank]; }
+
+namespace {
+
+bool is_gradient(Field f) { return f == Field::kDQ || f == Field::kDK || f == Field::kDV; }
+
+}  // namespace
+
+RankBuilder::RankBuilder(int rank, const OwnerMap& owners, Pass pass)
+    : rank_(rank), pass_(pass), owned_(owners.owned_rows(rank)) {
+  for (int nb = 0; nb < 2; ++nb) {
+    dispatch_[nb].id = 2 * nb;
+    return_[nb].id = 2 * nb + 1;
+  }
+  if (pass == Pass::kForward) {
+    for (Field f : {Field::kQ, Field::kK, Field::kV}) add_buffer(to_string(f), f, BufferInit::kInput, false);
+    add_buffer("o", Field::kO, BufferInit::kZero, true);
+    add_buffer("lse", Field::kLse, BufferInit::kNegInf, true);
+  } else {
+    for (Field f : {Field::kQ, Field::kK, Field::kV, Field::kO, Field::kLse, Field::kDO}) {
+      add_buffer(to_string(f), f, BufferInit::kInput, false);
+    }
+    for (Field f : {Field::kDQ, Field::kDK, Field::kDV}) add_buffer(to_string(f), f, BufferInit::kZero, true);
+  }
+  for (auto& b : buffers_) b.rows = 0;
+  Tokens rows = 0;
+  for (const auto& o : owned_) rows += o.tokens.size();
+  for (auto& b : buffers_) b.rows = rows;
+  for (std::size_t i = 0; i < buffers_.size(); ++i) own_[buffers_[i].field] = static_cast<int>(i);
+}
+
+int RankBuilder::add_buffer(const std::string& name, Field field, BufferInit init, bool output) {
+  buffers_.push_back({name, field, 0, init, output});
+  return static_cast<int>(buffers_.size()) - 1;
+}
+
+int RankBuilder::own(Field field) const { return own_.at(field); }
+
+int RankBuilder::workspace(int nb, Field field) {
+  auto [it, fresh] = workspace_.try_emplace({nb, field}, 0);
+  if (fresh) {
+    // Gradients accumulate and K/V rows between fetched keys are read (then masked), so both start at
+    // zero; every other workspace row is written by a fetch or by the attention call before it is read.
+    const bool zero = is_gradient(field) || field == Field::kK || field == Field::kV;
+    it->second = add_buffer(fmt::format("ws{}.{}", nb, to_string(field)), field,
+                            zero ? BufferInit::kZero : BufferInit::kUndefined, false);
+  }
+  return it->second;
+}
+
+int RankBuilder::part(Field field) {
+  auto [it, fresh] = part_.try_emplace(field, 0);
+  if (fresh) it->second = add_buffer(fmt::format("part.{}", to_string(field)), field, BufferInit::kUndefined, false);
+  return it->second;
+}
+
+Tokens RankBuilder::allocate_q_rows(int nb, Tokens rows) {
+  const Tokens row = q_rows_[nb];
+  q_rows_[nb] += rows;
+  return row;
+}
+
+Tokens RankBuilder::allocate_part_rows(Field field, Tokens rows) {
+  const Tokens row = part_rows_[field];
+  part_rows_[field] += rows;
+  return row;
+}
+
+void RankBuilder::reserve_keys(int nb, int doc, Range keys) { keys_[nb][doc].reserved.add(keys); }
+
+void RankBuilder::allocate_key_blocks() {
+  for (int nb = 0; nb < 2; ++nb) {
+    for (auto& [doc, k] : keys_[nb]) {
+      for (const auto& r : k.reserved.ranges()) {
+        k.blocks.push_back({r, kv_rows_[nb]});
+        kv_rows_[nb] += r.size();
+      }
+    }
+  }
+}
+
+Tokens RankBuilder::key_row(int nb, int doc, Tokens position) const {
+  for (const auto& [tokens, row] : keys_[nb].at(doc).blocks) {
+    if (tokens.contains(position)) return row + (position - tokens.begin);
+  }
+  FULCRUM_CHECK(false, "rank {}: key {} of document {} was not reserved in nano-batch {}", rank_, position, doc, nb);
+}
+
+std::vector<Range> RankBuilder::keys_missing(int nb, int doc, Range needed) {
+  auto& k = keys_[nb].at(doc);
+  auto gaps = k.fetched.missing(needed);
+  k.fetched.add(needed);
+  return gaps;
+}
+
+void RankBuilder::add_compute(int nb, bool local, std::vector<AttentionItem> items) {
+  auto& list = compute_[nb][local ? 1 : 0];
+  list.insert(list.end(), items.begin(), items.end());
+}
+
+Operation RankBuilder::attention_call(int nb, std::vector<AttentionItem> items) {
+  if (pass_ == Pass::kForward) {
+    return Attention{workspace(nb, Field::kQ), workspace(nb, Field::kK), workspace(nb, Field::kV),
+                     workspace(nb, Field::kO), workspace(nb, Field::kLse), std::move(items)};
+  }
+  return AttentionBackward{workspace(nb, Field::kQ),  workspace(nb, Field::kK),  workspace(nb, Field::kV),
+                           workspace(nb, Field::kO),  workspace(nb, Field::kLse), workspace(nb, Field::kDO),
+                           workspace(nb, Field::kDQ), workspace(nb, Field::kDK), workspace(nb, Field::kDV),
+                           std::move(items)};
+}
+
+Program RankBuilder::finish() {
+  Program p;
+  p.rank = rank_;
+  p.owned = owned_;
+  auto emit = [&](Operation op, int stream) { p.instructions.push_back({std::move(op), stream}); };
+  auto launch = [&](const CommLaunch& l, int stream) {
+    if (!l.sends.empty() || !l.receives.empty()) emit(l, stream);
+  };
+  auto wait = [&](const CommLaunch& l, int stream) {
+    if (!l.sends.empty() || !l.receives.empty()) emit(CommWait{l.id}, stream);
+  };
+  auto compute = [&](int nb, bool local) {
+    auto& items = compute_[nb][local ? 1 : 0];
+    if (!items.empty()) emit(attention_call(nb, std::move(items)), nb);
+  };
+  launch(dispatch_[0], 0);
+  launch(dispatch_[1], 1);
+  for (int nb = 0; nb < 2; ++nb) {
+    for (const auto& c : dispatch_copies_[nb]) emit(c, nb);
+  }
+  compute(0, true);
+  wait(dispatch_[0], 0);
+  compute(0, false);
+  launch(return_[0], 0);
+  wait(dispatch_[1], 1);
+  compute(1, false);
+  launch(return_[1], 1);
+  compute(1, true);
+  wait(return_[0], 0);
+  wait(return_[1], 1);
+  for (const auto& c : return_copies_) emit(c, 0);
+  for (auto& r : reduces_) emit(std::move(r), 0);
+
+  // Workspace sizes are known only now.
+  for (const auto& [key, index] : workspace_) {
+    const auto [nb, field] = key;
+    const bool kv_side = field == Field::kK || field == Field::kV || field == Field::kDK || field == Field::kDV;
+    buffers_[index].rows = kv_side ? kv_rows_[nb] : q_rows_[nb];
+  }
+  for (const auto& [field, index] : part_) buffers_[index].rows = part_rows_[field];
+  p.buffers = buffers_;
+  return p;
+}
+
+}  // namespace fulcrum::compile_detail

@@ -1,0 +1,96 @@
+// compile's bookkeeping, one job each: OwnerMap answers which rank holds which rows of a document;
+// RankBuilder collects one rank's buffers and instructions while the compiler walks the tasks, and
+// emits them as a Program in the schedule's order.
+#pragma once
+
+#include "fulcrum/core/interval.hpp"
+#include "fulcrum/plan/program.hpp"
+#include "fulcrum/workload/batch.hpp"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace fulcrum::compile_detail {
+
+class OwnerMap {
+ public:
+  /// Tokens `tokens` of a document live on `rank` at rows [row, row + tokens.size()) of its buffers.
+  struct Piece {
+    int rank = 0;
+    Tokens row = 0;
+    Range tokens;
+  };
+  explicit OwnerMap(const Batch& batch);
+  /// The owners of `tokens` of `doc`, in token order, clipped to `tokens`.
+  std::vector<Piece> pieces(int doc, Range tokens) const;
+  bool owned_by(int doc, Range tokens, int rank) const;
+  /// Rank r's rows, in row order.
+  std::vector<OwnedRows> owned_rows(int rank) const;
+
+ private:
+  std::vector<std::vector<Piece>> by_doc_;
+  std::vector<std::vector<OwnedRows>> by_rank_;
+};
+
+class RankBuilder {
+ public:
+  RankBuilder(int rank, const OwnerMap& owners, Pass pass);
+
+  /// The rank's own buffer of `field` (inputs and outputs, one row per owned token).
+  int own(Field field) const;
+  /// Nano-batch nb's workspace buffer of `field`, created on first use.
+  int workspace(int nb, Field field);
+  /// The buffer that receives partial results of `field` from other servers, created on first use.
+  int part(Field field);
+  Tokens allocate_q_rows(int nb, Tokens rows);
+  Tokens allocate_part_rows(Field field, Tokens rows);
+
+  /// K/V rows: reserve every key range a nano-batch's tasks read first, then allocate; afterwards
+  /// each connected stretch of one document's reserved keys is one block of rows.
+  void reserve_keys(int nb, int doc, Range keys);
+  void allocate_key_blocks();
+  Tokens key_row(int nb, int doc, Tokens position) const;
+  /// The part of `needed` not yet fetched into nano-batch nb's K/V rows of `doc`; marks it fetched.
+  std::vector<Range> keys_missing(int nb, int doc, Range needed);
+
+  CommLaunch& dispatch(int nb) { return dispatch_[nb]; }
+  CommLaunch& return_launch(int nb) { return return_[nb]; }
+  void dispatch_copy(int nb, const Copy& copy) { dispatch_copies_[nb].push_back(copy); }
+  void return_copy(const Copy& copy) { return_copies_.push_back(copy); }
+  void add_compute(int nb, bool local, std::vector<AttentionItem> items);
+  void add_reduce(Reduce reduce) { reduces_.push_back(std::move(reduce)); }
+
+  /// The Program, instructions in the order the schedule describes (compile.hpp); empty launches,
+  /// their waits and empty calls are left out.
+  Program finish();
+
+ private:
+  int add_buffer(const std::string& name, Field field, BufferInit init, bool output);
+  Operation attention_call(int nb, std::vector<AttentionItem> items);
+
+  struct KeyBlocks {
+    RangeSet reserved;
+    std::vector<std::pair<Range, Tokens>> blocks;  // tokens -> first row
+    RangeSet fetched;
+  };
+
+  int rank_;
+  Pass pass_;
+  std::vector<OwnedRows> owned_;
+  std::vector<Buffer> buffers_;
+  std::map<Field, int> own_;
+  std::map<std::pair<int, Field>, int> workspace_;
+  std::map<Field, int> part_;
+  std::map<Field, Tokens> part_rows_;
+  Tokens q_rows_[2] = {0, 0};
+  Tokens kv_rows_[2] = {0, 0};
+  std::map<int, KeyBlocks> keys_[2];
+  CommLaunch dispatch_[2], return_[2];
+  std::vector<Copy> dispatch_copies_[2];
+  std::vector<Copy> return_copies_;
+  std::vector<AttentionItem> compute_[2][2];  // [nb][local]
+  std::vector<Reduce> reduces_;
+};
+
+}  // namespace fulcrum::compile_detail

@@ -1,0 +1,100 @@
+#include "fulcrum/plan/compile.hpp"
+
+#include "fulcrum/core/error.hpp"
+#include "fulcrum/plan/plan_test_cases.hpp"
+#include "fulcrum/plan/program_verify.hpp"
+#include "fulcrum/plan/verify.hpp"
+
+#include <gtest/gtest.h>
+
+namespace fulcrum {
+namespace {
+
+const MaskSpec kMasks[] = {MaskSpec::causal(),
+                           MaskSpec::full(),
+                           MaskSpec::sliding_window(40),
+                           MaskSpec::lambda(4, 24),
+                           MaskSpec::causal_blockwise(16, 1),
+                           MaskSpec::shared_question(3, 20),
+                           MaskSpec::vertical_slash({0, 3, 50}, {0, 1, 17}),
+                           MaskSpec::block_sparse(16, {{0, 0}, {1, 0}, {1, 1}, {3, 2}, {5, 5}, {9, 0}})};
+const HeadLayout kHeads{4, 2, 16, 4};
+
+TEST(Compile, EveryPlanOfRandomAssignmentsVerifies) {
+  for (std::uint64_t seed = 0; seed < 300; ++seed) {
+    const MaskSpec& mask = kMasks[seed % std::size(kMasks)];
+    const Assignment a = testing::random_assignment(seed, mask);
+    ASSERT_TRUE(verify(a).ok()) << "seed " << seed << ": " << verify(a).summary();
+    for (Pass pass : {Pass::kForward, Pass::kBackward}) {
+      for (Schedule schedule : {Schedule::kPingPong, Schedule::kSingleStream}) {
+        const Plan plan = compile(a, kHeads, pass, schedule);
+        const auto report = verify_plan(plan, a.batch);
+        ASSERT_TRUE(report.ok()) << "seed " << seed << " " << to_string(pass) << " " << to_string(schedule) << ": "
+                                 << report.summary();
+      }
+    }
+  }
+}
+
+// A document split over two ranks whose rows are all computed on rank 1: rank 0 sends its Q and K/V,
+// rank 1 returns O and LSE; nothing else moves.
+TEST(Compile, MovesExactlyWhatTheTaskNeeds) {
+  Assignment a;
+  a.batch = pack_batch({{0, 8, MaskSpec::causal()}}, 2, 4);
+  a.tasks = {{0, {Range{0, 8}, Range{}}, {0, 8}, 1}};
+  const Plan plan = compile(a, kHeads, Pass::kForward, Schedule::kSingleStream);
+  ASSERT_TRUE(verify_plan(plan, a.batch).ok());
+  std::vector<std::string> sent;
+  for (const auto& p : plan.programs) {
+    for (const auto& i : p.instructions) {
+      if (const auto* l = std::get_if<CommLaunch>(&i.op)) {
+        for (const auto& m : l->sends) {
+          sent.push_back(fmt::format("{}->{} {} x{}", p.rank, m.peer, p.buffers[m.slice.buffer].name, m.slice.rows));
+        }
+      }
+    }
+  }
+  EXPECT_EQ(sent, (std::vector<std::string>{"0->1 q x4", "0->1 k x4", "0->1 v x4", "1->0 ws0.o x4", "1->0 ws0.lse x4"}));
+}
+
+// Keys split over the owner and another server: the owner merges its own part in place with the part
+// it receives (forward), and sums dQ (backward).
+TEST(Compile, SplitKeysAreMergedAndSummedAtTheOwner) {
+  Assignment a;
+  a.batch = pack_batch({{0, 8, MaskSpec::causal()}}, 2, 4);
+  a.tasks = {{0, {Range{4, 8}, Range{}}, {0, 4}, 0}, {0, {Range{4, 8}, Range{}}, {4, 8}, 1},
+             {0, {Range{0, 4}, Range{}}, {0, 4}, 0}};
+  a.transfers = minimal_transfers(a.batch, a.tasks);
+  ASSERT_TRUE(verify(a).ok()) << verify(a).summary();
+  for (Pass pass : {Pass::kForward, Pass::kBackward}) {
+    const Plan plan = compile(a, kHeads, pass, Schedule::kPingPong);
+    ASSERT_TRUE(verify_plan(plan, a.batch).ok()) << verify_plan(plan, a.batch).summary();
+    int reduces = 0;
+    for (const auto& i : plan.programs[1].instructions) {
+      if (const auto* r = std::get_if<Reduce>(&i.op)) {
+        ++reduces;
+        EXPECT_EQ(r->op, pass == Pass::kForward ? ReduceOp::kMerge : ReduceOp::kSum);
+        EXPECT_EQ(r->parts.size(), 2u);
+      }
+    }
+    EXPECT_EQ(reduces, 1) << "merge O+LSE (forward) or sum dQ (backward) of rows [4, 8); keys are each read once";
+  }
+}
+
+TEST(Compile, PingPongPutsWorkWithoutTrafficAroundTheRemoteWork) {
+  Assignment a;
+  a.batch = pack_batch({{0, 64, MaskSpec::causal()}, {1, 64, MaskSpec::causal()}}, 2, 64);
+  // Rank 0 computes its own document and half of rank 1's; rank 1 the other half.
+  a.tasks = {{0, {Range{0, 64}, Range{}}, {0, 64}, 0}, {1, {Range{0, 32}, Range{}}, {0, 64}, 0},
+             {1, {Range{32, 64}, Range{}}, {0, 64}, 1}};
+  const Plan plan = compile(a, kHeads, Pass::kForward, Schedule::kPingPong);
+  ASSERT_TRUE(verify_plan(plan, a.batch).ok());
+  std::string order;
+  for (const auto& i : plan.programs[0].instructions) order += std::string(operation_name(i.op)) + " ";
+  EXPECT_EQ(order, "launch copy copy copy attention wait attention launch wait copy copy ")
+      << "local work first hides the dispatch";
+  EXPECT_THROW(parse_schedule("overlap"), Error);
+}
+
+}  // namespace
+}  // namespace fulcrum

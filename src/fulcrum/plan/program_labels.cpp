@@ -1,0 +1,263 @@
+#include "fulcrum/plan/program_labels.hpp"
+
+#include <fmt/format.h>
+
+namespace fulcrum::program_labels {
+namespace {
+
+constexpr std::size_t kMaxErrors = 40;
+
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+std::uint64_t contribution_id(int rank, std::size_t at, int buffer, Tokens row, std::size_t item) {
+  return mix(mix(mix(mix(static_cast<std::uint64_t>(rank)) ^ at) ^ static_cast<std::uint64_t>(buffer)) ^
+             static_cast<std::uint64_t>(row)) ^
+         mix(item);
+}
+
+}  // namespace
+
+template <typename... Args>
+void Machine::error(fmt::format_string<Args...> format, Args&&... args) {
+  if (errors_.size() < kMaxErrors) errors_.push_back(fmt::format(format, std::forward<Args>(args)...));
+}
+
+Machine::Machine(const Plan& plan, std::vector<std::string>& errors)
+    : plan_(plan), errors_(errors), labels_(plan.programs.size()), running_(plan.programs.size()) {
+  for (const auto& p : plan.programs) {
+    auto& mine = labels_[p.rank];
+    for (const auto& b : p.buffers) {
+      const bool zero = b.init == BufferInit::kZero || b.init == BufferInit::kNegInf;
+      mine.emplace_back(static_cast<std::size_t>(b.rows), Label{-1, b.field, zero ? LabelState::kZero : LabelState::kUndefined});
+      if (b.init != BufferInit::kInput) continue;
+      for (const auto& owned : p.owned) {
+        for (Tokens i = 0; i < owned.tokens.size(); ++i) {
+          if (owned.row + i < b.rows) {
+            mine.back()[owned.row + i] = {owned.doc, b.field, LabelState::kValue, owned.tokens.begin + i};
+          }
+        }
+      }
+    }
+  }
+}
+
+bool Machine::ready(int rank, const Operation& op) const {
+  const auto* w = std::get_if<CommWait>(&op);
+  if (!w) return true;
+  const CommLaunch* l = running_[rank].at(w->launch);
+  for (const auto& m : l->receives) {
+    if (!wire_.count({m.peer, rank, m.tag})) return false;
+  }
+  for (const auto& m : l->sends) {
+    if (!posted_receives_.count({rank, m.peer, m.tag})) return false;
+  }
+  return true;
+}
+
+bool Machine::readable(int rank, std::size_t at, const Slice& s, const char* what) {
+  const auto& r = rows(rank, s.buffer);
+  for (Tokens i = s.row; i < s.row + s.rows; ++i) {
+    if (r[i].state == LabelState::kUndefined) {
+      error("rank {} instruction {}: {} reads row {} of '{}' before anything wrote it", rank, at, what, i,
+            plan_.programs[rank].buffers[s.buffer].name);
+      return false;
+    }
+  }
+  return true;
+}
+
+void Machine::write(int rank, std::size_t at, const Slice& dst, const std::vector<Label>& values) {
+  auto& r = rows(rank, dst.buffer);
+  for (Tokens i = 0; i < dst.rows; ++i) {
+    if (r[dst.row + i].contributions > 0) {
+      error("rank {} instruction {}: overwrites results already in row {} of '{}'", rank, at, dst.row + i,
+            plan_.programs[rank].buffers[dst.buffer].name);
+      return;
+    }
+    r[dst.row + i] = values[i];
+  }
+}
+
+void Machine::expect_value(int rank, std::size_t at, int buffer, Tokens row, int doc, Tokens position, Field field) {
+  const Label& l = rows(rank, buffer)[row];
+  if (l.state != LabelState::kValue || l.contributions > 0 || l.doc != doc || l.position != position || l.field != field) {
+    error("rank {} instruction {}: row {} of '{}' should hold {} of document {} token {}, holds {}", rank, at, row,
+          plan_.programs[rank].buffers[buffer].name, to_string(field), doc, position,
+          l.state == LabelState::kValue ? fmt::format("document {} token {}", l.doc, l.position) : "no token");
+  }
+}
+
+void Machine::contribute(int rank, std::size_t at, int buffer, Tokens row, int doc, Tokens position,
+                         std::uint64_t id, bool accumulate) {
+  Label& l = rows(rank, buffer)[row];
+  const Field field = plan_.programs[rank].buffers[buffer].field;
+  if (l.contributions > 0 && (!accumulate || l.doc != doc || l.position != position)) {
+    error("rank {} instruction {}: row {} of '{}' already holds results of document {} token {}", rank, at, row,
+          plan_.programs[rank].buffers[buffer].name, l.doc, l.position);
+    return;
+  }
+  if (l.contributions == 0) l = {doc, field, LabelState::kValue, position, 0, 0};
+  ++l.contributions;
+  l.hash += id;
+  auto& e = expected_[{doc, position, field}];
+  ++e.first;
+  e.second += id;
+}
+
+void Machine::check_items(int rank, std::size_t at, const std::vector<AttentionItem>& items,
+                          std::span<const int> q_side, int k, int v) {
+  const Program& p = plan_.programs[rank];
+  for (const auto& item : items) {
+    const auto& doc = plan_.documents[item.doc];
+    for (const auto& span : item.queries) {
+      for (Tokens i = 0; i < span.count; ++i) {
+        for (int b : q_side) expect_value(rank, at, b, span.row + i, item.doc, span.position + i, p.buffers[b].field);
+      }
+      if (span.count == 0) continue;
+      const Range queries{span.position, span.position + span.count};
+      const Range keys{item.keys.position, item.keys.position + item.keys.count};
+      for (const auto& needed : doc.mask.keys_needed(queries, keys, doc.length)) {
+        for (Tokens key = needed.begin; key < needed.end; ++key) {
+          const Tokens row = item.keys.row + (key - item.keys.position);
+          expect_value(rank, at, k, row, item.doc, key, Field::kK);
+          expect_value(rank, at, v, row, item.doc, key, Field::kV);
+        }
+      }
+    }
+    if (errors_.size() >= kMaxErrors) return;
+  }
+}
+
+void Machine::attention(int rank, std::size_t at, const Attention& a) {
+  const int q_side[] = {a.q};
+  check_items(rank, at, a.items, q_side, a.k, a.v);
+  for (std::size_t n = 0; n < a.items.size(); ++n) {
+    for (const auto& span : a.items[n].queries) {
+      for (Tokens i = 0; i < span.count; ++i) {
+        for (int b : {a.o, a.lse}) {
+          contribute(rank, at, b, span.row + i, a.items[n].doc, span.position + i,
+                     contribution_id(rank, at, b, span.row + i, n), false);
+        }
+      }
+    }
+  }
+}
+
+void Machine::attention_backward(int rank, std::size_t at, const AttentionBackward& a) {
+  const int q_side[] = {a.q, a.o, a.lse, a.d_o};
+  check_items(rank, at, a.items, q_side, a.k, a.v);
+  for (std::size_t n = 0; n < a.items.size(); ++n) {
+    const auto& item = a.items[n];
+    const auto& doc = plan_.documents[item.doc];
+    for (const auto& span : item.queries) {
+      if (span.count == 0) continue;
+      for (Tokens i = 0; i < span.count; ++i) {
+        contribute(rank, at, a.dq, span.row + i, item.doc, span.position + i,
+                   contribution_id(rank, at, a.dq, span.row + i, n), true);
+      }
+      // dK and dV get a contribution from every (item, query span) that sees the key.
+      const Range queries{span.position, span.position + span.count};
+      const Range keys{item.keys.position, item.keys.position + item.keys.count};
+      for (const auto& needed : doc.mask.keys_needed(queries, keys, doc.length)) {
+        for (Tokens key = needed.begin; key < needed.end; ++key) {
+          const Tokens row = item.keys.row + (key - item.keys.position);
+          for (int b : {a.dk, a.dv}) {
+            contribute(rank, at, b, row, item.doc, key, contribution_id(rank, at, b, row, n) + span.row, true);
+          }
+        }
+      }
+    }
+  }
+}
+
+void Machine::reduce(int rank, std::size_t at, const Reduce& r) {
+  const bool merge = r.op == ReduceOp::kMerge;
+  std::vector<std::pair<Slice, const std::vector<Slice>*>> groups = {{r.out, &r.parts}};
+  if (merge) groups.push_back({r.out_lse, &r.part_lse});
+  for (const auto& [out, parts] : groups) {
+    auto& target = rows(rank, out.buffer);
+    for (Tokens i = 0; i < out.rows; ++i) {
+      Label result = target[out.row + i];
+      if (merge && result.contributions > 0) {
+        error("rank {} instruction {}: merge into row {} that already holds results", rank, at, out.row + i);
+        return;
+      }
+      for (const auto& part : *parts) {
+        const Label& l = rows(rank, part.buffer)[part.row + i];
+        if (l.contributions == 0 ||
+            (result.contributions > 0 && (l.doc != result.doc || l.position != result.position))) {
+          error("rank {} instruction {}: reduce part row {} of '{}' holds no results of the output's token", rank,
+                at, part.row + i, plan_.programs[rank].buffers[part.buffer].name);
+          return;
+        }
+        if (result.contributions == 0) result = {l.doc, target[out.row + i].field, LabelState::kValue, l.position, 0, 0};
+        result.contributions += l.contributions;
+        result.hash += l.hash;
+      }
+      target[out.row + i] = result;
+    }
+  }
+}
+
+void Machine::step(int rank, std::size_t at, const Operation& op) {
+  if (const auto* c = std::get_if<Copy>(&op)) {
+    if (!readable(rank, at, c->src, "copy")) return;
+    const auto& src = rows(rank, c->src.buffer);
+    write(rank, at, c->dst, {src.begin() + c->src.row, src.begin() + c->src.row + c->src.rows});
+  } else if (const auto* l = std::get_if<CommLaunch>(&op)) {
+    for (const auto& m : l->sends) {
+      if (!readable(rank, at, m.slice, "send")) return;
+      const auto& src = rows(rank, m.slice.buffer);
+      wire_[{rank, m.peer, m.tag}] = {src.begin() + m.slice.row, src.begin() + m.slice.row + m.slice.rows};
+    }
+    for (const auto& m : l->receives) posted_receives_.insert({m.peer, rank, m.tag});
+    running_[rank][l->id] = l;
+  } else if (const auto* w = std::get_if<CommWait>(&op)) {
+    const CommLaunch* launch = running_[rank].at(w->launch);
+    for (const auto& m : launch->receives) write(rank, at, m.slice, wire_.at({m.peer, rank, m.tag}));
+    running_[rank].erase(w->launch);
+  } else if (const auto* a = std::get_if<Attention>(&op)) {
+    attention(rank, at, *a);
+  } else if (const auto* b = std::get_if<AttentionBackward>(&op)) {
+    attention_backward(rank, at, *b);
+  } else if (const auto* r = std::get_if<Reduce>(&op)) {
+    reduce(rank, at, *r);
+  }
+}
+
+void Machine::check_outputs() {
+  std::map<TokenKey, std::pair<std::uint64_t, std::uint64_t>> seen;
+  for (const auto& p : plan_.programs) {
+    for (std::size_t b = 0; b < p.buffers.size(); ++b) {
+      if (!p.buffers[b].output) continue;
+      for (const auto& owned : p.owned) {
+        for (Tokens i = 0; i < owned.tokens.size(); ++i) {
+          const Label& l = labels_[p.rank][b][owned.row + i];
+          if (l.contributions == 0) continue;
+          if (l.doc != owned.doc || l.position != owned.tokens.begin + i) {
+            error("rank {}: output '{}' row {} (document {} token {}) holds results of document {} token {}", p.rank,
+                  p.buffers[b].name, owned.row + i, owned.doc, owned.tokens.begin + i, l.doc, l.position);
+            continue;
+          }
+          seen[{l.doc, l.position, p.buffers[b].field}] = {l.contributions, l.hash};
+        }
+      }
+    }
+  }
+  for (const auto& [key, want] : expected_) {
+    const auto [doc, position, field] = key;
+    const auto it = seen.find(key);
+    const auto got = it == seen.end() ? std::pair<std::uint64_t, std::uint64_t>{0, 0} : it->second;
+    if (got != want) {
+      error("document {} token {}: {} of {} contributions reached the owner's {}{}", doc, position, got.first,
+            want.first, to_string(field), got.first == want.first ? " (a different set)" : "");
+    }
+  }
+}
+
+}  // namespace fulcrum::program_labels

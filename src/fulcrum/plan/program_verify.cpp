@@ -1,0 +1,242 @@
+#include "fulcrum/plan/program_verify.hpp"
+
+#include "fulcrum/plan/program_labels.hpp"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <set>
+#include <tuple>
+
+namespace fulcrum {
+namespace {
+
+constexpr std::size_t kMaxErrors = 32;
+
+Field operand_fields_forward[] = {Field::kQ, Field::kK, Field::kV, Field::kO, Field::kLse};
+Field operand_fields_backward[] = {Field::kQ,  Field::kK,  Field::kV,  Field::kO, Field::kLse,
+                                   Field::kDO, Field::kDQ, Field::kDK, Field::kDV};
+
+class PlanChecker {
+ public:
+  PlanChecker(const Plan& plan, const Batch& batch) : plan_(plan), batch_(batch) {}
+
+  VerifyReport run() {
+    check_documents();
+    for (const auto& p : plan_.programs) check_structure(p);
+    if (!report_.ok()) return std::move(report_);
+    check_matching();
+    if (!report_.ok()) return std::move(report_);
+    check_coverage();
+    program_labels::Machine machine(plan_, report_.errors);
+    simulate(machine);
+    if (report_.ok()) machine.check_outputs();
+    if (report_.errors.size() > kMaxErrors) report_.errors.resize(kMaxErrors);
+    return std::move(report_);
+  }
+
+ private:
+  template <typename... Args>
+  void error(fmt::format_string<Args...> format, Args&&... args) {
+    if (report_.errors.size() < kMaxErrors) report_.errors.push_back(fmt::format(format, std::forward<Args>(args)...));
+  }
+
+  void check_documents() {
+    if (plan_.documents.size() != batch_.documents.size()) {
+      error("plan has {} documents, the batch {}", plan_.documents.size(), batch_.documents.size());
+    }
+    if (plan_.ranks() != batch_.ranks) error("plan has {} programs, the batch {} ranks", plan_.ranks(), batch_.ranks);
+    for (int r = 0; r < plan_.ranks(); ++r) {
+      if (plan_.programs[r].rank != r) error("programs[{}].rank = {}", r, plan_.programs[r].rank);
+    }
+  }
+
+  bool slice_ok(const Program& p, const Slice& s, std::string_view what) {
+    if (s.buffer < 0 || s.buffer >= static_cast<int>(p.buffers.size()) || s.row < 0 || s.rows < 0 ||
+        s.row + s.rows > p.buffers[s.buffer].rows) {
+      error("rank {}: {}: slice [{}, +{}) of buffer {} is out of range", p.rank, what, s.row, s.rows, s.buffer);
+      return false;
+    }
+    return true;
+  }
+
+  Field field_of(const Program& p, int buffer) const { return p.buffers[buffer].field; }
+
+  void check_operands(const Program& p, std::size_t at, std::span<const int> buffers, std::span<const Field> fields) {
+    for (std::size_t i = 0; i < buffers.size(); ++i) {
+      if (buffers[i] < 0 || buffers[i] >= static_cast<int>(p.buffers.size())) {
+        error("rank {} instruction {}: operand {} names no buffer ({})", p.rank, at, i, buffers[i]);
+      } else if (field_of(p, buffers[i]) != fields[i]) {
+        error("rank {} instruction {}: operand '{}' holds {}, the call needs {}", p.rank, at,
+              p.buffers[buffers[i]].name, to_string(field_of(p, buffers[i])), to_string(fields[i]));
+      }
+    }
+  }
+
+  void check_items(const Program& p, std::size_t at, const std::vector<AttentionItem>& items, int q, int k) {
+    if (!report_.ok()) return;
+    for (const auto& item : items) {
+      if (item.doc < 0 || item.doc >= static_cast<int>(plan_.documents.size())) {
+        error("rank {} instruction {}: item of document {}: no such document", p.rank, at, item.doc);
+        continue;
+      }
+      const Tokens len = plan_.documents[item.doc].length;
+      auto span_ok = [&](const RowSpan& s, int buffer) {
+        return s.count >= 0 && s.row >= 0 && s.row + s.count <= p.buffers[buffer].rows && s.position >= 0 &&
+               s.position + s.count <= len;
+      };
+      if (!span_ok(item.queries[0], q) || !span_ok(item.queries[1], q) || !span_ok(item.keys, k) ||
+          item.queries[0].count == 0 || item.keys.count == 0) {
+        error("rank {} instruction {}: an item of document {} leaves its buffers or the document", p.rank, at, item.doc);
+      }
+    }
+  }
+
+  void check_structure(const Program& p) {
+    std::set<int> started, waited;
+    for (std::size_t at = 0; at < p.instructions.size(); ++at) {
+      const auto& op = p.instructions[at].op;
+      if (const auto* c = std::get_if<Copy>(&op)) {
+        if (slice_ok(p, c->src, "copy source") && slice_ok(p, c->dst, "copy target") &&
+            (field_of(p, c->src.buffer) != field_of(p, c->dst.buffer) || c->src.rows != c->dst.rows)) {
+          error("rank {} instruction {}: copy between different fields or sizes", p.rank, at);
+        }
+      } else if (const auto* l = std::get_if<CommLaunch>(&op)) {
+        if (!started.insert(l->id).second) error("rank {}: launch id {} is used twice", p.rank, l->id);
+        for (const auto* list : {&l->sends, &l->receives}) {
+          for (const auto& m : *list) {
+            slice_ok(p, m.slice, "message");
+            if (m.peer < 0 || m.peer >= plan_.ranks() || m.peer == p.rank) {
+              error("rank {}: launch {}: message peer {} is not another rank", p.rank, l->id, m.peer);
+            }
+          }
+        }
+      } else if (const auto* w = std::get_if<CommWait>(&op)) {
+        if (!started.count(w->launch) || !waited.insert(w->launch).second) {
+          error("rank {} instruction {}: wait for launch {} that is not running", p.rank, at, w->launch);
+        }
+      } else if (const auto* a = std::get_if<Attention>(&op)) {
+        const int ops[] = {a->q, a->k, a->v, a->o, a->lse};
+        check_operands(p, at, ops, operand_fields_forward);
+        check_items(p, at, a->items, a->q, a->k);
+      } else if (const auto* b = std::get_if<AttentionBackward>(&op)) {
+        const int ops[] = {b->q, b->k, b->v, b->o, b->lse, b->d_o, b->dq, b->dk, b->dv};
+        check_operands(p, at, ops, operand_fields_backward);
+        check_items(p, at, b->items, b->q, b->k);
+      } else if (const auto* r = std::get_if<Reduce>(&op)) {
+        check_reduce(p, at, *r);
+      }
+    }
+    for (int id : started) {
+      if (!waited.count(id)) error("rank {}: launch {} is never waited for", p.rank, id);
+    }
+  }
+
+  void check_reduce(const Program& p, std::size_t at, const Reduce& r) {
+    const bool merge = r.op == ReduceOp::kMerge;
+    if (!slice_ok(p, r.out, "reduce output") || (merge && !slice_ok(p, r.out_lse, "reduce LSE output"))) return;
+    if (r.parts.empty() || (merge && r.part_lse.size() != r.parts.size())) {
+      error("rank {} instruction {}: reduce has {} parts and {} LSE parts", p.rank, at, r.parts.size(), r.part_lse.size());
+      return;
+    }
+    auto same_shape = [&](const Slice& part, const Slice& out) {
+      return slice_ok(p, part, "reduce part") && part.rows == out.rows && field_of(p, part.buffer) == field_of(p, out.buffer);
+    };
+    for (std::size_t i = 0; i < r.parts.size(); ++i) {
+      if (!same_shape(r.parts[i], r.out) || (merge && !same_shape(r.part_lse[i], r.out_lse))) {
+        error("rank {} instruction {}: reduce part {} differs from the output in size or field", p.rank, at, i);
+      }
+    }
+    if (merge && (field_of(p, r.out.buffer) != Field::kO || field_of(p, r.out_lse.buffer) != Field::kLse)) {
+      error("rank {} instruction {}: a merge reduces O with LSE", p.rank, at);
+    }
+  }
+
+  // Every send has exactly one receive with the same endpoints, tag and size, and the other way round.
+  void check_matching() {
+    using Key = std::tuple<int, int, int>;  // (source, destination, tag)
+    std::map<Key, std::pair<Tokens, Tokens>> bytes;  // send bytes, receive bytes (-1: none)
+    auto size_of = [&](const Program& p, const Slice& s) {
+      return s.rows * plan_.heads.row_bytes(p.buffers[s.buffer].field);
+    };
+    for (const auto& p : plan_.programs) {
+      for (const auto& i : p.instructions) {
+        const auto* l = std::get_if<CommLaunch>(&i.op);
+        if (!l) continue;
+        for (const auto& m : l->sends) {
+          auto [it, fresh] = bytes.try_emplace(Key{p.rank, m.peer, m.tag}, -1, -1);
+          if (!fresh && it->second.first >= 0) error("two sends from rank {} to {} with tag {}", p.rank, m.peer, m.tag);
+          it->second.first = size_of(p, m.slice);
+        }
+        for (const auto& m : l->receives) {
+          auto [it, fresh] = bytes.try_emplace(Key{m.peer, p.rank, m.tag}, -1, -1);
+          if (!fresh && it->second.second >= 0) error("two receives on rank {} from {} with tag {}", p.rank, m.peer, m.tag);
+          it->second.second = size_of(p, m.slice);
+        }
+      }
+    }
+    for (const auto& [key, b] : bytes) {
+      const auto [src, dst, tag] = key;
+      if (b.first != b.second) {
+        error("message {} -> {} tag {}: {} bytes sent, {} received (-1: missing)", src, dst, tag, b.first, b.second);
+      }
+    }
+  }
+
+  void check_coverage() {
+    Assignment items;
+    items.planner = plan_.planner;
+    items.batch = batch_;
+    for (const auto& p : plan_.programs) {
+      for (const auto& i : p.instructions) {
+        const std::vector<AttentionItem>* list = nullptr;
+        if (const auto* a = std::get_if<Attention>(&i.op)) list = &a->items;
+        if (const auto* b = std::get_if<AttentionBackward>(&i.op)) list = &b->items;
+        if (!list) continue;
+        for (const auto& item : *list) {
+          CATask t;
+          t.doc = item.doc;
+          t.server = p.rank;
+          for (int q = 0; q < 2; ++q) t.queries[q] = {item.queries[q].position, item.queries[q].position + item.queries[q].count};
+          t.keys = {item.keys.position, item.keys.position + item.keys.count};
+          items.tasks.push_back(t);
+        }
+      }
+    }
+    for (auto& e : verify_coverage(items).errors) error("coverage: {}", e);
+  }
+
+  // All ranks advance in turn; each runs until a wait whose messages cannot complete yet.
+  void simulate(program_labels::Machine& machine) {
+    const int ranks = plan_.ranks();
+    std::vector<std::size_t> pc(static_cast<std::size_t>(ranks), 0);
+    bool progress = true;
+    while (progress && report_.ok()) {
+      progress = false;
+      for (int r = 0; r < ranks; ++r) {
+        const auto& instructions = plan_.programs[r].instructions;
+        while (pc[r] < instructions.size() && machine.ready(r, instructions[pc[r]].op)) {
+          machine.step(r, pc[r], instructions[pc[r]].op);
+          ++pc[r];
+          progress = true;
+        }
+      }
+    }
+    for (int r = 0; r < ranks && report_.ok(); ++r) {
+      if (pc[r] < plan_.programs[r].instructions.size()) {
+        error("deadlock: rank {} waits forever at instruction {} ({})", r, pc[r],
+              operation_name(plan_.programs[r].instructions[pc[r]].op));
+      }
+    }
+  }
+
+  const Plan& plan_;
+  const Batch& batch_;
+  VerifyReport report_;
+};
+
+}  // namespace
+
+VerifyReport verify_plan(const Plan& plan, const Batch& batch) { return PlanChecker(plan, batch).run(); }
+
+}  // namespace fulcrum

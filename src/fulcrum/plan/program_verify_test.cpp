@@ -1,0 +1,135 @@
+#include "fulcrum/plan/program_verify.hpp"
+
+#include "fulcrum/plan/compile.hpp"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+
+namespace fulcrum {
+namespace {
+
+// Two ranks, one document split over them, row [4, 8)'s keys split over both servers.
+struct Fixture {
+  Assignment a;
+  Plan plan;
+  Fixture(Pass pass, Schedule schedule) {
+    a.batch = pack_batch({{0, 8, MaskSpec::causal()}, {1, 6, MaskSpec::causal()}}, 2, 7);
+    a.tasks = {{0, {Range{4, 8}, Range{}}, {0, 4}, 0}, {0, {Range{4, 8}, Range{}}, {4, 8}, 1},
+               {0, {Range{0, 4}, Range{}}, {0, 4}, 1}, {1, {Range{0, 6}, Range{}}, {0, 6}, 0}};
+    a.transfers = minimal_transfers(a.batch, a.tasks);
+    plan = compile(a, HeadLayout{2, 1, 8, 4}, pass, schedule);
+  }
+};
+
+// Applies `mutate` to the first instruction of any rank for which it returns true.
+void mutate_first(Plan& plan, const std::function<bool(Program&, std::size_t)>& mutate) {
+  for (auto& p : plan.programs) {
+    for (std::size_t i = 0; i < p.instructions.size(); ++i) {
+      if (mutate(p, i)) return;
+    }
+  }
+  FAIL() << "nothing to mutate";
+}
+
+std::string first_error(const Fixture& f) {
+  const auto report = verify_plan(f.plan, f.a.batch);
+  return report.ok() ? "valid" : report.errors.front();
+}
+
+TEST(VerifyPlan, TheUnmutatedPlansAreValid) {
+  for (Pass pass : {Pass::kForward, Pass::kBackward}) {
+    for (Schedule s : {Schedule::kPingPong, Schedule::kSingleStream}) EXPECT_EQ(first_error(Fixture(pass, s)), "valid");
+  }
+}
+
+TEST(VerifyPlan, FindsAMissingReceive) {
+  Fixture f(Pass::kForward, Schedule::kSingleStream);
+  mutate_first(f.plan, [](Program& p, std::size_t i) {
+    auto* l = std::get_if<CommLaunch>(&p.instructions[i].op);
+    if (!l || l->receives.empty()) return false;
+    l->receives.pop_back();
+    return true;
+  });
+  EXPECT_NE(first_error(f).find("received (-1: missing)"), std::string::npos) << first_error(f);
+}
+
+TEST(VerifyPlan, FindsAMissingWaitAndAReadBeforeWrite) {
+  Fixture f(Pass::kForward, Schedule::kSingleStream);
+  mutate_first(f.plan, [](Program& p, std::size_t i) {
+    if (!std::holds_alternative<CommWait>(p.instructions[i].op)) return false;
+    p.instructions.erase(p.instructions.begin() + static_cast<std::ptrdiff_t>(i));
+    return true;
+  });
+  EXPECT_NE(first_error(f).find("is never waited for"), std::string::npos) << first_error(f);
+}
+
+TEST(VerifyPlan, FindsADeadlock) {
+  Fixture f(Pass::kForward, Schedule::kSingleStream);
+  // Every rank waits for its dispatch before starting it: move each program's first wait to the front,
+  // and the launch it waits for right after it. Waiting on an unstarted launch is malformed, so instead
+  // split: rank r's receives stay in the launch, its sends move after the wait.
+  for (auto& p : f.plan.programs) {
+    auto& launch = std::get<CommLaunch>(p.instructions.front().op);
+    CommLaunch sends{99, launch.sends, {}};
+    launch.sends.clear();
+    for (std::size_t i = 0; i < p.instructions.size(); ++i) {
+      if (std::holds_alternative<CommWait>(p.instructions[i].op)) {
+        p.instructions.insert(p.instructions.begin() + static_cast<std::ptrdiff_t>(i) + 1, {sends, 0});
+        p.instructions.insert(p.instructions.begin() + static_cast<std::ptrdiff_t>(i) + 2, {CommWait{99}, 0});
+        break;
+      }
+    }
+  }
+  EXPECT_NE(first_error(f).find("deadlock"), std::string::npos) << first_error(f);
+}
+
+TEST(VerifyPlan, FindsAnItemReadingTheWrongKeys) {
+  Fixture f(Pass::kForward, Schedule::kPingPong);
+  // Shift the rows a K/V copy reads by one: the call then sees a neighbour token's key.
+  mutate_first(f.plan, [](Program& p, std::size_t i) {
+    auto* c = std::get_if<Copy>(&p.instructions[i].op);
+    if (!c || p.buffers[c->src.buffer].name != "k") return false;
+    c->src.row += (c->src.row + c->src.rows < p.buffers[c->src.buffer].rows) ? 1 : -1;
+    return c->src.row >= 0;
+  });
+  EXPECT_NE(first_error(f).find("should hold k of document"), std::string::npos) << first_error(f);
+}
+
+TEST(VerifyPlan, FindsALostPartialResult) {
+  for (Pass pass : {Pass::kForward, Pass::kBackward}) {
+    Fixture f(pass, Schedule::kPingPong);
+    mutate_first(f.plan, [](Program& p, std::size_t i) {
+      auto* r = std::get_if<Reduce>(&p.instructions[i].op);
+      if (!r || r->parts.size() < 2) return false;
+      r->parts.pop_back();
+      if (!r->part_lse.empty()) r->part_lse.pop_back();
+      return true;
+    });
+    EXPECT_NE(first_error(f).find("contributions reached the owner"), std::string::npos) << first_error(f);
+  }
+}
+
+TEST(VerifyPlan, FindsAnOutputReducedTwice) {
+  Fixture f(Pass::kForward, Schedule::kSingleStream);
+  mutate_first(f.plan, [](Program& p, std::size_t i) {
+    if (!std::holds_alternative<Reduce>(p.instructions[i].op)) return false;
+    p.instructions.push_back(p.instructions[i]);
+    return true;
+  });
+  EXPECT_NE(first_error(f).find("already holds results"), std::string::npos) << first_error(f);
+}
+
+TEST(VerifyPlan, FindsMissingCoverage) {
+  Fixture f(Pass::kBackward, Schedule::kSingleStream);
+  mutate_first(f.plan, [](Program& p, std::size_t i) {
+    auto* a = std::get_if<AttentionBackward>(&p.instructions[i].op);
+    if (!a || a->items.size() < 2) return false;
+    a->items.pop_back();
+    return true;
+  });
+  EXPECT_NE(first_error(f).find("coverage"), std::string::npos) << first_error(f);
+}
+
+}  // namespace
+}  // namespace fulcrum
