@@ -2,7 +2,7 @@
 # Installs the Debian packages Fulcrum builds with, if any is missing. Safe to run again.
 set -euo pipefail
 packages=(cmake ninja-build g++ python3 libgtest-dev libbenchmark-dev libfmt-dev nlohmann-json3-dev libcli11-dev
-          libomp-dev)
+          libomp-dev openmpi-bin libopenmpi-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -59,4 +59,20 @@ class Communicator {
   double timeout_s_ = 60;
 };
 
+namespace detail {
+
+/// A message that had not completed when a wait timed out (for the Error's text).
+struct IncompleteMessage {
+  bool is_send = false;
+  int peer = 0;
+  int tag = 0;
+};
+
+/// "rank R: timed out after S s waiting for launch H (N of M messages incomplete: receive from rank X
+/// tag T, ...)": the one wording both backends use, so a log reads the same whichever one ran.
+std::string timeout_message(int rank, double timeout_s, int handle,
+                            std::span<const IncompleteMessage> incomplete, std::size_t total);
+
+}  // namespace detail
+
 }  // namespace fulcrum::runtime

@@ -1,0 +1,327 @@
+#include "fulcrum/runtime/mpi_communicator.hpp"
+
+#include "fulcrum/core/error.hpp"
+
+#include <chrono>
+#include <climits>
+#include <string_view>
+#include <utility>
+
+namespace fulcrum::runtime {
+
+namespace detail {
+
+void throw_mpi_error(const char* file, int line, const char* call, int code) {
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int length = 0;
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) length = 0;
+  // Name the rank when MPI can still tell it (not before MPI_Init or after MPI_Finalize).
+  int initialized = 0, finalized = 0, rank = -1;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  throw Error(fmt::format("{}{}:{}: {} failed: {} (MPI error code {})",
+                          rank >= 0 ? fmt::format("rank {}: ", rank) : "", file, line, call,
+                          length > 0 ? std::string_view(text, static_cast<std::size_t>(length)) : "unknown error",
+                          code),
+              ErrorKind::kRuntime);
+}
+
+}  // namespace detail
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How a poller waits when nothing completed: a few yields first (cheap, and enough for small messages
+// on an idle machine), then short sleeps, so a poller never holds a core that compute threads or the
+// other ranks of an oversubscribed machine need.
+class Backoff {
+ public:
+  void pause() {
+    if (idle_++ < kYields) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+  void reset() { idle_ = 0; }
+
+ private:
+  static constexpr int kYields = 16;
+  int idle_ = 0;
+};
+
+// Cancels and frees a request nobody will wait for (only on error paths and teardown).
+void abandon(MPI_Request& request) {
+  if (request == MPI_REQUEST_NULL) return;
+  MPI_Cancel(&request);
+  MPI_Request_free(&request);
+}
+
+}  // namespace
+
+MpiSession::MpiSession(int* argc, char*** argv) {
+  int initialized = 0;
+  FULCRUM_MPI_CHECK(MPI_Initialized(&initialized));
+  if (initialized) fail_runtime("MpiSession: MPI is already initialised; create one session per process");
+  int provided = MPI_THREAD_SINGLE;
+  FULCRUM_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
+  if (provided < MPI_THREAD_MULTIPLE) {
+    MPI_Finalize();
+    fail_runtime("MPI thread level provided = {}: need MPI_THREAD_MULTIPLE ({}), since the progress thread "
+                 "tests requests while the main thread posts them",
+                 provided, MPI_THREAD_MULTIPLE);
+  }
+  // Without this the default handler (MPI_ERRORS_ARE_FATAL) aborts the job before FULCRUM_MPI_CHECK
+  // could report which call failed.
+  FULCRUM_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  FULCRUM_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_));
+  FULCRUM_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size_));
+}
+
+MpiSession::~MpiSession() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+MpiCommunicator::MpiCommunicator(MpiProgress progress, MPI_Comm base) : progress_(progress) {
+  FULCRUM_MPI_CHECK(MPI_Comm_dup(base, &comm_));
+  FULCRUM_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+  FULCRUM_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
+  FULCRUM_MPI_CHECK(MPI_Comm_size(comm_, &size_));
+  int* tag_ub = nullptr;
+  int found = 0;
+  FULCRUM_MPI_CHECK(MPI_Comm_get_attr(comm_, MPI_TAG_UB, &tag_ub, &found));
+  if (found && tag_ub != nullptr) max_tag_ = *tag_ub;
+  if (progress_ == MpiProgress::kThread) thread_ = std::thread([this] { progress_loop(); });
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  if (thread_.joinable()) {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    work_.notify_all();
+    thread_.join();
+  }
+  // Requests still pending here belong to launches nobody waited for (an error unwound past them).
+  for (MPI_Request& request : incoming_requests_) abandon(request);
+  for (auto& [handle, launch] : launches_) {
+    for (MPI_Request& request : launch.requests) abandon(request);
+  }
+  MPI_Comm_free(&comm_);
+}
+
+int MpiCommunicator::launch(std::span<const WireMessage> sends, std::span<const WireMessage> receives) {
+  auto check = [&](const WireMessage& m, const char* kind) {
+    if (m.peer < 0 || m.peer >= size_) fail("rank {}: {} peer = {}: must be in [0, {})", rank_, kind, m.peer, size_);
+    if (m.tag < 0 || m.tag > max_tag_) {
+      fail("rank {}: {} with rank {} tag = {}: must be in [0, {}] (MPI_TAG_UB of this MPI)", rank_, kind, m.peer,
+           m.tag, max_tag_);
+    }
+    if (m.bytes > static_cast<std::size_t>(INT_MAX)) {
+      fail("rank {}: {} with rank {} tag {} bytes = {}: MPI counts are int, must be <= {}", rank_, kind, m.peer,
+           m.tag, m.bytes, INT_MAX);
+    }
+    if (m.bytes > 0 && m.data == nullptr) {
+      fail("rank {}: {} with rank {} tag {} has {} bytes but no data pointer", rank_, kind, m.peer, m.tag, m.bytes);
+    }
+  };
+  for (const WireMessage& m : sends) check(m, "send");
+  for (const WireMessage& m : receives) check(m, "receive");
+
+  Launch launch;
+  launch.times.launched_s = now_s();
+  // Receives first: a receive posted before its message arrives avoids an unexpected-message copy.
+  for (const WireMessage& m : receives) {
+    MPI_Request& request = launch.requests.emplace_back(MPI_REQUEST_NULL);
+    FULCRUM_MPI_CHECK(MPI_Irecv(m.data, static_cast<int>(m.bytes), MPI_BYTE, m.peer, m.tag, comm_, &request));
+    launch.messages.push_back({false, m.peer, m.tag});
+  }
+  for (const WireMessage& m : sends) {
+    MPI_Request& request = launch.requests.emplace_back(MPI_REQUEST_NULL);
+    FULCRUM_MPI_CHECK(MPI_Isend(m.data, static_cast<int>(m.bytes), MPI_BYTE, m.peer, m.tag, comm_, &request));
+    launch.messages.push_back({true, m.peer, m.tag});
+  }
+  launch.done.assign(launch.messages.size(), false);
+  launch.remaining = launch.messages.size();
+  if (launch.remaining == 0) launch.times.completed_s = launch.times.launched_s;
+
+  const int handle = next_handle_++;
+  {
+    std::lock_guard lock(mutex_);
+    Launch& stored = launches_.emplace(handle, std::move(launch)).first->second;
+    if (progress_ == MpiProgress::kThread) {
+      // From here on the progress thread owns the requests.
+      for (std::size_t i = 0; i < stored.requests.size(); ++i) {
+        incoming_requests_.push_back(stored.requests[i]);
+        incoming_.push_back({handle, i});
+      }
+      stored.requests.clear();
+    }
+  }
+  if (progress_ == MpiProgress::kThread) work_.notify_one();
+  return handle;
+}
+
+void MpiCommunicator::progress_loop() {
+  std::vector<MPI_Request> active;
+  std::vector<Pending> owners;  // owners[i] is the launch message of active[i]
+  std::vector<int> indices;
+  Backoff backoff;
+  while (true) {
+    {
+      std::unique_lock lock(mutex_);
+      // Nothing pending: sleep until launch() hands over work (no polling while idle).
+      work_.wait(lock, [&] { return stop_ || !incoming_requests_.empty() || !active.empty(); });
+      if (stop_) break;
+      active.insert(active.end(), incoming_requests_.begin(), incoming_requests_.end());
+      owners.insert(owners.end(), incoming_.begin(), incoming_.end());
+      incoming_requests_.clear();
+      incoming_.clear();
+    }
+    indices.resize(active.size());
+    int count = 0;
+    // Outside the lock: launch() may post new requests meanwhile (MPI_THREAD_MULTIPLE).
+    const int code = MPI_Testsome(static_cast<int>(active.size()), active.data(), &count, indices.data(),
+                                  MPI_STATUSES_IGNORE);
+    if (code != MPI_SUCCESS) {
+      try {
+        FULCRUM_MPI_CHECK(code);
+      } catch (const Error& e) {
+        std::lock_guard lock(mutex_);
+        progress_error_ = e.what();
+      }
+      completed_.notify_all();
+      break;
+    }
+    if (count <= 0) {  // none done (MPI_UNDEFINED cannot happen: every active request is live)
+      backoff.pause();
+      continue;
+    }
+    backoff.reset();
+    const double now = now_s();
+    bool launch_finished = false;
+    {
+      std::lock_guard lock(mutex_);
+      for (int k = 0; k < count; ++k) {
+        const Pending& p = owners[static_cast<std::size_t>(indices[static_cast<std::size_t>(k)])];
+        Launch& launch = launches_.at(p.handle);
+        launch.done[p.index] = true;
+        if (--launch.remaining == 0) {
+          launch.times.completed_s = now;
+          launch_finished = true;
+        }
+      }
+    }
+    if (launch_finished) completed_.notify_all();
+    // MPI_Testsome set the finished requests to MPI_REQUEST_NULL; drop them.
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < active.size(); ++i) {
+      if (active[i] == MPI_REQUEST_NULL) continue;
+      active[kept] = active[i];
+      owners[kept] = owners[i];
+      ++kept;
+    }
+    active.resize(kept);
+    owners.resize(kept);
+  }
+  // Unfinished requests go back to the communicator, whose destructor cancels and frees them.
+  std::lock_guard lock(mutex_);
+  incoming_requests_.insert(incoming_requests_.end(), active.begin(), active.end());
+}
+
+bool MpiCommunicator::poll(std::vector<MPI_Request>& requests, std::vector<bool>& done, std::size_t& remaining) {
+  const Clock::time_point deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s()));
+  std::vector<int> indices(requests.size());
+  Backoff backoff;
+  while (remaining > 0) {
+    int count = 0;
+    FULCRUM_MPI_CHECK(MPI_Testsome(static_cast<int>(requests.size()), requests.data(), &count, indices.data(),
+                                   MPI_STATUSES_IGNORE));
+    if (count > 0 && count != MPI_UNDEFINED) {
+      for (int k = 0; k < count; ++k) done[static_cast<std::size_t>(indices[static_cast<std::size_t>(k)])] = true;
+      remaining -= static_cast<std::size_t>(count);
+      backoff.reset();
+      continue;
+    }
+    if (Clock::now() >= deadline) return false;
+    backoff.pause();
+  }
+  return true;
+}
+
+void MpiCommunicator::throw_timeout(int handle, const Launch& launch) const {
+  std::vector<detail::IncompleteMessage> incomplete;
+  for (std::size_t i = 0; i < launch.messages.size(); ++i) {
+    if (!launch.done[i]) incomplete.push_back(launch.messages[i]);
+  }
+  throw Error(detail::timeout_message(rank_, timeout_s(), handle, incomplete, launch.messages.size()),
+              ErrorKind::kRuntime);
+}
+
+LaunchTimes MpiCommunicator::wait(int handle) {
+  std::unique_lock lock(mutex_);
+  auto it = launches_.find(handle);
+  if (it == launches_.end()) fail("rank {}: wait for launch {}: no such launch pending", rank_, handle);
+  Launch& launch = it->second;
+  if (progress_ == MpiProgress::kThread) {
+    const bool settled = completed_.wait_for(lock, std::chrono::duration<double>(timeout_s()), [&] {
+      return launch.remaining == 0 || !progress_error_.empty();
+    });
+    if (!progress_error_.empty()) fail_runtime("rank {}: MPI progress thread failed: {}", rank_, progress_error_);
+    if (!settled) throw_timeout(handle, launch);
+  } else {
+    // Only this thread touches launches_ in kNone; no lock needed while polling.
+    if (launch.remaining > 0) {
+      lock.unlock();
+      if (!poll(launch.requests, launch.done, launch.remaining)) throw_timeout(handle, launch);
+      launch.times.completed_s = now_s();  // when this wait saw it: nothing watched it before
+      lock.lock();
+    }
+  }
+  const LaunchTimes times = launch.times;
+  launches_.erase(it);
+  return times;
+}
+
+void MpiCommunicator::barrier() {
+  std::vector<MPI_Request> request(1, MPI_REQUEST_NULL);
+  FULCRUM_MPI_CHECK(MPI_Ibarrier(comm_, request.data()));
+  std::vector<bool> done(1, false);
+  std::size_t remaining = 1;
+  if (!poll(request, done, remaining)) {
+    fail_runtime("rank {}: timed out after {} s in barrier of {} ranks: some rank never arrived", rank_,
+                 timeout_s(), size_);
+  }
+}
+
+std::vector<double> MpiCommunicator::all_gather(std::span<const double> values) {
+  const int count = static_cast<int>(values.size());
+  std::vector<double> gathered(values.size() * static_cast<std::size_t>(size_));
+  std::vector<MPI_Request> request(1, MPI_REQUEST_NULL);
+  FULCRUM_MPI_CHECK(MPI_Iallgather(values.data(), count, MPI_DOUBLE, gathered.data(), count, MPI_DOUBLE, comm_,
+                                   request.data()));
+  std::vector<bool> done(1, false);
+  std::size_t remaining = 1;
+  if (!poll(request, done, remaining)) {
+    // The collective may still write into `gathered`: keep its memory alive (a timeout is fatal anyway).
+    abandoned_.push_back(std::move(gathered));
+    fail_runtime("rank {}: timed out after {} s in all_gather of {} values over {} ranks: some rank never "
+                 "arrived",
+                 rank_, timeout_s(), count, size_);
+  }
+  return gathered;
+}
+
+void MpiCommunicator::abort(const std::string& message) {
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  // MPI_Abort does not return on OpenMPI; if some MPI ever did, the caller still must not go on.
+  fail_runtime("rank {}: MPI_Abort returned while aborting because of: {}", rank_, message);
+}
+
+}  // namespace fulcrum::runtime

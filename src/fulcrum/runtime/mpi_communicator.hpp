@@ -1,0 +1,120 @@
+// The Communicator for real processes: OpenMPI point-to-point (MPI_Isend/MPI_Irecv) on a duplicate of
+// MPI_COMM_WORLD, with collectives posted non-blocking and polled, so the watchdog (timeout_s) covers
+// every wait. MpiSession owns MPI_Init/MPI_Finalize; FULCRUM_MPI_CHECK turns MPI error codes into Errors.
+#pragma once
+
+#include "fulcrum/runtime/communicator.hpp"
+
+#include <mpi.h>
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace fulcrum::runtime {
+
+namespace detail {
+[[noreturn]] void throw_mpi_error(const char* file, int line, const char* call, int code);
+}  // namespace detail
+
+}  // namespace fulcrum::runtime
+
+/// Runs an MPI call; if it returns an error code, throws a runtime fulcrum::Error carrying file:line,
+/// the call's text and MPI_Error_string. Needs MPI_ERRORS_RETURN on the communicator (MpiSession sets it).
+#define FULCRUM_MPI_CHECK(call)                                                    \
+  do {                                                                             \
+    const int fulcrum_mpi_code_ = (call);                                          \
+    if (fulcrum_mpi_code_ != MPI_SUCCESS) {                                        \
+      ::fulcrum::runtime::detail::throw_mpi_error(__FILE__, __LINE__, #call,       \
+                                                  fulcrum_mpi_code_);              \
+    }                                                                              \
+  } while (false)
+
+namespace fulcrum::runtime {
+
+/// MPI for the life of this object: MPI_Init_thread asking for MPI_THREAD_MULTIPLE (a runtime Error if
+/// the library gives less), MPI_ERRORS_RETURN on MPI_COMM_WORLD, MPI_Finalize in the destructor.
+class MpiSession {
+ public:
+  MpiSession(int* argc, char*** argv);
+  MpiSession() : MpiSession(nullptr, nullptr) {}
+  ~MpiSession();
+  MpiSession(const MpiSession&) = delete;
+  MpiSession& operator=(const MpiSession&) = delete;
+
+  int world_rank() const { return world_rank_; }
+  int world_size() const { return world_size_; }
+
+ private:
+  int world_rank_ = 0;
+  int world_size_ = 1;
+};
+
+/// Who drives the messages between the calls that start and end them.
+/// kThread: a progress thread tests pending requests, so transfers advance (and their completion time
+///          is recorded) while the caller computes. kNone: they advance only inside wait().
+enum class MpiProgress { kThread, kNone };
+
+class MpiCommunicator final : public Communicator {
+ public:
+  /// Works on a duplicate of `base`, so its messages never meet anyone else's.
+  explicit MpiCommunicator(MpiProgress progress = MpiProgress::kThread, MPI_Comm base = MPI_COMM_WORLD);
+  ~MpiCommunicator() override;
+  MpiCommunicator(const MpiCommunicator&) = delete;
+  MpiCommunicator& operator=(const MpiCommunicator&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  MpiProgress progress() const { return progress_; }
+  /// The largest tag this MPI accepts (MPI_TAG_UB; at least 32767 by the standard).
+  int max_tag() const { return max_tag_; }
+
+  int launch(std::span<const WireMessage> sends, std::span<const WireMessage> receives) override;
+  LaunchTimes wait(int handle) override;
+  void barrier() override;
+  std::vector<double> all_gather(std::span<const double> values) override;
+  /// MPI_Abort on MPI_COMM_WORLD: ends every process of the job. Does not return.
+  void abort(const std::string& message) override;
+
+ private:
+  struct Launch {
+    std::vector<MPI_Request> requests;     // owned by the progress thread once handed over
+    std::vector<detail::IncompleteMessage> messages;  // same order as requests
+    std::vector<bool> done;
+    std::size_t remaining = 0;
+    LaunchTimes times;
+  };
+  // A request the progress thread is testing: which launch and which of its messages.
+  struct Pending {
+    int handle = 0;
+    std::size_t index = 0;
+  };
+
+  void progress_loop();
+  // Tests `requests` until all are done or the timeout passes (with backoff); returns false on timeout.
+  bool poll(std::vector<MPI_Request>& requests, std::vector<bool>& done, std::size_t& remaining);
+  [[noreturn]] void throw_timeout(int handle, const Launch& launch) const;
+
+  MpiProgress progress_;
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0;
+  int size_ = 1;
+  int max_tag_ = 32767;
+  int next_handle_ = 0;
+
+  std::mutex mutex_;
+  std::condition_variable completed_;  // the progress thread finished a launch or failed
+  std::condition_variable work_;       // the progress thread has new requests or must stop
+  std::map<int, Launch> launches_;
+  std::vector<MPI_Request> incoming_requests_;  // posted, not yet picked up by the progress thread
+  std::vector<Pending> incoming_;
+  bool stop_ = false;
+  std::string progress_error_;  // set when an MPI call in the progress thread failed
+  std::thread thread_;
+  std::vector<std::vector<double>> abandoned_;  // buffers of timed-out collectives MPI may still write
+};
+
+}  // namespace fulcrum::runtime
