@@ -13,5 +13,7 @@ using Action = std::function<int()>;
 Action add_plan_command(CLI::App& app);
 Action add_bench_command(CLI::App& app);  // `bench kernels`
 Action add_profile_command(CLI::App& app);
+Action add_run_command(CLI::App& app);
+Action add_demo_command(CLI::App& app);
 
 }  // namespace fulcrum::cli

@@ -1,6 +1,7 @@
 // The `fulcrum` command line: subcommands, and the mapping of errors to exit codes
 // (0 success, 2 bad input, 1 runtime failure) with a one-line message on stderr.
 #include "commands.hpp"
+#include "job_session.hpp"
 
 #include "fulcrum/core/error.hpp"
 
@@ -20,6 +21,11 @@ int main(int argc, char** argv) {
   commands.emplace_back(app.get_subcommand("bench")->get_subcommand("kernels"), bench);
   auto profile = fulcrum::cli::add_profile_command(app);
   commands.emplace_back(app.get_subcommand("profile"), profile);
+  auto run = fulcrum::cli::add_run_command(app);
+  commands.emplace_back(app.get_subcommand("run"), run);
+  auto demo = fulcrum::cli::add_demo_command(app);
+  commands.emplace_back(app.get_subcommand("demo"), demo);
+  fulcrum::cli::set_command_line(argc, argv);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

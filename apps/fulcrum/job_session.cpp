@@ -1,0 +1,208 @@
+#include "job_session.hpp"
+
+#include "fulcrum/core/error.hpp"
+#include "fulcrum/report/chrome_trace.hpp"
+#include "fulcrum/report/run_report.hpp"
+#include "fulcrum/report/text_file.hpp"
+#include "fulcrum/runtime/local_communicator.hpp"
+#include "fulcrum/runtime/mpi_communicator.hpp"
+#include "json_output.hpp"
+
+#include <fmt/format.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+namespace fulcrum::cli {
+namespace {
+
+std::vector<std::string>& command_line() {
+  static std::vector<std::string> args;
+  return args;
+}
+
+// Open MPI's launcher sets these in every process it starts.
+bool started_by_mpiexec() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMIX_RANK") != nullptr; }
+
+// Runs this binary with the same arguments under `mpiexec -n ranks` and returns its exit code.
+int relaunch_under_mpiexec(int ranks) {
+  std::vector<std::string> args = {FULCRUM_MPIEXEC, "-n", std::to_string(ranks), "--oversubscribe", "--bind-to", "none"};
+  if (geteuid() == 0) args.push_back("--allow-run-as-root");  // containers and CI run as root
+  args.push_back(std::filesystem::read_symlink("/proc/self/exe").string());
+  args.insert(args.end(), command_line().begin() + 1, command_line().end());
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::fflush(stdout);
+  const pid_t child = fork();
+  if (child < 0) fail_runtime("cannot fork to start mpiexec");
+  if (child == 0) {
+    execv(argv[0], argv.data());
+    std::fprintf(stderr, "fulcrum: error: cannot start %s\n", argv[0]);
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+struct Injection {
+  int rank = -1;
+  bool hang = false;
+};
+
+Injection parse_injection(const std::string& text, int ranks) {
+  Injection out;
+  if (text.empty()) return out;
+  const auto colon = text.find(':');
+  const std::string what = colon == std::string::npos ? "" : text.substr(colon + 1);
+  try {
+    out.rank = std::stoi(text.substr(0, colon));
+  } catch (const std::exception&) {
+    out.rank = -1;
+  }
+  if (out.rank < 0 || out.rank >= ranks || (what != "throw" && what != "hang")) {
+    fail("inject-failure = '{}': must be RANK:throw or RANK:hang with RANK in [0, {})", text, ranks);
+  }
+  out.hang = what == "hang";
+  return out;
+}
+
+std::vector<runtime::JobResult> run_jobs(const SessionOptions& options, const std::vector<runtime::JobConfig>& jobs,
+                                         runtime::Communicator& comm) {
+  const Injection injection = parse_injection(options.inject_failure, comm.size());
+  std::vector<runtime::JobResult> results;
+  for (const auto& job : jobs) {
+    if (comm.rank() == injection.rank) {
+      if (!injection.hang) fail_runtime("injected failure (--inject-failure {})", options.inject_failure);
+      std::this_thread::sleep_for(std::chrono::duration<double>(2 * options.timeout_s));
+      fail_runtime("injected hang ended after {} s", 2 * options.timeout_s);
+    }
+    results.push_back(runtime::run_attention_job(job, comm));
+  }
+  return results;
+}
+
+// Every job's events in one trace: job j's rank r is process j * ranks + r.
+void write_trace(const std::vector<runtime::JobResult>& results, const std::string& path) {
+  runtime::Timeline all;
+  std::vector<std::string> names;
+  for (std::size_t j = 0; j < results.size(); ++j) {
+    const auto& job = results[j];
+    for (int r = 0; r < job.ranks; ++r) names.push_back(fmt::format("{} / {}: rank {}", job.config.planner, mode_name(job.config), r));
+    for (auto e : job.timeline.events) {
+      e.rank += static_cast<int>(j) * job.ranks;
+      all.events.push_back(e);
+    }
+  }
+  write_chrome_trace(all, path, names);
+}
+
+int report(const SessionOptions& options, const std::vector<runtime::JobResult>& results, bool print) {
+  std::string text;
+  for (const auto& job : results) text += run_rank_table(job) + "\n";
+  text += run_comparison_table(results);
+  int code = 0;
+  std::string problems;
+  for (const auto& job : results) {
+    if (job.max_error() > options.max_error) {
+      problems += fmt::format("fulcrum: error: {} / {}: relative error {:.2e} exceeds max-error {:.1e}\n",
+                              job.config.planner, mode_name(job.config), job.max_error(), options.max_error);
+      code = 1;
+    }
+  }
+  if (!print) return code;
+  fmt::print("{}", text);
+  std::fprintf(stderr, "%s", problems.c_str());
+  std::string json = options.json, trace = options.trace, svg = options.svg;
+  if (!options.report_dir.empty()) {
+    std::filesystem::create_directories(options.report_dir);
+    json = options.report_dir + "/report.json";
+    trace = options.report_dir + "/trace.json";
+    svg = options.report_dir + "/attention_per_rank.svg";
+    write_text_file(options.report_dir + "/summary.txt", text);
+  }
+  if (!json.empty()) write_json(json, run_json(results));
+  if (!trace.empty()) write_trace(results, trace);
+  if (!svg.empty()) write_text_file(svg, bar_chart_svg(attention_chart(results)));
+  if (!options.report_dir.empty()) fmt::print("report written to {}/\n", options.report_dir);
+  return code;
+}
+
+int run_mpi(const SessionOptions& options, const std::vector<runtime::JobConfig>& jobs) {
+  runtime::MpiSession session;
+  auto comm = std::make_unique<runtime::MpiCommunicator>(
+      options.progress == "none" ? runtime::MpiProgress::kNone : runtime::MpiProgress::kThread);
+  comm->set_timeout_s(options.timeout_s);
+  std::vector<runtime::JobResult> results;
+  try {
+    if (comm->size() != options.ranks) {
+      fail("ranks = {}: the job was started with {} MPI processes", options.ranks, comm->size());
+    }
+    results = run_jobs(options, jobs, *comm);
+  } catch (const std::exception& e) {
+    // One rank's failure ends the whole job with its message, instead of leaving the others waiting.
+    std::fprintf(stderr, "fulcrum: rank %d: error: %s\n", comm->rank(), e.what());
+    std::fflush(stderr);
+    comm->abort(e.what());
+  }
+  return report(options, results, comm->rank() == 0);
+}
+
+int run_local(const SessionOptions& options, const std::vector<runtime::JobConfig>& jobs) {
+  std::vector<runtime::JobResult> results;
+  std::mutex mutex;
+  runtime::run_local_ranks(
+      options.ranks,
+      [&](runtime::Communicator& comm) {
+        auto mine = run_jobs(options, jobs, comm);
+        if (comm.rank() == 0) {
+          std::lock_guard lock(mutex);
+          results = std::move(mine);
+        }
+      },
+      options.timeout_s);
+  return report(options, results, true);
+}
+
+}  // namespace
+
+void SessionOptions::add_to(CLI::App& cmd) {
+  cmd.add_option("--ranks", ranks, "ranks to run (MPI processes, or threads with --backend local)")->capture_default_str();
+  cmd.add_option("--backend", backend, "mpi (processes; started under mpiexec when needed) | local (threads)")
+      ->capture_default_str();
+  cmd.add_option("--progress", progress, "MPI progress: thread (a progress thread) | none (only inside waits)")
+      ->capture_default_str();
+  cmd.add_option("--timeout", timeout_s, "watchdog: seconds any rank may wait for another")->capture_default_str();
+  cmd.add_option("--max-error", max_error, "fail when a relative error exceeds this")->capture_default_str();
+  cmd.add_option("--inject-failure", inject_failure, "testing: RANK:throw or RANK:hang");
+  cmd.add_option("--json", json, "write the results as JSON to this path");
+  cmd.add_option("--trace", trace, "write a Chrome trace (one track per rank and stream) to this path");
+  cmd.add_option("--svg", svg, "write the per-rank attention-time chart to this path");
+}
+
+void set_command_line(int argc, char** argv) { command_line().assign(argv, argv + argc); }
+
+int run_job_session(const SessionOptions& options, const std::vector<runtime::JobConfig>& jobs) {
+  if (options.ranks < 1 || options.ranks > 1024) fail("ranks = {}: must be in [1, 1024]", options.ranks);
+  if (options.backend != "mpi" && options.backend != "local") fail("backend = '{}': must be mpi or local", options.backend);
+  if (options.progress != "thread" && options.progress != "none") {
+    fail("progress = '{}': must be thread or none", options.progress);
+  }
+  if (!(options.timeout_s > 0 && options.timeout_s <= 86400)) fail("timeout = {}: must be in (0, 86400] s", options.timeout_s);
+  if (!(options.max_error > 0)) fail("max-error = {}: must be > 0", options.max_error);
+  parse_injection(options.inject_failure, options.ranks);
+  for (const auto& job : jobs) job.validate(options.ranks);  // bad input fails here, before any rank starts
+  if (options.backend == "local") return run_local(options, jobs);
+  if (!started_by_mpiexec()) return relaunch_under_mpiexec(options.ranks);
+  return run_mpi(options, jobs);
+}
+
+}  // namespace fulcrum::cli

@@ -1,0 +1,87 @@
+// `fulcrum run`: core attention forward and backward on real ranks, planned by any planner, in any of
+// the communication modes, checked against a single-process reference.
+#include "commands.hpp"
+
+#include "fulcrum/core/error.hpp"
+#include "fulcrum/core/text.hpp"
+#include "job_session.hpp"
+
+#include <memory>
+
+namespace fulcrum::cli {
+namespace {
+
+void add_job_options(CLI::App& cmd, runtime::JobConfig& job) {
+  cmd.add_option("--dataset", job.dataset, "pretrain | prolong | uniform:MIN:MAX | lognormal:MU:SIGMA | file:PATH")
+      ->capture_default_str();
+  cmd.add_option("--model", job.model, "llama3-8b | llama-34b | qwen2.5-3b | tiny")->capture_default_str();
+  cmd.add_option("--mask", job.mask, "causal | full | window:W | lambda:SINK:WINDOW | ... (docs/cli.md)")
+      ->capture_default_str();
+  cmd.add_option("--tokens-per-rank", job.tokens_per_rank, "tokens each rank holds after packing")->capture_default_str();
+  cmd.add_option("--seed", job.seed, "seed of the lengths and of the Q/K/V/dO values")->capture_default_str();
+  cmd.add_option("--tolerance", job.options.tolerance, "DistCA: stop when every server is within this x mean")
+      ->capture_default_str();
+  cmd.add_option("--granularity", job.options.granularity, "DistCA: shard sizes are multiples of this")
+      ->capture_default_str();
+  cmd.add_option("--cp-degree", job.options.cp_degree, "perdoc-cp: ranks per context-parallel group")
+      ->capture_default_str();
+  cmd.add_option("--reference", job.reference, "kernel (fused fp32, one process) | fp64 (materialised) | none")
+      ->transform(CLI::CheckedTransformer(std::map<std::string, runtime::ReferenceKind>{
+          {"kernel", runtime::ReferenceKind::kKernel}, {"fp64", runtime::ReferenceKind::kFp64},
+          {"none", runtime::ReferenceKind::kNone}}));
+  cmd.add_option("--repeats", job.repeats, "timed runs of each pass (times are medians)")->capture_default_str();
+  cmd.add_option("--threads", job.threads, "kernel threads per rank (0: cores / ranks)")->capture_default_str();
+}
+
+/// Jobs for every (planner, mode) pair; mode `signal` is the pingpong plan with 1-byte messages.
+std::vector<runtime::JobConfig> jobs_for(const runtime::JobConfig& base, const std::string& planners,
+                                         const std::string& modes) {
+  std::vector<runtime::JobConfig> jobs;
+  for (const auto& planner : split_fields(planners, ',')) {
+    for (const auto& mode : split_fields(modes, ',')) {
+      runtime::JobConfig job = base;
+      job.planner = std::string(planner);
+      job.signal_only = mode == "signal";
+      job.schedule = parse_schedule(mode == "signal" ? "pingpong" : mode);
+      jobs.push_back(job);
+    }
+  }
+  if (jobs.empty()) fail("planners and modes: name at least one of each");
+  return jobs;
+}
+
+}  // namespace
+
+Action add_run_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("run", "Run core attention forward and backward on real ranks and verify it");
+  auto job = std::make_shared<runtime::JobConfig>();
+  auto session = std::make_shared<SessionOptions>();
+  auto planners = std::make_shared<std::string>("distca");
+  auto modes = std::make_shared<std::string>("pingpong");
+  cmd->add_option("--planners", *planners, "comma-separated: distca, packed, perdoc-cp, wlb")->capture_default_str();
+  cmd->add_option("--modes", *modes, "comma-separated: pingpong, single-stream, signal")->capture_default_str();
+  add_job_options(*cmd, *job);
+  session->add_to(*cmd);
+  return [job, session, planners, modes] { return run_job_session(*session, jobs_for(*job, *planners, *modes)); };
+}
+
+Action add_demo_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("demo", "The main job: DistCA and the baselines on 4 local ranks, verified, with a report");
+  auto job = std::make_shared<runtime::JobConfig>();
+  auto session = std::make_shared<SessionOptions>();
+  session->report_dir = "fulcrum-demo";
+  job->dataset = "pretrain";
+  job->tokens_per_rank = 8192;
+  job->seed = 3;
+  cmd->add_option("--out", session->report_dir, "report folder (JSON, Chrome trace, SVG, summary)")->capture_default_str();
+  add_job_options(*cmd, *job);
+  session->add_to(*cmd);
+  return [job, session] {
+    // DistCA in its three communication modes, then the baselines through the same executor.
+    auto jobs = jobs_for(*job, "distca", "pingpong,single-stream,signal");
+    for (auto& j : jobs_for(*job, "packed,perdoc-cp", "pingpong")) jobs.push_back(j);
+    return run_job_session(*session, jobs);
+  };
+}
+
+}  // namespace fulcrum::cli

@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""`fulcrum run` and `fulcrum demo` contracts that need real MPI processes: `run_test.py PATH_TO_FULCRUM`.
+
+A rank that throws or hangs must end the whole job with that rank's message and a nonzero exit within
+the watchdog's timeout; a run writes JSON, a Chrome trace and an SVG; bad input exits 2 before any
+rank starts.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+FULCRUM = sys.argv[1]
+SMALL = ["--dataset", "uniform:16:300", "--tokens-per-rank", "128", "--granularity", "16"]
+failures = []
+
+
+def run(*args, timeout=240):
+    start = time.monotonic()
+    result = subprocess.run([FULCRUM, *args], capture_output=True, text=True, timeout=timeout)
+    return result, time.monotonic() - start
+
+
+def check(condition, message):
+    if not condition:
+        failures.append(message)
+
+
+# One rank throws: the job ends at once with its message.
+result, took = run("run", "--ranks", "4", *SMALL, "--inject-failure", "2:throw", "--timeout", "20")
+check(result.returncode != 0, "a throwing rank left exit code 0")
+check("rank 2: error: injected failure" in result.stderr, f"no message from rank 2: {result.stderr[-2000:]}")
+check(took < 60, f"a throwing rank took {took:.0f} s to end the job")
+
+# One rank hangs: the others' watchdog fires after --timeout and brings the job down.
+result, took = run("run", "--ranks", "4", *SMALL, "--inject-failure", "1:hang", "--timeout", "3")
+check(result.returncode != 0, "a hanging rank left exit code 0")
+check("timed out" in result.stderr, f"no watchdog message: {result.stderr[-2000:]}")
+check(took < 60, f"a hanging rank took {took:.0f} s to end the job")
+
+# A good run writes every output, and its JSON carries the per-rank numbers.
+with tempfile.TemporaryDirectory() as tmp:
+    paths = {k: os.path.join(tmp, f"out.{k}") for k in ("json", "trace", "svg")}
+    result, _ = run("run", "--ranks", "2", *SMALL, "--modes", "pingpong,signal", "--json", paths["json"],
+                    "--trace", paths["trace"], "--svg", paths["svg"])
+    check(result.returncode == 0, f"run exited {result.returncode}: {result.stderr[-2000:]}")
+    if result.returncode == 0:
+        data = json.load(open(paths["json"]))
+        check([j["mode"] for j in data] == ["pingpong", "signal"], "modes missing from the JSON")
+        check(data[0]["relative_error"]["o"] <= 1e-5, "pingpong O error above 1e-5")
+        check(data[1]["relative_error"]["o"] == -1, "signal mode must not claim a checked error")
+        for key in ("attention_s", "comm_s", "exposed_comm_s", "peer_wait_s", "end_idle_s"):
+            check(key in data[0]["per_rank"][0]["forward"], f"per_rank forward lacks {key}")
+        trace = json.load(open(paths["trace"]))
+        check(any(e.get("name") == "attention" for e in trace["traceEvents"]), "trace has no attention events")
+        check(open(paths["svg"]).read().startswith("<svg"), "the chart is not an SVG")
+
+    # The local backend (threads) runs the same jobs.
+    result, _ = run("run", "--ranks", "3", "--backend", "local", *SMALL, "--planners", "distca,perdoc-cp",
+                    "--cp-degree", "3")
+    check(result.returncode == 0, f"local run exited {result.returncode}: {result.stderr[-2000:]}")
+
+# Bad input: exit 2 with the field named, before any rank starts.
+for args, field in ((["--ranks", "0"], "ranks"), (["--modes", "overlap"], "schedule"),
+                    (["--planners", "nope"], "planner"), (["--inject-failure", "9:throw"], "inject-failure"),
+                    (["--progress", "sometimes"], "progress"), (["--repeats", "0"], "repeats")):
+    result, _ = run("run", *SMALL, *args)
+    check(result.returncode == 2 and field in result.stderr, f"{args}: exit {result.returncode}, {result.stderr!r}")
+
+if failures:
+    print("\n".join(failures))
+    sys.exit(1)
+print("run contract holds")

@@ -1,0 +1,131 @@
+#include "fulcrum/report/run_report.hpp"
+
+#include "fulcrum/plan/stats.hpp"
+#include "fulcrum/report/table.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <numeric>
+
+namespace fulcrum {
+namespace {
+
+double sum(const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0); }
+double largest(const std::vector<double>& v) { return v.empty() ? 0 : *std::max_element(v.begin(), v.end()); }
+std::string ms(double seconds) { return fmt::format("{:.1f}", seconds * 1e3); }
+std::string error_text(double e) { return e < 0 ? "n/a" : fmt::format("{:.1e}", e); }
+
+}  // namespace
+
+const char* mode_name(const runtime::JobConfig& config) {
+  return config.signal_only ? "signal" : to_string(config.schedule);
+}
+
+RunMetrics run_metrics(const runtime::JobResult& job) {
+  RunMetrics m;
+  m.planner = job.config.planner;
+  m.mode = mode_name(job.config);
+  for (int r = 0; r < job.ranks; ++r) {
+    const auto &f = job.forward[r], &b = job.backward[r];
+    m.attention_s.push_back(f.attention_s + b.attention_s);
+    m.attention_cpu_s.push_back(f.attention_cpu_s + b.attention_cpu_s);
+    m.comm_s.push_back(f.comm_s + b.comm_s);
+    m.exposed_comm_s.push_back(f.exposed_comm_s + b.exposed_comm_s);
+    m.idle_s.push_back(job.forward_idle_s[r] + job.backward_idle_s[r] + f.peer_wait_s + b.peer_wait_s);
+    m.bytes_sent.push_back(f.bytes_sent + b.bytes_sent);
+  }
+  m.imbalance = max_over_mean(m.attention_s);
+  m.imbalance_cpu = max_over_mean(m.attention_cpu_s);
+  m.comm_total_s = sum(m.comm_s);
+  m.exposed_total_s = sum(m.exposed_comm_s);
+  m.overlap = m.comm_total_s > 0 ? 1.0 - m.exposed_total_s / m.comm_total_s : 0.0;
+  m.max_error = job.max_error();
+  return m;
+}
+
+std::string run_rank_table(const runtime::JobResult& job) {
+  const RunMetrics m = run_metrics(job);
+  Table t({"rank", "attention ms", "attention cpu ms", "comm ms", "exposed comm ms", "idle ms", "sent"});
+  for (int r = 0; r < job.ranks; ++r) {
+    t.add_row({std::to_string(r), ms(m.attention_s[r]), ms(m.attention_cpu_s[r]), ms(m.comm_s[r]),
+               ms(m.exposed_comm_s[r]), ms(m.idle_s[r]), format_bytes(m.bytes_sent[r])});
+  }
+  return fmt::format("{} / {}: {} tasks, {} messages, planned imbalance {:.3f} (packed {:.3f})\n{}", m.planner, m.mode,
+                     job.tasks, job.messages, job.planned_imbalance, job.packed_imbalance, t.to_string());
+}
+
+std::string run_comparison_table(std::span<const runtime::JobResult> jobs) {
+  Table t({"planner", "mode", "max attn ms", "mean attn ms", "imbalance", "imbalance cpu", "comm ms", "exposed ms",
+           "overlap", "max rel error"});
+  for (const auto& job : jobs) {
+    const RunMetrics m = run_metrics(job);
+    t.add_row({m.planner, m.mode, ms(largest(m.attention_s)), ms(sum(m.attention_s) / job.ranks),
+               fmt::format("{:.3f}", m.imbalance), fmt::format("{:.3f}", m.imbalance_cpu), ms(m.comm_total_s),
+               ms(m.exposed_total_s), fmt::format("{:.0f}%", 100 * m.overlap), error_text(m.max_error)});
+  }
+  return t.to_string();
+}
+
+nlohmann::json run_json(std::span<const runtime::JobResult> jobs) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& job : jobs) {
+    const RunMetrics m = run_metrics(job);
+    nlohmann::json ranks = nlohmann::json::array();
+    for (int r = 0; r < job.ranks; ++r) {
+      const auto &f = job.forward[r], &b = job.backward[r];
+      auto pass = [](const runtime::RankSummary& s, double idle) {
+        return nlohmann::json{{"attention_s", s.attention_s},   {"attention_cpu_s", s.attention_cpu_s},
+                              {"other_compute_s", s.other_compute_s}, {"comm_s", s.comm_s},
+                              {"exposed_comm_s", s.exposed_comm_s},   {"peer_wait_s", s.peer_wait_s},
+                              {"end_idle_s", idle},
+                              {"total_s", s.total_s},           {"bytes_sent", s.bytes_sent},
+                              {"bytes_received", s.bytes_received}, {"flops", s.flops}};
+      };
+      ranks.push_back({{"rank", r}, {"forward", pass(f, job.forward_idle_s[r])}, {"backward", pass(b, job.backward_idle_s[r])}});
+    }
+    nlohmann::json errors;
+    for (std::size_t t = 0; t < runtime::ErrorParts::kNames.size(); ++t) {
+      errors[runtime::ErrorParts::kNames[t]] = job.relative_error[t];
+    }
+    out.push_back({{"planner", m.planner},
+                   {"mode", m.mode},
+                   {"ranks", job.ranks},
+                   {"dataset", job.config.dataset},
+                   {"model", job.config.model},
+                   {"mask", job.config.mask},
+                   {"tokens_per_rank", job.config.tokens_per_rank},
+                   {"seed", job.config.seed},
+                   {"reference", runtime::to_string(job.config.reference)},
+                   {"tasks", job.tasks},
+                   {"messages", job.messages},
+                   {"planned_imbalance", job.planned_imbalance},
+                   {"packed_imbalance", job.packed_imbalance},
+                   {"imbalance", m.imbalance},
+                   {"imbalance_cpu", m.imbalance_cpu},
+                   {"comm_s", m.comm_total_s},
+                   {"exposed_comm_s", m.exposed_total_s},
+                   {"overlap", m.overlap},
+                   {"relative_error", errors},
+                   {"per_rank", ranks}});
+  }
+  return out;
+}
+
+BarChart attention_chart(std::span<const runtime::JobResult> jobs) {
+  BarChart chart;
+  chart.title = "Core-attention time per rank (forward + backward, CPU seconds)";
+  chart.y_label = "attention CPU time (ms)";
+  if (!jobs.empty()) {
+    for (int r = 0; r < jobs.front().ranks; ++r) chart.categories.push_back(fmt::format("rank {}", r));
+  }
+  for (const auto& job : jobs) {
+    const RunMetrics m = run_metrics(job);
+    BarSeries s{fmt::format("{} ({})", m.planner, m.mode), {}};
+    for (double v : m.attention_cpu_s) s.values.push_back(v * 1e3);
+    chart.series.push_back(std::move(s));
+  }
+  return chart;
+}
+
+}  // namespace fulcrum

@@ -1,0 +1,226 @@
+#include "fulcrum/runtime/attention_job.hpp"
+
+#include "fulcrum/core/error.hpp"
+#include "fulcrum/plan/program_verify.hpp"
+#include "fulcrum/plan/stats.hpp"
+#include "fulcrum/plan/verify.hpp"
+#include "fulcrum/workload/length_source.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <optional>
+
+namespace fulcrum::runtime {
+namespace {
+
+// RankSummary as numbers, for medians and all_gather; the order is the struct's.
+constexpr std::size_t kSummaryFields = 10;
+std::array<double, kSummaryFields> pack(const RankSummary& s) {
+  return {s.attention_s, s.attention_cpu_s, s.other_compute_s, s.comm_s,         s.exposed_comm_s,
+          s.peer_wait_s, s.total_s,         s.bytes_sent,      s.bytes_received, s.flops};
+}
+RankSummary unpack(const double* v) {
+  return {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9]};
+}
+
+// Every rank's launch start times ([rank][launch id], -1 for none), then the wait attribution.
+void attribute(const Plan& plan, ExecutionResult& result, Communicator& comm) {
+  int ids = 0;
+  for (const auto& p : plan.programs) {
+    for (const auto& i : p.instructions) {
+      if (const auto* l = std::get_if<CommLaunch>(&i.op)) ids = std::max(ids, l->id + 1);
+    }
+  }
+  std::vector<double> mine(static_cast<std::size_t>(ids), -1.0);
+  for (const auto& rec : result.launches) mine[rec.id] = rec.launched_s;
+  const auto all = comm.all_gather(mine);
+  std::vector<std::vector<double>> launched(static_cast<std::size_t>(comm.size()));
+  for (int r = 0; r < comm.size(); ++r) {
+    launched[r].assign(all.begin() + r * ids, all.begin() + (r + 1) * ids);
+  }
+  attribute_waits(plan, comm.rank(), launched, result);
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+RankSummary median_summary(const std::vector<RankSummary>& runs) {
+  std::array<double, kSummaryFields> out{};
+  for (std::size_t f = 0; f < kSummaryFields; ++f) {
+    std::vector<double> values;
+    for (const auto& r : runs) values.push_back(pack(r)[f]);
+    out[f] = median(values);
+  }
+  return unpack(out.data());
+}
+
+// Timeline events travel as numbers: names by index into this table.
+constexpr std::array<const char*, 8> kEventNames = {"attention", "attention-backward", "copy",     "merge",
+                                                    "sum",       "wait",               "dispatch", "return"};
+constexpr std::size_t kEventFields = 8;
+
+Timeline gather_timeline(const std::vector<TimelineEvent>& mine, Communicator& comm) {
+  const double count = static_cast<double>(mine.size());
+  const auto counts = comm.all_gather(std::span<const double>(&count, 1));
+  const auto most = static_cast<std::size_t>(*std::max_element(counts.begin(), counts.end()));
+  std::vector<double> packed(most * kEventFields, -1.0);
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    const auto& e = mine[i];
+    const auto name = std::find_if(kEventNames.begin(), kEventNames.end(),
+                                   [&](const char* n) { return e.name == n; }) - kEventNames.begin();
+    const double row[kEventFields] = {static_cast<double>(e.rank), e.track == Track::kComm ? 1.0 : 0.0,
+                                      static_cast<double>(e.stream), static_cast<double>(name), e.start_s,
+                                      e.end_s, e.bytes, e.flops};
+    std::copy(row, row + kEventFields, packed.begin() + static_cast<std::ptrdiff_t>(i * kEventFields));
+  }
+  const auto all = comm.all_gather(packed);
+  Timeline t;
+  for (std::size_t i = 0; i + kEventFields <= all.size(); i += kEventFields) {
+    const double* v = &all[i];
+    if (v[0] < 0) continue;  // padding
+    t.events.push_back({static_cast<int>(v[0]), v[1] > 0 ? Track::kComm : Track::kCompute, static_cast<int>(v[2]),
+                        kEventNames.at(static_cast<std::size_t>(v[3])), v[4], v[5], v[6], v[7]});
+  }
+  return t;
+}
+
+std::size_t count_messages(const Plan& plan) {
+  std::size_t n = 0;
+  for (const auto& p : plan.programs) {
+    for (const auto& i : p.instructions) {
+      if (const auto* l = std::get_if<CommLaunch>(&i.op)) n += l->sends.size();
+    }
+  }
+  return n;
+}
+
+void check_plan(const Plan& plan, const Batch& batch) {
+  const auto report = verify_plan(plan, batch);
+  if (!report.ok()) fail_runtime("the compiled {} plan fails verify_plan: {}", to_string(plan.pass), report.summary());
+}
+
+}  // namespace
+
+void JobConfig::validate(int ranks) const {
+  validate_batch_shape(ranks, tokens_per_rank);
+  auto opts = options;
+  opts.model = model_shape_preset(model);
+  opts.validate(tokens_per_rank);
+  MaskSpec::parse(mask);
+  make_planner(planner, opts);
+  if (repeats < 1 || repeats > 1000) fail("repeats = {}: must be in [1, 1000]", repeats);
+  if (threads < 0 || threads > 1024) fail("threads = {}: must be in [0, 1024] (0 = automatic)", threads);
+}
+
+double JobResult::max_error() const { return *std::max_element(relative_error.begin(), relative_error.end()); }
+
+JobResult run_attention_job(const JobConfig& config, Communicator& comm) {
+  config.validate(comm.size());
+  const int rank = comm.rank();
+  omp_set_num_threads(config.threads > 0 ? config.threads : std::max(1, omp_get_num_procs() / comm.size()));
+
+  PlannerOptions options = config.options;
+  options.model = model_shape_preset(config.model);
+  auto source = make_length_source(config.dataset, config.seed, config.tokens_per_rank);
+  BatchStream stream([&] { return source->next(); }, comm.size(), config.tokens_per_rank, MaskSpec::parse(config.mask));
+  const Batch batch = stream.next();
+  auto planner = make_planner(config.planner, options);
+  const Assignment a = planner->plan(batch);
+  const auto report = planner->capabilities().keeps_documents ? verify(a, batch) : verify(a);
+  if (!report.ok()) fail_runtime("planner {}: the assignment fails plan::verify: {}", config.planner, report.summary());
+
+  const HeadLayout heads = head_layout(options.model, 4);
+  const Plan forward = compile(a, heads, Pass::kForward, config.schedule);
+  const Plan backward = compile(a, heads, Pass::kBackward, config.schedule);
+  check_plan(forward, a.batch);
+  check_plan(backward, a.batch);
+
+  JobResult result;
+  result.config = config;
+  result.ranks = comm.size();
+  result.planned_imbalance = compute_stats(a, options.model).imbalance;
+  result.packed_imbalance = compute_stats(make_planner("packed", options)->plan(batch), options.model).imbalance;
+  result.tasks = a.tasks.size();
+  result.messages = count_messages(forward) + count_messages(backward);
+
+  comm.barrier();
+  const ExecuteOptions exec{config.signal_only, Communicator::now_s()};
+  std::vector<RankSummary> f_runs, b_runs;
+  std::vector<double> f_idle, b_idle;
+  std::vector<TimelineEvent> events;
+  std::optional<RankBuffers> fb, bb;
+  for (int rep = 0; rep < config.repeats; ++rep) {
+    fb.emplace(forward.programs[rank], heads);
+    fill_inputs(forward, a.batch, config.seed, *fb);
+    comm.barrier();
+    auto fr = execute(forward, *fb, comm, exec);
+    double done = Communicator::now_s();
+    comm.barrier();
+    attribute(forward, fr, comm);
+    f_idle.push_back(Communicator::now_s() - done);
+
+    bb.emplace(backward.programs[rank], heads);
+    fill_inputs(backward, a.batch, config.seed, *bb);
+    for (const char* name : {"o", "lse"}) {  // the forward's outputs are the backward's inputs
+      const int from = fb->index(name), to = bb->index(name);
+      std::memcpy(bb->row({to, 0, bb->rows(to)}), fb->row({from, 0, fb->rows(from)}), fb->bytes({from, 0, fb->rows(from)}));
+    }
+    comm.barrier();
+    auto br = execute(backward, *bb, comm, exec);
+    done = Communicator::now_s();
+    comm.barrier();
+    attribute(backward, br, comm);
+    b_idle.push_back(Communicator::now_s() - done);
+
+    f_runs.push_back(fr.summary);
+    b_runs.push_back(br.summary);
+    if (rep + 1 == config.repeats) {
+      events = std::move(fr.events);
+      events.insert(events.end(), br.events.begin(), br.events.end());
+    }
+  }
+
+  // Errors: the largest difference and reference value per tensor over all ranks.
+  result.relative_error.fill(-1);
+  if (!config.signal_only && config.reference != ReferenceKind::kNone) {
+    const auto parts = compare_with_reference(forward, *fb, backward, *bb, a.batch, config.seed, config.reference);
+    std::vector<double> mine(parts.max_diff.begin(), parts.max_diff.end());
+    mine.insert(mine.end(), parts.max_ref.begin(), parts.max_ref.end());
+    const auto all = comm.all_gather(mine);
+    for (std::size_t t = 0; t < 5; ++t) {
+      double diff = 0, ref = 0;
+      for (std::size_t r = 0; r < static_cast<std::size_t>(comm.size()); ++r) {
+        diff = std::max(diff, all[r * 10 + t]);
+        ref = std::max(ref, all[r * 10 + 5 + t]);
+      }
+      result.relative_error[t] = ref > 0 ? diff / ref : diff;
+    }
+  }
+
+  // Every rank's medians and idle times.
+  std::vector<double> mine;
+  for (const auto& s : {median_summary(f_runs), median_summary(b_runs)}) {
+    const auto v = pack(s);
+    mine.insert(mine.end(), v.begin(), v.end());
+  }
+  mine.push_back(median(f_idle));
+  mine.push_back(median(b_idle));
+  const auto all = comm.all_gather(mine);
+  const std::size_t stride = mine.size();
+  for (int r = 0; r < comm.size(); ++r) {
+    const double* v = &all[static_cast<std::size_t>(r) * stride];
+    result.forward.push_back(unpack(v));
+    result.backward.push_back(unpack(v + kSummaryFields));
+    result.forward_idle_s.push_back(v[2 * kSummaryFields]);
+    result.backward_idle_s.push_back(v[2 * kSummaryFields + 1]);
+  }
+  result.timeline = gather_timeline(events, comm);
+  return result;
+}
+
+}  // namespace fulcrum::runtime

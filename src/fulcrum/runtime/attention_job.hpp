@@ -1,0 +1,54 @@
+// What `fulcrum run` does on every rank, as a library call over any Communicator: draw the same seeded
+// batch on every rank, plan it, verify the Assignment and both compiled Plans, generate each rank's
+// own Q/K/V/dO, run core attention forward and backward through the executor, check O, LSE, dQ, dK
+// and dV against a single-process reference, and gather every rank's times.
+#pragma once
+
+#include "fulcrum/plan/compile.hpp"
+#include "fulcrum/planners/planner.hpp"
+#include "fulcrum/runtime/attention_data.hpp"
+#include "fulcrum/runtime/communicator.hpp"
+#include "fulcrum/runtime/executor.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fulcrum::runtime {
+
+struct JobConfig {
+  std::string dataset = "pretrain";
+  std::string model = "tiny";
+  std::string mask = "causal";
+  Tokens tokens_per_rank = 16384;
+  std::uint64_t seed = 0;
+  std::string planner = "distca";
+  PlannerOptions options;  // model is filled from `model`
+  Schedule schedule = Schedule::kPingPong;
+  bool signal_only = false;
+  ReferenceKind reference = ReferenceKind::kKernel;
+  int repeats = 1;  // timed runs of each pass; per-rank times are medians over them
+  int threads = 0;  // kernel threads per rank; 0 = hardware threads / ranks (at least 1)
+
+  void validate(int ranks) const;
+};
+
+/// Per rank, per pass, plus the job-wide results. Identical on every rank after the job.
+struct JobResult {
+  JobConfig config;
+  int ranks = 0;
+  std::vector<RankSummary> forward, backward;   // [rank]
+  std::vector<double> forward_idle_s, backward_idle_s;  // [rank] waiting for the slowest rank at the end
+  std::array<double, 5> relative_error{};  // O, LSE, dQ, dK, dV; -1 when not checked
+  double planned_imbalance = 1;  // max / mean forward FLOPs per server in the Assignment
+  double packed_imbalance = 1;   // the same for the batch as packed
+  std::size_t tasks = 0;
+  std::size_t messages = 0;      // forward + backward, all ranks
+  Timeline timeline;             // every rank's events (forward, then backward shifted after it)
+
+  double max_error() const;
+};
+
+JobResult run_attention_job(const JobConfig& config, Communicator& comm);
+
+}  // namespace fulcrum::runtime

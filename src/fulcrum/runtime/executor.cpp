@@ -1,0 +1,249 @@
+#include "fulcrum/runtime/executor.hpp"
+
+#include "fulcrum/core/error.hpp"
+#include "fulcrum/kernels/attention.hpp"
+#include "fulcrum/kernels/merge.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <ctime>
+#include <map>
+#include <tuple>
+
+namespace fulcrum::runtime {
+namespace {
+
+double thread_cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// Total length of a set of intervals, overlaps counted once.
+double union_length(std::vector<std::pair<double, double>> intervals) {
+  std::sort(intervals.begin(), intervals.end());
+  double total = 0, end = -1e300;
+  for (auto [a, b] : intervals) {
+    a = std::max(a, end);
+    if (b > a) {
+      total += b - a;
+      end = b;
+    }
+  }
+  return total;
+}
+
+template <class T>
+class Runner {
+ public:
+  Runner(const Plan& plan, RankBuffers& buffers, Communicator& comm, const ExecuteOptions& options)
+      : plan_(plan), program_(plan.programs.at(comm.rank())), buffers_(buffers), comm_(comm), options_(options) {
+    shape_.q_heads = plan.heads.q_heads;
+    shape_.kv_heads = plan.heads.kv_heads;
+    shape_.head_dim = plan.heads.head_dim;
+  }
+
+  ExecutionResult run() {
+    const double begin = Communicator::now_s();
+    for (const auto& instruction : program_.instructions) {
+      stream_ = instruction.stream;
+      std::visit([this](const auto& op) { this->step(op); }, instruction.op);
+    }
+    result_.summary.total_s = Communicator::now_s() - begin;
+    return std::move(result_);
+  }
+
+ private:
+  void record(Track track, const char* name, double start, double end, double bytes, double flops) {
+    result_.events.push_back({comm_.rank(), track, stream_, name, start - options_.start_s, end - options_.start_s,
+                              bytes, flops});
+  }
+
+  std::vector<kernels::AttentionTask> tasks_of(const std::vector<AttentionItem>& items) const {
+    std::vector<kernels::AttentionTask> tasks;
+    tasks.reserve(items.size());
+    for (const auto& item : items) {
+      const auto& doc = plan_.documents.at(item.doc);
+      kernels::AttentionTask t;
+      for (int i = 0; i < 2; ++i) t.queries[i] = {item.queries[i].row, item.queries[i].position, item.queries[i].count};
+      t.keys = {item.keys.row, item.keys.position, item.keys.count};
+      t.doc_len = doc.length;
+      t.mask = doc.mask;
+      tasks.push_back(std::move(t));
+    }
+    return tasks;
+  }
+
+  template <class U>
+  kernels::HeadTensor<const U> in(int buffer) {
+    return buffers_.view<U>(buffer);
+  }
+
+  void timed_attention(const char* name, double flops, const auto& call) {
+    const double cpu0 = thread_cpu_s(), t0 = Communicator::now_s();
+    call();
+    const double t1 = Communicator::now_s();
+    result_.summary.attention_s += t1 - t0;
+    result_.summary.attention_cpu_s += thread_cpu_s() - cpu0;
+    result_.summary.flops += flops;
+    ++attention_calls_[stream_ & 1];
+    record(Track::kCompute, name, t0, t1, 0, flops);
+  }
+
+  void step(const Attention& a) {
+    const auto tasks = tasks_of(a.items);
+    timed_attention("attention", kernels::forward_flops(tasks, shape_), [&] {
+      kernels::attention_forward<T>(tasks, shape_, in<T>(a.q), in<T>(a.k), in<T>(a.v), buffers_.view<T>(a.o),
+                                    buffers_.view<float>(a.lse));
+    });
+  }
+
+  void step(const AttentionBackward& a) {
+    const auto tasks = tasks_of(a.items);
+    // Backward is 2.5x the forward's FLOPs (cost/attention_cost.hpp).
+    timed_attention("attention-backward", 2.5 * kernels::forward_flops(tasks, shape_), [&] {
+      kernels::attention_backward<T>(tasks, shape_, in<T>(a.q), in<T>(a.k), in<T>(a.v), in<T>(a.o), in<T>(a.d_o),
+                                     in<float>(a.lse), buffers_.view<float>(a.dq), buffers_.view<float>(a.dk),
+                                     buffers_.view<float>(a.dv));
+    });
+  }
+
+  void step(const Copy& c) {
+    const double t0 = Communicator::now_s();
+    FULCRUM_CHECK(buffers_.bytes(c.src) == buffers_.bytes(c.dst), "copy between slices of different sizes");
+    std::memcpy(buffers_.row(c.dst), buffers_.row(c.src), buffers_.bytes(c.src));
+    finish_other("copy", t0, 2.0 * static_cast<double>(buffers_.bytes(c.src)));
+  }
+
+  void step(const Reduce& r) {
+    const double t0 = Communicator::now_s();
+    double bytes = static_cast<double>(buffers_.bytes(r.out));
+    if (r.op == ReduceOp::kMerge) {
+      std::vector<kernels::PartialResult<T>> parts;
+      for (std::size_t i = 0; i < r.parts.size(); ++i) {
+        parts.push_back({buffers_.view<T>(r.parts[i]), buffers_.view<float>(r.part_lse[i])});
+        bytes += static_cast<double>(buffers_.bytes(r.parts[i]));
+      }
+      kernels::merge_partials<T>(parts, buffers_.view<T>(r.out), buffers_.view<float>(r.out_lse));
+    } else {
+      auto* out = reinterpret_cast<float*>(buffers_.row(r.out));
+      const std::size_t n = buffers_.bytes(r.out) / sizeof(float);
+      for (const auto& part : r.parts) {
+        const auto* in = reinterpret_cast<const float*>(buffers_.row(part));
+        for (std::size_t i = 0; i < n; ++i) out[i] += in[i];
+        bytes += static_cast<double>(buffers_.bytes(part));
+      }
+    }
+    finish_other(r.op == ReduceOp::kMerge ? "merge" : "sum", t0, bytes);
+  }
+
+  void finish_other(const char* name, double t0, double bytes) {
+    const double t1 = Communicator::now_s();
+    result_.summary.other_compute_s += t1 - t0;
+    record(Track::kCompute, name, t0, t1, bytes, 0);
+  }
+
+  std::vector<WireMessage> wire(const std::vector<Message>& messages, double& total_bytes) {
+    std::vector<WireMessage> out;
+    out.reserve(messages.size());
+    for (const auto& m : messages) {
+      const std::size_t bytes = options_.signal_only ? 1 : buffers_.bytes(m.slice);
+      out.push_back({m.peer, m.tag, buffers_.row(m.slice), bytes});
+      total_bytes += static_cast<double>(bytes);
+    }
+    return out;
+  }
+
+  void step(const CommLaunch& l) {
+    Launch& state = launches_[l.id];
+    state.sends = wire(l.sends, state.sent);
+    state.receives = wire(l.receives, state.received);
+    // A launch issued before this stream's first attention call brings inputs; after it, results.
+    state.name = attention_calls_[stream_ & 1] == 0 ? "dispatch" : "return";
+    state.stream = stream_;
+    state.handle = comm_.launch(state.sends, state.receives);
+    result_.summary.bytes_sent += state.sent;
+    result_.summary.bytes_received += state.received;
+  }
+
+  void step(const CommWait& w) {
+    auto it = launches_.find(w.launch);
+    FULCRUM_CHECK(it != launches_.end(), "rank {}: wait for launch {} that was never started", comm_.rank(), w.launch);
+    const double t0 = Communicator::now_s();
+    const LaunchTimes times = comm_.wait(it->second.handle);
+    const double t1 = Communicator::now_s();
+    result_.launches.push_back({w.launch, times.launched_s, t0, t1, times.completed_s});
+    record(Track::kCompute, "wait", t0, t1, 0, 0);
+    const int stream = stream_;
+    stream_ = it->second.stream;
+    record(Track::kComm, it->second.name, times.launched_s, times.completed_s, it->second.sent + it->second.received, 0);
+    stream_ = stream;
+    launches_.erase(it);
+  }
+
+  struct Launch {
+    std::vector<WireMessage> sends, receives;
+    double sent = 0, received = 0;
+    const char* name = "";
+    int stream = 0;
+    int handle = 0;
+  };
+
+  const Plan& plan_;
+  const Program& program_;
+  RankBuffers& buffers_;
+  Communicator& comm_;
+  ExecuteOptions options_;
+  kernels::AttentionShape shape_;
+  ExecutionResult result_;
+  std::map<int, Launch> launches_;
+  int attention_calls_[2] = {0, 0};
+  int stream_ = 0;
+};
+
+}  // namespace
+
+void attribute_waits(const Plan& plan, int rank, const std::vector<std::vector<double>>& launched_s,
+                     ExecutionResult& result) {
+  // Which launch of each peer holds the other side of each of this rank's messages.
+  std::map<std::tuple<int, int, bool>, int> peer_launch;  // (peer, tag, peer sends) -> peer's launch id
+  for (const auto& p : plan.programs) {
+    for (const auto& i : p.instructions) {
+      const auto* l = std::get_if<CommLaunch>(&i.op);
+      if (!l) continue;
+      for (const auto& m : l->sends) {
+        if (m.peer == rank) peer_launch[{p.rank, m.tag, true}] = l->id;
+      }
+      for (const auto& m : l->receives) {
+        if (m.peer == rank) peer_launch[{p.rank, m.tag, false}] = l->id;
+      }
+    }
+  }
+  std::map<int, const CommLaunch*> mine;
+  for (const auto& i : plan.programs.at(rank).instructions) {
+    if (const auto* l = std::get_if<CommLaunch>(&i.op)) mine[l->id] = l;
+  }
+  auto& s = result.summary;
+  s.exposed_comm_s = s.peer_wait_s = 0;
+  std::vector<std::pair<double, double>> in_flight;
+  for (const auto& rec : result.launches) {
+    double ready = rec.launched_s;
+    const CommLaunch* l = mine.at(rec.id);
+    for (const auto& m : l->receives) ready = std::max(ready, launched_s.at(m.peer).at(peer_launch.at({m.peer, m.tag, true})));
+    for (const auto& m : l->sends) ready = std::max(ready, launched_s.at(m.peer).at(peer_launch.at({m.peer, m.tag, false})));
+    s.peer_wait_s += std::max(0.0, std::min(rec.wait_end_s, ready) - rec.wait_start_s);
+    s.exposed_comm_s += std::max(0.0, rec.wait_end_s - std::max(rec.wait_start_s, ready));
+    in_flight.push_back({ready, std::max(ready, rec.completed_s)});
+  }
+  s.comm_s = union_length(in_flight);
+}
+
+ExecutionResult execute(const Plan& plan, RankBuffers& buffers, Communicator& comm, const ExecuteOptions& options) {
+  if (comm.rank() >= plan.ranks() || comm.size() != plan.ranks()) {
+    fail("plan of {} ranks cannot run on rank {} of a job of {}", plan.ranks(), comm.rank(), comm.size());
+  }
+  if (plan.heads.dtype_bytes == 2) return Runner<kernels::BFloat16>(plan, buffers, comm, options).run();
+  return Runner<float>(plan, buffers, comm, options).run();
+}
+
+}  // namespace fulcrum::runtime

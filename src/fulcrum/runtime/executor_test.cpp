@@ -1,0 +1,95 @@
+// The executor on thread ranks (LocalCommunicator): compiled plans of random assignments and of every
+// planner, forward and backward, equal the fp64 reference within 1e-5 relative error (fp32 storage).
+#include "fulcrum/runtime/executor.hpp"
+
+#include "fulcrum/plan/compile.hpp"
+#include "fulcrum/plan/plan_test_cases.hpp"
+#include "fulcrum/runtime/attention_data.hpp"
+#include "fulcrum/runtime/attention_job.hpp"
+#include "fulcrum/runtime/local_communicator.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <mutex>
+
+namespace fulcrum::runtime {
+namespace {
+
+constexpr double kTolerance = 1e-5;
+const HeadLayout kHeads{4, 2, 16, 4};
+
+// Runs both passes of `a` on its ranks and returns the largest relative error of the five tensors.
+double run_and_compare(const Assignment& a, Schedule schedule, bool signal_only = false) {
+  const Plan forward = compile(a, kHeads, Pass::kForward, schedule);
+  const Plan backward = compile(a, kHeads, Pass::kBackward, schedule);
+  std::vector<ErrorParts> parts(static_cast<std::size_t>(a.batch.ranks));
+  run_local_ranks(a.batch.ranks, [&](Communicator& comm) {
+    RankBuffers fb(forward.programs[comm.rank()], kHeads);
+    fill_inputs(forward, a.batch, 7, fb);
+    execute(forward, fb, comm, {signal_only, 0});
+    RankBuffers bb(backward.programs[comm.rank()], kHeads);
+    fill_inputs(backward, a.batch, 7, bb);
+    for (const char* name : {"o", "lse"}) {
+      const int from = fb.index(name), to = bb.index(name);
+      std::memcpy(bb.row({to, 0, bb.rows(to)}), fb.row({from, 0, fb.rows(from)}), fb.bytes({from, 0, fb.rows(from)}));
+    }
+    execute(backward, bb, comm, {signal_only, 0});
+    parts[comm.rank()] = compare_with_reference(forward, fb, backward, bb, a.batch, 7, ReferenceKind::kFp64);
+  });
+  double worst = 0;
+  for (std::size_t t = 0; t < 5; ++t) {
+    double diff = 0, ref = 0;
+    for (const auto& p : parts) {
+      diff = std::max(diff, p.max_diff[t]);
+      ref = std::max(ref, p.max_ref[t]);
+    }
+    worst = std::max(worst, ref > 0 ? diff / ref : diff);
+  }
+  return worst;
+}
+
+TEST(Executor, RandomAssignmentsEqualTheReference) {
+  const MaskSpec masks[] = {MaskSpec::causal(), MaskSpec::full(), MaskSpec::lambda(4, 24),
+                            MaskSpec::shared_question(3, 20), MaskSpec::vertical_slash({0, 3, 50}, {0, 1, 17})};
+  for (std::uint64_t seed = 0; seed < 40; ++seed) {
+    const Assignment a = testing::random_assignment(seed, masks[seed % std::size(masks)]);
+    for (Schedule s : {Schedule::kPingPong, Schedule::kSingleStream}) {
+      EXPECT_LE(run_and_compare(a, s), kTolerance) << "seed " << seed << " " << to_string(s);
+    }
+  }
+}
+
+TEST(Executor, SignalModeMovesOneBytePerMessageAndStillCompletes) {
+  const Assignment a = testing::random_assignment(5, MaskSpec::causal());
+  EXPECT_GE(run_and_compare(a, Schedule::kPingPong, true), 0.0);
+}
+
+TEST(AttentionJob, EveryPlannerOnThreadRanksEqualsTheReference) {
+  for (const char* planner : {"distca", "packed", "perdoc-cp", "wlb"}) {
+    for (int ranks : {2, 4}) {
+      JobConfig c;
+      c.dataset = "uniform:16:700";
+      c.tokens_per_rank = 256;
+      c.seed = static_cast<std::uint64_t>(ranks);
+      c.planner = planner;
+      c.options.granularity = 16;
+      c.options.cp_degree = 2;
+      c.reference = ReferenceKind::kFp64;
+      c.threads = 1;
+      std::mutex mutex;
+      JobResult result;
+      run_local_ranks(ranks, [&](Communicator& comm) {
+        auto r = run_attention_job(c, comm);
+        std::lock_guard lock(mutex);
+        if (comm.rank() == 0) result = std::move(r);
+      });
+      EXPECT_LE(result.max_error(), kTolerance) << planner << " on " << ranks;
+      EXPECT_EQ(result.forward.size(), static_cast<std::size_t>(ranks));
+      EXPECT_EQ(result.timeline.events.empty(), result.tasks == 0) << planner << " on " << ranks;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fulcrum::runtime

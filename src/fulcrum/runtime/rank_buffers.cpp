@@ -1,0 +1,46 @@
+#include "fulcrum/runtime/rank_buffers.hpp"
+
+#include "fulcrum/core/error.hpp"
+
+#include <cstring>
+#include <limits>
+
+namespace fulcrum::runtime {
+
+RankBuffers::RankBuffers(const Program& program, const HeadLayout& heads) : program_(&program), heads_(heads) {
+  storage_.reserve(program.buffers.size());
+  for (std::size_t i = 0; i < program.buffers.size(); ++i) {
+    const Buffer& b = program.buffers[i];
+    const auto total = static_cast<std::size_t>(b.rows) * row_bytes(static_cast<int>(i));
+    storage_.emplace_back((total + sizeof(float) - 1) / sizeof(float), 0.0f);
+    // Only LSE is ever -inf-initialised, and it is fp32.
+    if (b.init == BufferInit::kNegInf) {
+      FULCRUM_CHECK(b.field == Field::kLse, "buffer '{}': -inf init is for LSE only", b.name);
+      std::fill(storage_.back().begin(), storage_.back().end(), -std::numeric_limits<float>::infinity());
+    }
+  }
+}
+
+int RankBuffers::heads_of(Field field) const {
+  const bool kv = field == Field::kK || field == Field::kV || field == Field::kDK || field == Field::kDV;
+  return kv ? heads_.kv_heads : heads_.q_heads;
+}
+
+std::size_t RankBuffers::row_bytes(int buffer) const {
+  return static_cast<std::size_t>(heads_.row_bytes(program_->buffers[buffer].field));
+}
+
+std::byte* RankBuffers::row(const Slice& s) {
+  FULCRUM_CHECK(s.buffer >= 0 && s.buffer < static_cast<int>(storage_.size()) && s.row >= 0 &&
+                    s.row + s.rows <= rows(s.buffer),
+                "slice [{}, +{}) of buffer {} is out of range", s.row, s.rows, s.buffer);
+  return reinterpret_cast<std::byte*>(storage_[s.buffer].data()) + static_cast<std::size_t>(s.row) * row_bytes(s.buffer);
+}
+
+int RankBuffers::index(std::string_view name) const {
+  const int i = program_->find_buffer(name);
+  FULCRUM_CHECK(i >= 0, "rank {}: the program has no buffer '{}'", program_->rank, name);
+  return i;
+}
+
+}  // namespace fulcrum::runtime
