@@ -175,7 +175,7 @@ int run_local(const SessionOptions& options, const std::vector<runtime::JobConfi
 }  // namespace
 
 void SessionOptions::add_to(CLI::App& cmd) {
-  cmd.add_option("--ranks", ranks, "ranks to run (MPI processes, or threads with --backend local)")->capture_default_str();
+  cmd.add_option("--ranks", ranks, "ranks (0: every process mpiexec started, else 4)")->capture_default_str();
   cmd.add_option("--backend", backend, "mpi (processes; started under mpiexec when needed) | local (threads)")
       ->capture_default_str();
   cmd.add_option("--progress", progress, "MPI progress: thread (a progress thread) | none (only inside waits)")
@@ -190,7 +190,12 @@ void SessionOptions::add_to(CLI::App& cmd) {
 
 void set_command_line(int argc, char** argv) { command_line().assign(argv, argv + argc); }
 
-int run_job_session(const SessionOptions& options, const std::vector<runtime::JobConfig>& jobs) {
+int run_job_session(const SessionOptions& requested, const std::vector<runtime::JobConfig>& jobs) {
+  SessionOptions options = requested;
+  if (options.ranks == 0) {  // every process mpiexec started, or 4 local ranks
+    const char* world = std::getenv("OMPI_COMM_WORLD_SIZE");
+    options.ranks = started_by_mpiexec() && world ? std::atoi(world) : 4;
+  }
   if (options.ranks < 1 || options.ranks > 1024) fail("ranks = {}: must be in [1, 1024]", options.ranks);
   if (options.backend != "mpi" && options.backend != "local") fail("backend = '{}': must be mpi or local", options.backend);
   if (options.progress != "thread" && options.progress != "none") {

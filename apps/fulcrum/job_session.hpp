@@ -14,7 +14,7 @@
 namespace fulcrum::cli {
 
 struct SessionOptions {
-  int ranks = 4;
+  int ranks = 0;                    // 0: every process mpiexec started, or 4
   std::string backend = "mpi";      // mpi | local
   std::string progress = "thread";  // MPI progress: a dedicated thread, or only inside waits (none)
   double timeout_s = 120;           // the watchdog: the longest any rank waits for another

@@ -233,7 +233,10 @@ void attribute_waits(const Plan& plan, int rank, const std::vector<std::vector<d
     for (const auto& m : l->sends) ready = std::max(ready, launched_s.at(m.peer).at(peer_launch.at({m.peer, m.tag, false})));
     s.peer_wait_s += std::max(0.0, std::min(rec.wait_end_s, ready) - rec.wait_start_s);
     s.exposed_comm_s += std::max(0.0, rec.wait_end_s - std::max(rec.wait_start_s, ready));
-    in_flight.push_back({ready, std::max(ready, rec.completed_s)});
+    // Done before its wait began: hidden, it ended at completion. Otherwise the program could use the
+    // data only when its wait returned, so that ends it.
+    const double end = rec.completed_s <= rec.wait_start_s ? rec.completed_s : std::max(rec.completed_s, rec.wait_end_s);
+    in_flight.push_back({ready, std::max(ready, end)});
   }
   s.comm_s = union_length(in_flight);
 }

@@ -49,7 +49,8 @@ struct ExecutionResult {
 /// rank's launch times (`launched_s[r][id]`, -1 for none; all ranks share one clock): a wait's data
 /// can move only once every peer it exchanges with has started the matching launch, so blocked time
 /// before the last of those starts is idle time caused by slower ranks, and blocked time after it is
-/// communication the schedule failed to hide. comm_s is the union of [that start, completion].
+/// communication the schedule failed to hide. comm_s is the union of [that start, the end], the end
+/// being the last message's completion, or the wait's return if the program was already waiting.
 void attribute_waits(const Plan& plan, int rank, const std::vector<std::vector<double>>& launched_s,
                      ExecutionResult& result);
 
