@@ -31,6 +31,7 @@ void add_job_options(CLI::App& cmd, runtime::JobConfig& job) {
           {"none", runtime::ReferenceKind::kNone}}));
   cmd.add_option("--repeats", job.repeats, "timed runs of each pass (times are medians)")->capture_default_str();
   cmd.add_option("--threads", job.threads, "kernel threads per rank (0: cores / ranks)")->capture_default_str();
+  cmd.add_option("--save-plans", job.save_plans, "write the compiled plans to this folder (JSON if it ends in .json)");
 }
 
 /// Jobs for every (planner, mode) pair; mode `signal` is the pingpong plan with 1-byte messages.

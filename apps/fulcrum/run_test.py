@@ -57,6 +57,13 @@ with tempfile.TemporaryDirectory() as tmp:
         check(any(e.get("name") == "attention" for e in trace["traceEvents"]), "trace has no attention events")
         check(open(paths["svg"]).read().startswith("<svg"), "the chart is not an SVG")
 
+    # Saved plans load back (binary), one per pass.
+    plans = os.path.join(tmp, "plans")
+    result, _ = run("run", "--ranks", "2", *SMALL, "--save-plans", plans)
+    check(result.returncode == 0, f"run --save-plans exited {result.returncode}: {result.stderr[-2000:]}")
+    check(sorted(os.listdir(plans)) == ["distca.pingpong.backward.fcpl", "distca.pingpong.forward.fcpl"],
+          f"saved plans: {os.listdir(plans) if os.path.isdir(plans) else 'none'}")
+
     # The local backend (threads) runs the same jobs.
     result, _ = run("run", "--ranks", "3", "--backend", "local", *SMALL, "--planners", "distca,perdoc-cp",
                     "--cp-degree", "3")

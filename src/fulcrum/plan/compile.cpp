@@ -52,13 +52,20 @@ class Compiler {
     for (const auto& d : a.batch.documents) plan_.documents.push_back({d.length, d.mask});
     for (int r = 0; r < a.batch.ranks; ++r) ranks_.emplace_back(r, owners_, pass);
     tags_.assign(static_cast<std::size_t>(a.batch.ranks) * a.batch.ranks, 0);
+    for (const auto& t : a.tasks) {
+      if (schedule == Schedule::kPingPong) {
+        split_at_held_keys(t);
+      } else {
+        tasks_.push_back(t);
+      }
+    }
   }
 
   Plan run() {
     for (int server = 0; server < a_.batch.ranks; ++server) {
       const auto groups = group_tasks(server);
       for (const auto& group : groups) {
-        for (int i : group.tasks) ranks_[server].reserve_keys(group.nano_batch, a_.tasks[i].doc, a_.tasks[i].keys);
+        for (int i : group.tasks) ranks_[server].reserve_keys(group.nano_batch, tasks_[i].doc, tasks_[i].keys);
       }
       ranks_[server].allocate_key_blocks();
       for (const auto& group : groups) lay_out_group(server, group);
@@ -70,6 +77,40 @@ class Compiler {
 
  private:
   int nano_batches() const { return schedule_ == Schedule::kPingPong ? 2 : 1; }
+
+  // Ping-pong: a task whose rows its server owns, and which reads some keys the server holds and some
+  // it does not, becomes one task per stretch of its keys cut at the server's own tokens. The part
+  // over the server's own keys needs no traffic, so it runs while the rest of the keys arrive (DCP's
+  // "blocks needing no traffic first"); the owner merges the parts as it merges any split keys.
+  void split_at_held_keys(const CATask& t) {
+    const auto& doc = a_.batch.documents[t.doc];
+    bool rows_held = true;
+    for (const auto& q : t.query_ranges()) rows_held = rows_held && owners_.owned_by(t.doc, q, t.server);
+    std::vector<Tokens> cuts = {t.keys.begin, t.keys.end};
+    for (const auto& piece : owners_.pieces(t.doc, t.keys)) {
+      if (piece.rank == t.server) {
+        cuts.push_back(piece.tokens.begin);
+        cuts.push_back(piece.tokens.end);
+      }
+    }
+    std::sort(cuts.begin(), cuts.end());
+    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+    if (!rows_held || cuts.size() <= 2) {
+      tasks_.push_back(t);
+      return;
+    }
+    const std::size_t first = tasks_.size();
+    for (std::size_t i = 0; i + 1 < cuts.size(); ++i) {
+      CATask part = t;
+      part.keys = {cuts[i], cuts[i + 1]};
+      // A stretch no row can see adds nothing (asked as the planners and the verifier ask: index-list
+      // masks by their causal hull).
+      bool seen = false;
+      for (const auto& q : part.query_ranges()) seen = seen || !doc.mask.keys_needed(q, part.keys, doc.length).empty();
+      if (seen) tasks_.push_back(part);
+    }
+    if (tasks_.size() == first) tasks_.push_back(t);  // rows that see no key still get O = 0, LSE = -inf
+  }
 
   // A task is local when its server owns every Q row and every key it reads, and so every output row.
   bool is_local(const CATask& t) const {
@@ -95,12 +136,12 @@ class Compiler {
   // K/V fetch in two.
   std::vector<TaskGroup> group_tasks(int server) const {
     std::vector<int> local, remote;
-    for (int i = 0; i < static_cast<int>(a_.tasks.size()); ++i) {
-      const auto& t = a_.tasks[i];
+    for (int i = 0; i < static_cast<int>(tasks_.size()); ++i) {
+      const auto& t = tasks_[i];
       if (t.server == server) (is_local(t) ? local : remote).push_back(i);
     }
     auto by_doc = [&](int x, int y) {
-      const auto &tx = a_.tasks[x], &ty = a_.tasks[y];
+      const auto &tx = tasks_[x], &ty = tasks_[y];
       return std::tie(tx.doc, tx.queries[0].begin) < std::tie(ty.doc, ty.queries[0].begin);
     };
     std::sort(local.begin(), local.end(), by_doc);
@@ -118,11 +159,11 @@ class Compiler {
   // Cuts tasks (in order) where the running work first reaches half the total.
   std::pair<std::vector<int>, std::vector<int>> halve(const std::vector<int>& tasks) const {
     Tokens total = 0;
-    for (int i : tasks) total += task_pairs(a_.tasks[i]);
+    for (int i : tasks) total += task_pairs(tasks_[i]);
     std::pair<std::vector<int>, std::vector<int>> halves;
     Tokens running = 0;
     for (int i : tasks) {
-      const Tokens pairs = task_pairs(a_.tasks[i]);
+      const Tokens pairs = task_pairs(tasks_[i]);
       // A task goes first when most of it lies before the midpoint.
       (2 * running + pairs <= total ? halves.first : halves.second).push_back(i);
       running += pairs;
@@ -158,7 +199,7 @@ class Compiler {
     const int nb = group.nano_batch;
     std::vector<AttentionItem> items;
     for (int i : group.tasks) {
-      const auto& t = a_.tasks[i];
+      const auto& t = tasks_[i];
       const auto& doc = a_.batch.documents[t.doc];
       AttentionItem item;
       item.doc = t.doc;
@@ -285,6 +326,7 @@ class Compiler {
   Plan plan_;
   std::vector<RankBuilder> ranks_;
   std::vector<int> tags_;
+  std::vector<CATask> tasks_;  // the Assignment's, ping-pong's split at held keys
   std::vector<Contribution> contributions_;
 };
 

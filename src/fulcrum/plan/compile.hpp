@@ -14,6 +14,8 @@
 //    needs no traffic hides the traffic of work that does:
 //      launch D0, D1 | local half of nb0 | wait D0 | remote nb0 | launch R0 | wait D1 | remote nb1 |
 //      launch R1 | local half of nb1 | wait R0, R1 | merge and sum.
+//    A task over rows its server owns is first cut at the server's own keys, so the part over keys it
+//    holds is local work too (and its result is merged with the rest at the owner).
 #pragma once
 
 #include "fulcrum/plan/assignment.hpp"

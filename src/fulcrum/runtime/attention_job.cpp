@@ -2,6 +2,7 @@
 
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/plan/program_verify.hpp"
+#include "fulcrum/plan/serialize.hpp"
 #include "fulcrum/plan/stats.hpp"
 #include "fulcrum/plan/verify.hpp"
 #include "fulcrum/workload/length_source.hpp"
@@ -11,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <optional>
 
 namespace fulcrum::runtime {
@@ -104,6 +106,18 @@ void check_plan(const Plan& plan, const Batch& batch) {
   if (!report.ok()) fail_runtime("the compiled {} plan fails verify_plan: {}", to_string(plan.pass), report.summary());
 }
 
+// <folder>/<planner>.<mode>.<pass>.fcpl, or .json when the folder's name ends in ".json".
+void save_plans(const JobConfig& config, const Plan& forward, const Plan& backward) {
+  const std::filesystem::path folder(config.save_plans);
+  std::filesystem::create_directories(folder);
+  const bool json = folder.extension() == ".json";
+  const std::string mode = config.signal_only ? "signal" : to_string(config.schedule);
+  for (const Plan* plan : {&forward, &backward}) {
+    const auto name = fmt::format("{}.{}.{}.{}", config.planner, mode, to_string(plan->pass), json ? "json" : "fcpl");
+    save_plan(*plan, (folder / name).string());
+  }
+}
+
 }  // namespace
 
 void JobConfig::validate(int ranks) const {
@@ -139,6 +153,7 @@ JobResult run_attention_job(const JobConfig& config, Communicator& comm) {
   const Plan backward = compile(a, heads, Pass::kBackward, config.schedule);
   check_plan(forward, a.batch);
   check_plan(backward, a.batch);
+  if (!config.save_plans.empty() && comm.rank() == 0) save_plans(config, forward, backward);
 
   JobResult result;
   result.config = config;
@@ -166,10 +181,7 @@ JobResult run_attention_job(const JobConfig& config, Communicator& comm) {
 
     bb.emplace(backward.programs[rank], heads);
     fill_inputs(backward, a.batch, config.seed, *bb);
-    for (const char* name : {"o", "lse"}) {  // the forward's outputs are the backward's inputs
-      const int from = fb->index(name), to = bb->index(name);
-      std::memcpy(bb->row({to, 0, bb->rows(to)}), fb->row({from, 0, fb->rows(from)}), fb->bytes({from, 0, fb->rows(from)}));
-    }
+    for (const char* name : {"o", "lse"}) bb->copy_from(*fb, name);  // forward outputs, backward inputs
     comm.barrier();
     auto br = execute(backward, *bb, comm, exec);
     done = Communicator::now_s();

@@ -29,6 +29,7 @@ struct JobConfig {
   ReferenceKind reference = ReferenceKind::kKernel;
   int repeats = 1;  // timed runs of each pass; per-rank times are medians over them
   int threads = 0;  // kernel threads per rank; 0 = hardware threads / ranks (at least 1)
+  std::string save_plans;  // a folder: rank 0 writes the compiled plans there (binary, or JSON if it ends in .json)
 
   void validate(int ranks) const;
 };

@@ -37,6 +37,13 @@ std::byte* RankBuffers::row(const Slice& s) {
   return reinterpret_cast<std::byte*>(storage_[s.buffer].data()) + static_cast<std::size_t>(s.row) * row_bytes(s.buffer);
 }
 
+void RankBuffers::copy_from(RankBuffers& other, std::string_view name) {
+  const Slice from{other.index(name), 0, 0}, to{index(name), 0, 0};
+  const Slice src{from.buffer, 0, other.rows(from.buffer)}, dst{to.buffer, 0, rows(to.buffer)};
+  FULCRUM_CHECK(other.bytes(src) == bytes(dst), "buffer '{}': {} bytes cannot replace {}", name, other.bytes(src), bytes(dst));
+  if (bytes(dst) > 0) std::memcpy(row(dst), other.row(src), bytes(dst));  // an empty buffer has no storage
+}
+
 int RankBuffers::index(std::string_view name) const {
   const int i = program_->find_buffer(name);
   FULCRUM_CHECK(i >= 0, "rank {}: the program has no buffer '{}'", program_->rank, name);

@@ -34,6 +34,9 @@ class RankBuffers {
   }
 
   int rank() const { return program_->rank; }
+  /// Copies buffer `name` of `other` (same rows and field) into this one's buffer of that name: how the
+  /// forward's O and LSE become the backward's inputs.
+  void copy_from(RankBuffers& other, std::string_view name);
   /// The buffer called `name` (it must exist).
   int index(std::string_view name) const;
 
