@@ -90,3 +90,26 @@ TEST(AttentionJob, EveryPlannerOnThreadRanksEqualsTheReference) {
 
 }  // namespace
 }  // namespace fulcrum::runtime
+
+namespace fulcrum::runtime {
+namespace {
+
+// Rank 1 computes rank 0's rows: rank 0 sends in its dispatch (launch 0) and receives in its return
+// (launch 1). Rank 0's wait for the return starts at 1.0 s; rank 1 starts the return at 3.0 s and the
+// data lands at 3.5 s; rank 0 wakes at 3.6 s: 2 s of waiting for a slower rank, 0.6 s exposed.
+TEST(AttributeWaits, SplitsBlockedTimeAtTheLastPeersStart) {
+  Assignment a;
+  a.batch = pack_batch({{0, 8, MaskSpec::causal()}}, 2, 4);
+  a.tasks = {{0, {Range{0, 4}, Range{}}, {0, 4}, 1}, {0, {Range{4, 8}, Range{}}, {0, 8}, 1}};
+  const Plan plan = compile(a, kHeads, Pass::kForward, Schedule::kSingleStream);
+  ExecutionResult r;
+  r.launches = {{0, 0.0, 0.0, 0.1, 0.1}, {1, 0.2, 1.0, 3.6, 3.5}};
+  const std::vector<std::vector<double>> launched = {{0.0, 0.2}, {0.0, 3.0}};
+  attribute_waits(plan, 0, launched, r);
+  EXPECT_NEAR(r.summary.peer_wait_s, 2.0, 1e-12);
+  EXPECT_NEAR(r.summary.exposed_comm_s, 0.1 + 0.6, 1e-12);
+  EXPECT_NEAR(r.summary.comm_s, 0.1 + 0.6, 1e-12) << "[0, 0.1] and [3.0, 3.6]";
+}
+
+}  // namespace
+}  // namespace fulcrum::runtime
