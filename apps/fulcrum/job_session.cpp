@@ -148,9 +148,8 @@ int run_mpi(const SessionOptions& options, const std::vector<runtime::JobConfig>
     }
     results = run_jobs(options, jobs, *comm);
   } catch (const std::exception& e) {
-    // One rank's failure ends the whole job with its message, instead of leaving the others waiting.
-    std::fprintf(stderr, "fulcrum: rank %d: error: %s\n", comm->rank(), e.what());
-    std::fflush(stderr);
+    // One rank's failure ends the whole job with its message (printed by abort), instead of leaving
+    // the others waiting.
     comm->abort(e.what());
   }
   return report(options, results, comm->rank() == 0);

@@ -40,6 +40,9 @@ std::vector<runtime::JobConfig> jobs_for(const runtime::JobConfig& base, const s
   std::vector<runtime::JobConfig> jobs;
   for (const auto& planner : split_fields(planners, ',')) {
     for (const auto& mode : split_fields(modes, ',')) {
+      if (mode != "pingpong" && mode != "single-stream" && mode != "signal") {
+        fail("modes: '{}' is not one of pingpong, single-stream, signal", mode);
+      }
       runtime::JobConfig job = base;
       job.planner = std::string(planner);
       job.signal_only = mode == "signal";

@@ -57,7 +57,7 @@ with tempfile.TemporaryDirectory() as tmp:
         check(any(e.get("name") == "attention" for e in trace["traceEvents"]), "trace has no attention events")
         check(open(paths["svg"]).read().startswith("<svg"), "the chart is not an SVG")
 
-    # Saved plans load back (binary), one per pass.
+    # Plans are saved, one file per pass (their loading is tested by plan/serialize_test.cpp).
     plans = os.path.join(tmp, "plans")
     result, _ = run("run", "--ranks", "2", *SMALL, "--save-plans", plans)
     check(result.returncode == 0, f"run --save-plans exited {result.returncode}: {result.stderr[-2000:]}")
@@ -70,7 +70,7 @@ with tempfile.TemporaryDirectory() as tmp:
     check(result.returncode == 0, f"local run exited {result.returncode}: {result.stderr[-2000:]}")
 
 # Bad input: exit 2 with the field named, before any rank starts.
-for args, field in ((["--ranks", "-1"], "ranks"), (["--modes", "overlap"], "schedule"),
+for args, field in ((["--ranks", "-1"], "ranks"), (["--modes", "overlap"], "modes"), (["--dataset", "zipf:2"], "dataset"),
                     (["--planners", "nope"], "planner"), (["--inject-failure", "9:throw"], "inject-failure"),
                     (["--progress", "sometimes"], "progress"), (["--repeats", "0"], "repeats")):
     result, _ = run("run", *SMALL, *args)

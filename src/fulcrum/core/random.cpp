@@ -19,6 +19,8 @@ std::uint64_t rotl(std::uint64_t x, int k) { return (x << k) | (x >> (64 - k)); 
 
 }  // namespace
 
+std::uint64_t mix64(std::uint64_t value) { return splitmix64(value); }
+
 Rng::Rng(std::uint64_t seed) {
   for (auto& word : state_) word = splitmix64(seed);
 }

@@ -7,6 +7,10 @@
 
 namespace fulcrum {
 
+/// SplitMix64's step as a hash: bijective, so distinct inputs give distinct, independent-looking outputs.
+/// For values that are a function of coordinates (generated tensors, contribution ids).
+std::uint64_t mix64(std::uint64_t value);
+
 /// xoshiro256** seeded by splitmix64: fast, good statistical quality, identical on every platform.
 class Rng {
  public:

@@ -28,6 +28,7 @@ PassFields pass_fields(Pass pass) {
 struct Contribution {
   int server = 0;
   int nano_batch = 0;
+  int slot = 0;  // the server's workspace holding it
   int doc = 0;
   Range tokens;
   Tokens ws_row = 0;
@@ -65,7 +66,8 @@ class Compiler {
     for (int server = 0; server < a_.batch.ranks; ++server) {
       const auto groups = group_tasks(server);
       for (const auto& group : groups) {
-        for (int i : group.tasks) ranks_[server].reserve_keys(group.nano_batch, tasks_[i].doc, tasks_[i].keys);
+        const int slot = compile_detail::workspace_slot(group.nano_batch, group.local);
+        for (int i : group.tasks) ranks_[server].reserve_keys(slot, tasks_[i].doc, tasks_[i].keys);
       }
       ranks_[server].allocate_key_blocks();
       for (const auto& group : groups) lay_out_group(server, group);
@@ -176,12 +178,12 @@ class Compiler {
   // Moves tokens `tokens` of `doc` of every field in `fields` from their owners' input buffers into
   // rows starting at `ws_row` of the server's workspace: a copy where the server owns them, else a
   // message in the nano-batch's dispatch launch.
-  void fetch(int server, int nb, int doc, Range tokens, Tokens ws_row, const std::vector<Field>& fields) {
+  void fetch(int server, int nb, int slot, int doc, Range tokens, Tokens ws_row, const std::vector<Field>& fields) {
     for (const auto& piece : owners_.pieces(doc, tokens)) {
       const Tokens dst_row = ws_row + (piece.tokens.begin - tokens.begin);
       for (Field f : fields) {
         const Slice src{ranks_[piece.rank].own(f), piece.row, piece.tokens.size()};
-        const Slice dst{ranks_[server].workspace(nb, f), dst_row, piece.tokens.size()};
+        const Slice dst{ranks_[server].workspace(slot, f), dst_row, piece.tokens.size()};
         if (piece.rank == server) {
           ranks_[server].dispatch_copy(nb, {src, dst});
         } else {
@@ -197,33 +199,33 @@ class Compiler {
     if (group.tasks.empty()) return;
     RankBuilder& rank = ranks_[server];
     const int nb = group.nano_batch;
+    const int slot = compile_detail::workspace_slot(nb, group.local);
     std::vector<AttentionItem> items;
     for (int i : group.tasks) {
       const auto& t = tasks_[i];
       const auto& doc = a_.batch.documents[t.doc];
       AttentionItem item;
       item.doc = t.doc;
-      int slot = 0;
+      int span = 0;
       for (const auto& q : t.query_ranges()) {
-        const Tokens row = rank.allocate_q_rows(nb, q.size());
-        fetch(server, nb, t.doc, q, row, fields_.q_in);
-        item.queries[slot++] = {row, q.begin, q.size()};
-        contributions_.push_back({server, nb, t.doc, q, row, true});
+        const Tokens row = rank.allocate_q_rows(slot, q.size());
+        fetch(server, nb, slot, t.doc, q, row, fields_.q_in);
+        item.queries[span++] = {row, q.begin, q.size()};
+        contributions_.push_back({server, nb, slot, t.doc, q, row, true});
       }
-      item.keys = {rank.key_row(nb, t.doc, t.keys.begin), t.keys.begin, t.keys.size()};
+      item.keys = {rank.key_row(slot, t.doc, t.keys.begin), t.keys.begin, t.keys.size()};
       for (const auto& q : t.query_ranges()) {
         for (const auto& needed : doc.mask.keys_needed(q, t.keys, doc.length)) {
-          for (const auto& gap : rank.keys_missing(nb, t.doc, needed)) {
-            fetch(server, nb, t.doc, gap, rank.key_row(nb, t.doc, gap.begin), fields_.kv_in);
-            if (!fields_.kv_out.empty()) {
-              contributions_.push_back({server, nb, t.doc, gap, rank.key_row(nb, t.doc, gap.begin), false});
-            }
+          for (const auto& gap : rank.keys_missing(slot, t.doc, needed)) {
+            const Tokens row = rank.key_row(slot, t.doc, gap.begin);
+            fetch(server, nb, slot, t.doc, gap, row, fields_.kv_in);
+            if (!fields_.kv_out.empty()) contributions_.push_back({server, nb, slot, t.doc, gap, row, false});
           }
         }
       }
       items.push_back(item);
     }
-    rank.add_compute(nb, group.local, std::move(items));
+    rank.add_compute(slot, std::move(items));
   }
 
   // Returns every contribution to the owners of its tokens. Rows that receive one contribution get it
@@ -274,7 +276,7 @@ class Compiler {
   void return_direct(const Contribution& c, const std::vector<Field>& fields, Range stretch, Tokens ws_row,
                      const OwnerMap::Piece& owner) {
     for (Field f : fields) {
-      const Slice src{ranks_[c.server].workspace(c.nano_batch, f), ws_row, stretch.size()};
+      const Slice src{ranks_[c.server].workspace(c.slot, f), ws_row, stretch.size()};
       const Slice dst{ranks_[owner.rank].own(f), owner.row, stretch.size()};
       send_or_copy(c, owner.rank, src, dst);
     }
@@ -288,7 +290,7 @@ class Compiler {
                    std::map<std::pair<Tokens, std::size_t>, Reduce>& reduces) {
     for (std::size_t j = 0; j < fields.size(); ++j) {
       const Field f = fields[j];
-      Slice part{ranks_[c.server].workspace(c.nano_batch, f), ws_row, stretch.size()};
+      Slice part{ranks_[c.server].workspace(c.slot, f), ws_row, stretch.size()};
       if (c.server != owner.rank) {
         const Slice received{ranks_[owner.rank].part(f), ranks_[owner.rank].allocate_part_rows(f, stretch.size()),
                              stretch.size()};

@@ -45,6 +45,7 @@ RankBuilder::RankBuilder(int rank, const OwnerMap& owners, Pass pass)
   for (int nb = 0; nb < 2; ++nb) {
     dispatch_[nb].id = 2 * nb;
     return_[nb].id = 2 * nb + 1;
+    return_[nb].kind = CommKind::kReturn;
   }
   if (pass == Pass::kForward) {
     for (Field f : {Field::kQ, Field::kK, Field::kV}) add_buffer(to_string(f), f, BufferInit::kInput, false);
@@ -70,13 +71,13 @@ int RankBuilder::add_buffer(const std::string& name, Field field, BufferInit ini
 
 int RankBuilder::own(Field field) const { return own_.at(field); }
 
-int RankBuilder::workspace(int nb, Field field) {
-  auto [it, fresh] = workspace_.try_emplace({nb, field}, 0);
+int RankBuilder::workspace(int slot, Field field) {
+  auto [it, fresh] = workspace_.try_emplace({slot, field}, 0);
   if (fresh) {
     // Gradients accumulate and K/V rows between fetched keys are read (then masked), so both start at
     // zero; every other workspace row is written by a fetch or by the attention call before it is read.
     const bool zero = is_gradient(field) || field == Field::kK || field == Field::kV;
-    it->second = add_buffer(fmt::format("ws{}.{}", nb, to_string(field)), field,
+    it->second = add_buffer(fmt::format("ws{}.{}.{}", slot / 2, slot % 2 ? "local" : "remote", to_string(field)), field,
                             zero ? BufferInit::kZero : BufferInit::kUndefined, false);
   }
   return it->second;
@@ -88,9 +89,9 @@ int RankBuilder::part(Field field) {
   return it->second;
 }
 
-Tokens RankBuilder::allocate_q_rows(int nb, Tokens rows) {
-  const Tokens row = q_rows_[nb];
-  q_rows_[nb] += rows;
+Tokens RankBuilder::allocate_q_rows(int slot, Tokens rows) {
+  const Tokens row = q_rows_[slot];
+  q_rows_[slot] += rows;
   return row;
 }
 
@@ -100,47 +101,46 @@ Tokens RankBuilder::allocate_part_rows(Field field, Tokens rows) {
   return row;
 }
 
-void RankBuilder::reserve_keys(int nb, int doc, Range keys) { keys_[nb][doc].reserved.add(keys); }
+void RankBuilder::reserve_keys(int slot, int doc, Range keys) { keys_[slot][doc].reserved.add(keys); }
 
 void RankBuilder::allocate_key_blocks() {
-  for (int nb = 0; nb < 2; ++nb) {
-    for (auto& [doc, k] : keys_[nb]) {
+  for (int slot = 0; slot < kSlots; ++slot) {
+    for (auto& [doc, k] : keys_[slot]) {
+      if (!k.blocks.empty()) continue;  // allocated before
       for (const auto& r : k.reserved.ranges()) {
-        k.blocks.push_back({r, kv_rows_[nb]});
-        kv_rows_[nb] += r.size();
+        k.blocks.push_back({r, kv_rows_[slot]});
+        kv_rows_[slot] += r.size();
       }
     }
   }
 }
 
-Tokens RankBuilder::key_row(int nb, int doc, Tokens position) const {
-  for (const auto& [tokens, row] : keys_[nb].at(doc).blocks) {
+Tokens RankBuilder::key_row(int slot, int doc, Tokens position) const {
+  for (const auto& [tokens, row] : keys_[slot].at(doc).blocks) {
     if (tokens.contains(position)) return row + (position - tokens.begin);
   }
-  FULCRUM_CHECK(false, "rank {}: key {} of document {} was not reserved in nano-batch {}", rank_, position, doc, nb);
+  FULCRUM_CHECK(false, "rank {}: key {} of document {} was not reserved in workspace {}", rank_, position, doc, slot);
 }
 
-std::vector<Range> RankBuilder::keys_missing(int nb, int doc, Range needed) {
-  auto& k = keys_[nb].at(doc);
+std::vector<Range> RankBuilder::keys_missing(int slot, int doc, Range needed) {
+  auto& k = keys_[slot].at(doc);
   auto gaps = k.fetched.missing(needed);
   k.fetched.add(needed);
   return gaps;
 }
 
-void RankBuilder::add_compute(int nb, bool local, std::vector<AttentionItem> items) {
-  auto& list = compute_[nb][local ? 1 : 0];
+void RankBuilder::add_compute(int slot, std::vector<AttentionItem> items) {
+  auto& list = compute_[slot];
   list.insert(list.end(), items.begin(), items.end());
 }
 
-Operation RankBuilder::attention_call(int nb, std::vector<AttentionItem> items) {
+Operation RankBuilder::attention_call(int slot, std::vector<AttentionItem> items) {
+  auto ws = [&](Field f) { return workspace(slot, f); };
   if (pass_ == Pass::kForward) {
-    return Attention{workspace(nb, Field::kQ), workspace(nb, Field::kK), workspace(nb, Field::kV),
-                     workspace(nb, Field::kO), workspace(nb, Field::kLse), std::move(items)};
+    return Attention{ws(Field::kQ), ws(Field::kK), ws(Field::kV), ws(Field::kO), ws(Field::kLse), std::move(items)};
   }
-  return AttentionBackward{workspace(nb, Field::kQ),  workspace(nb, Field::kK),  workspace(nb, Field::kV),
-                           workspace(nb, Field::kO),  workspace(nb, Field::kLse), workspace(nb, Field::kDO),
-                           workspace(nb, Field::kDQ), workspace(nb, Field::kDK), workspace(nb, Field::kDV),
-                           std::move(items)};
+  return AttentionBackward{ws(Field::kQ),  ws(Field::kK),  ws(Field::kV),  ws(Field::kO),  ws(Field::kLse),
+                           ws(Field::kDO), ws(Field::kDQ), ws(Field::kDK), ws(Field::kDV), std::move(items)};
 }
 
 Program RankBuilder::finish() {
@@ -155,8 +155,8 @@ Program RankBuilder::finish() {
     if (!l.sends.empty() || !l.receives.empty()) emit(CommWait{l.id}, stream);
   };
   auto compute = [&](int nb, bool local) {
-    auto& items = compute_[nb][local ? 1 : 0];
-    if (!items.empty()) emit(attention_call(nb, std::move(items)), nb);
+    const int slot = workspace_slot(nb, local);
+    if (!compute_[slot].empty()) emit(attention_call(slot, std::move(compute_[slot])), nb);
   };
   launch(dispatch_[0], 0);
   launch(dispatch_[1], 1);
@@ -178,9 +178,8 @@ Program RankBuilder::finish() {
 
   // Workspace sizes are known only now.
   for (const auto& [key, index] : workspace_) {
-    const auto [nb, field] = key;
-    const bool kv_side = field == Field::kK || field == Field::kV || field == Field::kDK || field == Field::kDV;
-    buffers_[index].rows = kv_side ? kv_rows_[nb] : q_rows_[nb];
+    const auto [slot, field] = key;
+    buffers_[index].rows = is_kv_side(field) ? kv_rows_[slot] : q_rows_[slot];
   }
   for (const auto& [field, index] : part_) buffers_[index].rows = part_rows_[field];
   p.buffers = buffers_;

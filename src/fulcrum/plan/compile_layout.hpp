@@ -13,6 +13,12 @@
 
 namespace fulcrum::compile_detail {
 
+/// Each task group has its own workspace, named by a slot: nano-batch nb's local or remote work. A call
+/// reads its whole workspace (the kernels copy it head-major), so local work that runs while the remote
+/// work's receives are pending must not share buffers with them.
+constexpr int kSlots = 4;
+inline int workspace_slot(int nb, bool local) { return 2 * nb + (local ? 1 : 0); }
+
 class OwnerMap {
  public:
   /// Tokens `tokens` of a document live on `rank` at rows [row, row + tokens.size()) of its buffers.
@@ -39,26 +45,26 @@ class RankBuilder {
 
   /// The rank's own buffer of `field` (inputs and outputs, one row per owned token).
   int own(Field field) const;
-  /// Nano-batch nb's workspace buffer of `field`, created on first use.
-  int workspace(int nb, Field field);
+  /// A slot's workspace buffer of `field`, created on first use.
+  int workspace(int slot, Field field);
   /// The buffer that receives partial results of `field` from other servers, created on first use.
   int part(Field field);
-  Tokens allocate_q_rows(int nb, Tokens rows);
+  Tokens allocate_q_rows(int slot, Tokens rows);
   Tokens allocate_part_rows(Field field, Tokens rows);
 
-  /// K/V rows: reserve every key range a nano-batch's tasks read first, then allocate; afterwards
-  /// each connected stretch of one document's reserved keys is one block of rows.
-  void reserve_keys(int nb, int doc, Range keys);
+  /// K/V rows: reserve every key range a slot's tasks read first, then allocate; afterwards each
+  /// connected stretch of one document's reserved keys is one block of rows.
+  void reserve_keys(int slot, int doc, Range keys);
   void allocate_key_blocks();
-  Tokens key_row(int nb, int doc, Tokens position) const;
-  /// The part of `needed` not yet fetched into nano-batch nb's K/V rows of `doc`; marks it fetched.
-  std::vector<Range> keys_missing(int nb, int doc, Range needed);
+  Tokens key_row(int slot, int doc, Tokens position) const;
+  /// The part of `needed` not yet fetched into the slot's K/V rows of `doc`; marks it fetched.
+  std::vector<Range> keys_missing(int slot, int doc, Range needed);
 
   CommLaunch& dispatch(int nb) { return dispatch_[nb]; }
   CommLaunch& return_launch(int nb) { return return_[nb]; }
   void dispatch_copy(int nb, const Copy& copy) { dispatch_copies_[nb].push_back(copy); }
   void return_copy(const Copy& copy) { return_copies_.push_back(copy); }
-  void add_compute(int nb, bool local, std::vector<AttentionItem> items);
+  void add_compute(int slot, std::vector<AttentionItem> items);
   void add_reduce(Reduce reduce) { reduces_.push_back(std::move(reduce)); }
 
   /// The Program, instructions in the order the schedule describes (compile.hpp); empty launches,
@@ -67,7 +73,7 @@ class RankBuilder {
 
  private:
   int add_buffer(const std::string& name, Field field, BufferInit init, bool output);
-  Operation attention_call(int nb, std::vector<AttentionItem> items);
+  Operation attention_call(int slot, std::vector<AttentionItem> items);
 
   struct KeyBlocks {
     RangeSet reserved;
@@ -83,13 +89,13 @@ class RankBuilder {
   std::map<std::pair<int, Field>, int> workspace_;
   std::map<Field, int> part_;
   std::map<Field, Tokens> part_rows_;
-  Tokens q_rows_[2] = {0, 0};
-  Tokens kv_rows_[2] = {0, 0};
-  std::map<int, KeyBlocks> keys_[2];
+  Tokens q_rows_[kSlots] = {};
+  Tokens kv_rows_[kSlots] = {};
+  std::map<int, KeyBlocks> keys_[kSlots];
   CommLaunch dispatch_[2], return_[2];
   std::vector<Copy> dispatch_copies_[2];
   std::vector<Copy> return_copies_;
-  std::vector<AttentionItem> compute_[2][2];  // [nb][local]
+  std::vector<AttentionItem> compute_[kSlots];
   std::vector<Reduce> reduces_;
 };
 

@@ -54,7 +54,7 @@ TEST(Compile, MovesExactlyWhatTheTaskNeeds) {
       }
     }
   }
-  EXPECT_EQ(sent, (std::vector<std::string>{"0->1 q x4", "0->1 k x4", "0->1 v x4", "1->0 ws0.o x4", "1->0 ws0.lse x4"}));
+  EXPECT_EQ(sent, (std::vector<std::string>{"0->1 q x4", "0->1 k x4", "0->1 v x4", "1->0 ws0.remote.o x4", "1->0 ws0.remote.lse x4"}));
 }
 
 // Keys split over the owner and another server: the owner merges its own part in place with the part

@@ -22,6 +22,8 @@ constexpr std::array<std::pair<BufferInit, const char*>, 4> kInitNames{{{BufferI
                                                                         {BufferInit::kZero, "zero"},
                                                                         {BufferInit::kNegInf, "-inf"},
                                                                         {BufferInit::kUndefined, "undefined"}}};
+constexpr std::array<std::pair<CommKind, const char*>, 2> kCommKindNames{{{CommKind::kDispatch, "dispatch"},
+                                                                          {CommKind::kReturn, "return"}}};
 constexpr std::array<std::pair<Pass, const char*>, 2> kPassNames{{{Pass::kForward, "forward"},
                                                                   {Pass::kBackward, "backward"}}};
 
@@ -50,8 +52,14 @@ const char* to_string(Field field) { return name_of(kFieldNames, field); }
 Field parse_field(std::string_view text) { return parse_enum(kFieldNames, "field", text); }
 const char* to_string(BufferInit init) { return name_of(kInitNames, init); }
 BufferInit parse_buffer_init(std::string_view text) { return parse_enum(kInitNames, "init", text); }
+const char* to_string(CommKind kind) { return name_of(kCommKindNames, kind); }
+CommKind parse_comm_kind(std::string_view text) { return parse_enum(kCommKindNames, "kind", text); }
 const char* to_string(Pass pass) { return name_of(kPassNames, pass); }
 Pass parse_pass(std::string_view text) { return parse_enum(kPassNames, "pass", text); }
+
+bool is_kv_side(Field field) {
+  return field == Field::kK || field == Field::kV || field == Field::kDK || field == Field::kDV;
+}
 
 Tokens HeadLayout::row_values(Field field) const {
   switch (field) {

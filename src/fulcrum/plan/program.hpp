@@ -27,6 +27,8 @@ namespace fulcrum {
 enum class Field : std::uint8_t { kQ, kK, kV, kO, kLse, kDO, kDQ, kDK, kDV };
 const char* to_string(Field field);
 Field parse_field(std::string_view text);
+/// K, V, dK, dV: rows of key tokens, kv_heads wide; every other field has rows of query tokens.
+bool is_kv_side(Field field);
 
 /// Head layout of every attention call in a plan, and the storage dtype's size in bytes (2 or 4).
 struct HeadLayout {
@@ -75,10 +77,16 @@ struct Message {
   friend bool operator==(const Message&, const Message&) = default;
 };
 
+/// What a launch moves: inputs to attention servers, or results back to the tokens' owners.
+enum class CommKind : std::uint8_t { kDispatch, kReturn };
+const char* to_string(CommKind kind);
+CommKind parse_comm_kind(std::string_view text);
+
 struct CommLaunch {
   int id = 0;  // unique within the program; named by the CommWait that completes it
   std::vector<Message> sends;
   std::vector<Message> receives;
+  CommKind kind = CommKind::kDispatch;
   friend bool operator==(const CommLaunch&, const CommLaunch&) = default;
 };
 

@@ -1,5 +1,7 @@
 #include "fulcrum/plan/program_labels.hpp"
 
+#include "fulcrum/core/random.hpp"
+
 #include <fmt/format.h>
 
 namespace fulcrum::program_labels {
@@ -7,17 +9,10 @@ namespace {
 
 constexpr std::size_t kMaxErrors = 40;
 
-std::uint64_t mix(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 std::uint64_t contribution_id(int rank, std::size_t at, int buffer, Tokens row, std::size_t item) {
-  return mix(mix(mix(mix(static_cast<std::uint64_t>(rank)) ^ at) ^ static_cast<std::uint64_t>(buffer)) ^
+  return mix64(mix64(mix64(mix64(static_cast<std::uint64_t>(rank)) ^ at) ^ static_cast<std::uint64_t>(buffer)) ^
              static_cast<std::uint64_t>(row)) ^
-         mix(item);
+         mix64(item);
 }
 
 }  // namespace
@@ -28,7 +23,11 @@ void Machine::error(fmt::format_string<Args...> format, Args&&... args) {
 }
 
 Machine::Machine(const Plan& plan, std::vector<std::string>& errors)
-    : plan_(plan), errors_(errors), labels_(plan.programs.size()), running_(plan.programs.size()) {
+    : plan_(plan),
+      errors_(errors),
+      labels_(plan.programs.size()),
+      running_(plan.programs.size()),
+      in_flight_(plan.programs.size()) {
   for (const auto& p : plan.programs) {
     auto& mine = labels_[p.rank];
     for (const auto& b : p.buffers) {
@@ -204,28 +203,66 @@ void Machine::reduce(int rank, std::size_t at, const Reduce& r) {
   }
 }
 
+void Machine::touch(int rank, std::size_t at, const Slice& s, bool write) {
+  for (const auto& f : in_flight_[rank]) {
+    const bool overlap = f.slice.buffer == s.buffer && f.slice.row < s.row + s.rows && s.row < f.slice.row + f.slice.rows;
+    if (overlap && (write || f.receive)) {
+      error("rank {} instruction {}: {} rows [{}, {}) of '{}' while launch {} is still {} them", rank, at,
+            write ? "writes" : "reads", s.row, s.row + s.rows, plan_.programs[rank].buffers[s.buffer].name, f.launch,
+            f.receive ? "receiving into" : "sending");
+      return;
+    }
+  }
+}
+
+// The kernels copy every row of their input buffers (head-major), so a call reads whole buffers.
+void Machine::touch_buffer(int rank, std::size_t at, int buffer, bool write) {
+  touch(rank, at, {buffer, 0, plan_.programs[rank].buffers[buffer].rows}, write);
+}
+
 void Machine::step(int rank, std::size_t at, const Operation& op) {
   if (const auto* c = std::get_if<Copy>(&op)) {
+    touch(rank, at, c->src, false);
+    touch(rank, at, c->dst, true);
     if (!readable(rank, at, c->src, "copy")) return;
     const auto& src = rows(rank, c->src.buffer);
     write(rank, at, c->dst, {src.begin() + c->src.row, src.begin() + c->src.row + c->src.rows});
   } else if (const auto* l = std::get_if<CommLaunch>(&op)) {
+    running_[rank][l->id] = l;  // first, so its wait finds it even when a send below is reported
+    for (const auto& m : l->receives) {
+      touch(rank, at, m.slice, true);
+      posted_receives_.insert({m.peer, rank, m.tag});
+      in_flight_[rank].push_back({l->id, m.slice, true});
+    }
     for (const auto& m : l->sends) {
-      if (!readable(rank, at, m.slice, "send")) return;
+      touch(rank, at, m.slice, false);
+      in_flight_[rank].push_back({l->id, m.slice, false});
+      if (!readable(rank, at, m.slice, "send")) continue;
       const auto& src = rows(rank, m.slice.buffer);
       wire_[{rank, m.peer, m.tag}] = {src.begin() + m.slice.row, src.begin() + m.slice.row + m.slice.rows};
     }
-    for (const auto& m : l->receives) posted_receives_.insert({m.peer, rank, m.tag});
-    running_[rank][l->id] = l;
   } else if (const auto* w = std::get_if<CommWait>(&op)) {
     const CommLaunch* launch = running_[rank].at(w->launch);
-    for (const auto& m : launch->receives) write(rank, at, m.slice, wire_.at({m.peer, rank, m.tag}));
+    std::erase_if(in_flight_[rank], [&](const InFlight& f) { return f.launch == w->launch; });
+    for (const auto& m : launch->receives) {
+      const auto it = wire_.find({m.peer, rank, m.tag});
+      if (it != wire_.end()) write(rank, at, m.slice, it->second);
+    }
     running_[rank].erase(w->launch);
   } else if (const auto* a = std::get_if<Attention>(&op)) {
+    for (int b : {a->q, a->k, a->v}) touch_buffer(rank, at, b, false);
+    for (int b : {a->o, a->lse}) touch_buffer(rank, at, b, true);
     attention(rank, at, *a);
   } else if (const auto* b = std::get_if<AttentionBackward>(&op)) {
+    for (int x : {b->q, b->k, b->v, b->o, b->lse, b->d_o}) touch_buffer(rank, at, x, false);
+    for (int x : {b->dq, b->dk, b->dv}) touch_buffer(rank, at, x, true);
     attention_backward(rank, at, *b);
   } else if (const auto* r = std::get_if<Reduce>(&op)) {
+    for (const auto* list : {&r->parts, &r->part_lse}) {
+      for (const auto& part : *list) touch(rank, at, part, false);
+    }
+    touch(rank, at, r->out, true);
+    if (r->op == ReduceOp::kMerge) touch(rank, at, r->out_lse, true);
     reduce(rank, at, *r);
   }
 }

@@ -56,6 +56,9 @@ class Machine {
   void attention(int rank, std::size_t at, const Attention& a);
   void attention_backward(int rank, std::size_t at, const AttentionBackward& a);
   void reduce(int rank, std::size_t at, const Reduce& r);
+  /// Rows an instruction reads (or writes) must not be under a pending receive (or a pending send).
+  void touch(int rank, std::size_t at, const Slice& s, bool write);
+  void touch_buffer(int rank, std::size_t at, int buffer, bool write);
 
   const Plan& plan_;
   std::vector<std::string>& errors_;
@@ -63,6 +66,12 @@ class Machine {
   std::map<MessageKey, std::vector<Label>> wire_;       // what each launched send carries
   std::set<MessageKey> posted_receives_;
   std::vector<std::map<int, const CommLaunch*>> running_;  // [rank] launch id -> launch
+  struct InFlight {
+    int launch = 0;
+    Slice slice;
+    bool receive = false;
+  };
+  std::vector<std::vector<InFlight>> in_flight_;  // [rank]
   std::map<TokenKey, std::pair<std::uint64_t, std::uint64_t>> expected_;  // (count, hash) per output token
 };
 

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <tuple>
@@ -49,6 +50,46 @@ class PlanChecker {
     for (int r = 0; r < plan_.ranks(); ++r) {
       if (plan_.programs[r].rank != r) error("programs[{}].rank = {}", r, plan_.programs[r].rank);
     }
+    for (std::size_t d = 0; d < std::min(plan_.documents.size(), batch_.documents.size()); ++d) {
+      const PlanDocument& mine = plan_.documents[d];
+      const Document& theirs = batch_.documents[d];
+      if (mine.length != theirs.length || !(mine.mask == theirs.mask)) {
+        error("documents[{}]: the plan's {} tokens ({}) differ from the batch's {} ({})", d, mine.length,
+              mine.mask.to_string(), theirs.length, theirs.mask.to_string());
+      }
+    }
+  }
+
+  // Buffer sizes, and the caller's rows: every owned range inside its document and inside every input
+  // and output buffer.
+  void check_buffers(const Program& p) {
+    for (const auto& b : p.buffers) {
+      if (b.rows < 0) error("rank {}: buffer '{}' has {} rows", p.rank, b.name, b.rows);
+    }
+    for (const auto& o : p.owned) {
+      if (o.doc < 0 || o.doc >= static_cast<int>(plan_.documents.size()) || o.tokens.begin < 0 ||
+          o.tokens.end > plan_.documents[o.doc].length || o.row < 0) {
+        error("rank {}: owned rows of document {} [{}, {}) leave the document", p.rank, o.doc, o.tokens.begin, o.tokens.end);
+        continue;
+      }
+      for (const auto& b : p.buffers) {
+        if ((b.init == BufferInit::kInput || b.output) && o.row + o.tokens.size() > b.rows) {
+          error("rank {}: owned rows [{}, {}) leave buffer '{}' of {} rows", p.rank, o.row, o.row + o.tokens.size(),
+                b.name, b.rows);
+        }
+      }
+    }
+  }
+
+  // The kernels' rule: Q-side operands have the Q buffer's rows, K/V-side ones the K buffer's.
+  void check_rows(const Program& p, std::size_t at, std::span<const int> buffers) {
+    for (std::size_t i = 0; i < buffers.size(); ++i) {
+      const int same_as = is_kv_side(p.buffers[buffers[i]].field) ? buffers[1] : buffers[0];
+      if (p.buffers[buffers[i]].rows != p.buffers[same_as].rows) {
+        error("rank {} instruction {}: operand '{}' has {} rows, '{}' has {}", p.rank, at, p.buffers[buffers[i]].name,
+              p.buffers[buffers[i]].rows, p.buffers[same_as].name, p.buffers[same_as].rows);
+      }
+    }
   }
 
   bool slice_ok(const Program& p, const Slice& s, std::string_view what) {
@@ -93,6 +134,8 @@ class PlanChecker {
   }
 
   void check_structure(const Program& p) {
+    check_buffers(p);
+    if (!report_.ok()) return;
     std::set<int> started, waited;
     for (std::size_t at = 0; at < p.instructions.size(); ++at) {
       const auto& op = p.instructions[at].op;
@@ -118,10 +161,12 @@ class PlanChecker {
       } else if (const auto* a = std::get_if<Attention>(&op)) {
         const int ops[] = {a->q, a->k, a->v, a->o, a->lse};
         check_operands(p, at, ops, operand_fields_forward);
+        if (report_.ok()) check_rows(p, at, ops);
         check_items(p, at, a->items, a->q, a->k);
       } else if (const auto* b = std::get_if<AttentionBackward>(&op)) {
         const int ops[] = {b->q, b->k, b->v, b->o, b->lse, b->d_o, b->dq, b->dk, b->dv};
         check_operands(p, at, ops, operand_fields_backward);
+        if (report_.ok()) check_rows(p, at, ops);
         check_items(p, at, b->items, b->q, b->k);
       } else if (const auto* r = std::get_if<Reduce>(&op)) {
         check_reduce(p, at, *r);
@@ -215,7 +260,7 @@ class PlanChecker {
       progress = false;
       for (int r = 0; r < ranks; ++r) {
         const auto& instructions = plan_.programs[r].instructions;
-        while (pc[r] < instructions.size() && machine.ready(r, instructions[pc[r]].op)) {
+        while (report_.ok() && pc[r] < instructions.size() && machine.ready(r, instructions[pc[r]].op)) {
           machine.step(r, pc[r], instructions[pc[r]].op);
           ++pc[r];
           progress = true;

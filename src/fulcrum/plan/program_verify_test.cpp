@@ -120,6 +120,34 @@ TEST(VerifyPlan, FindsAnOutputReducedTwice) {
   EXPECT_NE(first_error(f).find("already holds results"), std::string::npos) << first_error(f);
 }
 
+TEST(VerifyPlan, FindsACallReadingRowsAPendingReceiveWrites) {
+  Fixture f(Pass::kForward, Schedule::kPingPong);
+  // Run the attention call that follows a wait before that wait.
+  mutate_first(f.plan, [](Program& p, std::size_t i) {
+    if (i + 1 >= p.instructions.size() || !std::holds_alternative<CommWait>(p.instructions[i].op) ||
+        !std::holds_alternative<Attention>(p.instructions[i + 1].op)) {
+      return false;
+    }
+    std::swap(p.instructions[i], p.instructions[i + 1]);
+    return true;
+  });
+  EXPECT_NE(first_error(f).find("is still receiving into them"), std::string::npos) << first_error(f);
+}
+
+TEST(VerifyPlan, FindsOperandsOfDifferentLengthsAndBadOwnedRows) {
+  Fixture f(Pass::kForward, Schedule::kSingleStream);
+  mutate_first(f.plan, [](Program& p, std::size_t) {
+    const int o = p.find_buffer("ws0.remote.o");
+    if (o < 0) return false;
+    p.buffers[o].rows += 1;
+    return true;
+  });
+  EXPECT_NE(first_error(f).find("operand 'ws0.remote.o' has"), std::string::npos) << first_error(f);
+  Fixture g(Pass::kForward, Schedule::kSingleStream);
+  g.plan.programs[1].owned.front().row = 1000;
+  EXPECT_NE(first_error(g).find("leave buffer"), std::string::npos) << first_error(g);
+}
+
 TEST(VerifyPlan, FindsMissingCoverage) {
   Fixture f(Pass::kBackward, Schedule::kSingleStream);
   mutate_first(f.plan, [](Program& p, std::size_t i) {

@@ -215,6 +215,7 @@ void schema(Ar& ar, Is<CommLaunch> auto& op) {
   ar.integer(op.id, "id");
   ar.sequence(op.sends, "sends", [&](auto& m) { schema(ar, m); });
   ar.sequence(op.receives, "receives", [&](auto& m) { schema(ar, m); });
+  ar.enumeration(op.kind, CommKind::kReturn, "kind");
 }
 
 template <class Ar>

@@ -51,6 +51,7 @@ struct OperationWriter {
     j["id"] = op.id;
     j["sends"] = messages_json(op.sends);
     j["receives"] = messages_json(op.receives);
+    j["kind"] = to_string(op.kind);
   }
   void operator()(const CommWait& op) const { j["launch"] = op.launch; }
   void operator()(const Attention& op) const {
@@ -199,6 +200,7 @@ struct OperationReader {
     op.id = int_at<int>(j, path, "id");
     op.sends = list_at<Message>(j, path, "sends", read_message);
     op.receives = list_at<Message>(j, path, "receives", read_message);
+    op.kind = enum_at(j, path, "kind", parse_comm_kind);
   }
   void operator()(CommWait& op) const { op.launch = int_at<int>(j, path, "launch"); }
   template <class Op>

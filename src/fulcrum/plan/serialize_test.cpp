@@ -54,7 +54,9 @@ struct PlanMaker {
     Instruction in;
     in.stream = static_cast<int>(rng.uniform_int(0, 1));
     switch (i % 7) {
-      case 0: in.op = CommLaunch{index(), messages(), messages()}; break;
+      case 0:
+        in.op = CommLaunch{index(), messages(), messages(), rng.uniform() < 0.5 ? CommKind::kDispatch : CommKind::kReturn};
+        break;
       case 1: in.op = CommWait{index()}; break;
       case 2: in.op = Attention{index(), index(), index(), index(), index(), items()}; break;
       case 3: {

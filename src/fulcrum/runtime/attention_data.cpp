@@ -1,6 +1,7 @@
 #include "fulcrum/runtime/attention_data.hpp"
 
 #include "fulcrum/core/error.hpp"
+#include "fulcrum/core/random.hpp"
 #include "fulcrum/kernels/attention.hpp"
 #include "fulcrum/kernels/reference.hpp"
 
@@ -9,14 +10,6 @@
 
 namespace fulcrum::runtime {
 namespace {
-
-// SplitMix64's finaliser: a bijective mix, so distinct coordinates give independent-looking values.
-std::uint64_t mix(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 // Document d's whole tensors, generated (values) or computed (outputs) in one process.
 template <class Real>
@@ -103,10 +96,10 @@ void compare_rows(const float* got, const std::vector<double>& want, Tokens posi
 }  // namespace
 
 float token_value(std::uint64_t seed, Field field, std::int64_t doc_id, Tokens position, Tokens element) {
-  std::uint64_t h = mix(seed ^ mix(static_cast<std::uint64_t>(field) + 1));
-  h = mix(h ^ static_cast<std::uint64_t>(doc_id));
-  h = mix(h ^ static_cast<std::uint64_t>(position));
-  h = mix(h ^ static_cast<std::uint64_t>(element));
+  std::uint64_t h = mix64(seed ^ mix64(static_cast<std::uint64_t>(field) + 1));
+  h = mix64(h ^ static_cast<std::uint64_t>(doc_id));
+  h = mix64(h ^ static_cast<std::uint64_t>(position));
+  h = mix64(h ^ static_cast<std::uint64_t>(element));
   return static_cast<float>(static_cast<double>(h >> 40) * 0x1p-23 - 1.0);  // 24 bits: exact in fp32
 }
 

@@ -126,6 +126,7 @@ void JobConfig::validate(int ranks) const {
   opts.model = model_shape_preset(model);
   opts.validate(tokens_per_rank);
   MaskSpec::parse(mask);
+  make_length_source(dataset, seed, tokens_per_rank);
   make_planner(planner, opts);
   if (repeats < 1 || repeats > 1000) fail("repeats = {}: must be in [1, 1000]", repeats);
   if (threads < 0 || threads > 1024) fail("threads = {}: must be in [0, 1024] (0 = automatic)", threads);

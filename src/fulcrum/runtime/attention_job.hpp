@@ -45,7 +45,7 @@ struct JobResult {
   double packed_imbalance = 1;   // the same for the batch as packed
   std::size_t tasks = 0;
   std::size_t messages = 0;      // forward + backward, all ranks
-  Timeline timeline;             // every rank's events (forward, then backward shifted after it)
+  Timeline timeline;             // every rank's events of the last repetition, forward then backward
 
   double max_error() const;
 };

@@ -45,8 +45,8 @@ class Communicator {
   /// Every rank's `values` (each rank passes the same count), concatenated in rank order.
   virtual std::vector<double> all_gather(std::span<const double> values) = 0;
 
-  /// Ends the whole job because of `message` (printed by the caller first). Never returns for MPI; the
-  /// Local backend wakes every waiting rank with an Error instead.
+  /// Ends the whole job because of `message`. MPI prints "fulcrum: rank R: error: message" on stderr
+  /// and never returns; the Local backend wakes every waiting rank with an Error carrying it instead.
   virtual void abort(const std::string& message) = 0;
 
   /// Seconds on a monotonic clock shared by all ranks of one machine (for timelines).

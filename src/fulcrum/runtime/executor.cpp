@@ -86,7 +86,6 @@ class Runner {
     result_.summary.attention_s += t1 - t0;
     result_.summary.attention_cpu_s += thread_cpu_s() - cpu0;
     result_.summary.flops += flops;
-    ++attention_calls_[stream_ & 1];
     record(Track::kCompute, name, t0, t1, 0, flops);
   }
 
@@ -158,8 +157,7 @@ class Runner {
     Launch& state = launches_[l.id];
     state.sends = wire(l.sends, state.sent);
     state.receives = wire(l.receives, state.received);
-    // A launch issued before this stream's first attention call brings inputs; after it, results.
-    state.name = attention_calls_[stream_ & 1] == 0 ? "dispatch" : "return";
+    state.name = to_string(l.kind);
     state.stream = stream_;
     state.handle = comm_.launch(state.sends, state.receives);
     result_.summary.bytes_sent += state.sent;
@@ -197,7 +195,6 @@ class Runner {
   kernels::AttentionShape shape_;
   ExecutionResult result_;
   std::map<int, Launch> launches_;
-  int attention_calls_[2] = {0, 0};
   int stream_ = 0;
 };
 
@@ -245,8 +242,15 @@ ExecutionResult execute(const Plan& plan, RankBuffers& buffers, Communicator& co
   if (comm.rank() >= plan.ranks() || comm.size() != plan.ranks()) {
     fail("plan of {} ranks cannot run on rank {} of a job of {}", plan.ranks(), comm.rank(), comm.size());
   }
-  if (plan.heads.dtype_bytes == 2) return Runner<kernels::BFloat16>(plan, buffers, comm, options).run();
-  return Runner<float>(plan, buffers, comm, options).run();
+  try {
+    if (plan.heads.dtype_bytes == 2) return Runner<kernels::BFloat16>(plan, buffers, comm, options).run();
+    return Runner<float>(plan, buffers, comm, options).run();
+  } catch (const std::exception& e) {
+    // Receives this rank posted may still be pending into `buffers`, which the caller frees while the
+    // exception unwinds: end the job first (MPI never returns; Local stops every peer from matching).
+    comm.abort(e.what());
+    throw;
+  }
 }
 
 }  // namespace fulcrum::runtime

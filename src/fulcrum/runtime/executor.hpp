@@ -24,7 +24,7 @@ struct RankSummary {
   double attention_s = 0;      // wall time inside Attention / AttentionBackward calls
   double attention_cpu_s = 0;  // CPU time of the calling thread inside them (exact with one kernel thread)
   double other_compute_s = 0;  // copies, merges and sums
-  double comm_s = 0;           // union of the intervals from each launch to its last message's completion
+  double comm_s = 0;           // union over launches of [last peer's start, completion] (attribute_waits)
   double exposed_comm_s = 0;   // time blocked in CommWait after every peer had started its side
   double peer_wait_s = 0;      // time blocked in CommWait before that: waiting for slower ranks
   double total_s = 0;          // first instruction to last
@@ -54,7 +54,9 @@ struct ExecutionResult {
 void attribute_waits(const Plan& plan, int rank, const std::vector<std::vector<double>>& launched_s,
                      ExecutionResult& result);
 
-/// Runs plan.programs[comm.rank()] on `buffers` (built for that program, inputs filled).
+/// Runs plan.programs[comm.rank()] on `buffers` (built for that program, inputs filled). If anything
+/// fails midway it aborts the job through `comm` before rethrowing, since pending receives still point
+/// into `buffers`.
 ExecutionResult execute(const Plan& plan, RankBuffers& buffers, Communicator& comm, const ExecuteOptions& options);
 
 }  // namespace fulcrum::runtime

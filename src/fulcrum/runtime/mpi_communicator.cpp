@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <climits>
+#include <cstdio>
 #include <string_view>
 #include <utility>
 
@@ -319,6 +320,9 @@ std::vector<double> MpiCommunicator::all_gather(std::span<const double> values) 
 }
 
 void MpiCommunicator::abort(const std::string& message) {
+  // The process ends here, so this is the last chance to say why.
+  std::fprintf(stderr, "fulcrum: rank %d: error: %s\n", rank_, message.c_str());
+  std::fflush(stderr);
   MPI_Abort(MPI_COMM_WORLD, 1);
   // MPI_Abort does not return on OpenMPI; if some MPI ever did, the caller still must not go on.
   fail_runtime("rank {}: MPI_Abort returned while aborting because of: {}", rank_, message);

@@ -22,8 +22,7 @@ RankBuffers::RankBuffers(const Program& program, const HeadLayout& heads) : prog
 }
 
 int RankBuffers::heads_of(Field field) const {
-  const bool kv = field == Field::kK || field == Field::kV || field == Field::kDK || field == Field::kDV;
-  return kv ? heads_.kv_heads : heads_.q_heads;
+  return is_kv_side(field) ? heads_.kv_heads : heads_.q_heads;
 }
 
 std::size_t RankBuffers::row_bytes(int buffer) const {
