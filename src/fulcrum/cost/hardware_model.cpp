@@ -1,0 +1,260 @@
+#include "fulcrum/cost/hardware_model.hpp"
+
+#include "fulcrum/core/error.hpp"
+
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <fstream>
+#include <initializer_list>
+#include <limits>
+#include <utility>
+
+namespace fulcrum {
+namespace {
+
+// Kernel tile (rows per block) of FlashAttention at head dim 128: the query block is 128 rows on both
+// H100 and A100; the key block is 128 for causal H100 kernels (176 without a mask) and 64 on A100
+// (flash-attention hopper/tile_size.h: tile_size_fwd_sm90 / tile_size_fwd_sm8x). One tile of 128 for
+// both axes is the causal-H100 shape and a slight overestimate of the A100's short-key waste.
+constexpr Tokens kGpuTile = 128;
+// The longest shard the GPU presets tabulate: DistCA-scale documents (the grid saturates past it).
+constexpr Tokens kLongestShard = 131072;
+
+HardwareModel h200_dgx() {
+  HardwareModel hw;
+  hw.name = "h200-dgx";
+  // DGX H200: 8 H200 SXM GPUs per system (https://www.nvidia.com/en-us/data-center/dgx-h200/).
+  hw.devices_per_node = 8;
+  // H200 SXM datasheet (https://www.nvidia.com/en-us/data-center/h200/): BF16 Tensor Core 1,979 TFLOPS
+  // "with sparsity"; dense is half, 989.5 TFLOP/s (the same GH100 SMs and clocks as H100 SXM).
+  hw.peak_flops = 1979e12 / 2;
+  // Same datasheet: 141 GB HBM3e at 4.8 TB/s.
+  hw.memory_bytes = 141e9;
+  hw.memory_bandwidth = 4.8e12;
+  // Same datasheet: NVLink 900 GB/s per GPU, which NVIDIA counts in both directions (18 NVLink 4 links
+  // of 50 GB/s, 25 GB/s each way, per the H100 architecture whitepaper), so one direction is 450 GB/s.
+  // Through NVSwitch one peer can get all of it. Latency: NCCL's per-hop NVLink latency for ring/Simple,
+  // 3.4 us (NCCL src/graph/tuning.cc, hwLat[NVLINK][Ring][Simple]).
+  hw.intra_node = {450e9, 3.4e-6};
+  // DGX H200 spec page: 8 single-port ConnectX-7 at up to 400 Gb/s InfiniBand NDR, one per GPU:
+  // 400e9 / 8 = 50 GB/s each way. Latency: NCCL's network hop for ring/Simple, 9.6 us (tuning.cc,
+  // hwLat[NET][Ring][Simple]).
+  hw.inter_node = {400e9 / 8, 9.6e-6};
+  // Llama 3 (arXiv 2407.21783, Table 4): 380-430 TFLOP/s per H100, 38-43% BF16 MFU end to end, which also
+  // pays for attention, communication and pipeline bubbles; the matrix layers alone run above that.
+  hw.linear_mfu = 0.5;
+  // FlashAttention-3 on H100 SXM5, BF16, head dim 128, 16k tokens, no mask (arXiv 2407.08608, §4.1,
+  // forward-speed figure: 648 TFLOP/s; backward-speed figure: 561 TFLOP/s): 648 / 989.5 = 0.655 and
+  // 561 / 989.5 = 0.567. The causal forward reaches 616 (its diagonal tiles are partly masked). H200 has
+  // the same SMs and clocks as H100, so the same kernel reaches the same fraction of peak.
+  hw.attention = tiled_attention_table(hw.peak_flops, 648.0 / 989.5, 561.0 / 989.5, kGpuTile);
+  return hw;
+}
+
+HardwareModel a100_p4de() {
+  HardwareModel hw;
+  hw.name = "a100-p4de";
+  // AWS p4de.24xlarge: 8 A100 80 GB, NVSwitch 600 GB/s, 400 Gbps EFA
+  // (https://aws.amazon.com/ec2/instance-types/p4/).
+  hw.devices_per_node = 8;
+  // A100 datasheet (https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/
+  // nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf): BF16 Tensor Core 312 TFLOPS dense (624 sparse);
+  // A100 80GB SXM: 80 GB HBM2e at 2,039 GB/s.
+  hw.peak_flops = 312e12;
+  hw.memory_bytes = 80e9;
+  hw.memory_bandwidth = 2039e9;
+  // Same datasheet: NVLink 600 GB/s per GPU, both directions (12 NVLink 3 links of 25 GB/s each way),
+  // so 300 GB/s one way. Latency as for h200-dgx (NCCL tuning.cc NVLink hop, 3.4 us).
+  hw.intra_node = {300e9, 3.4e-6};
+  // p4de: 4 x 100 Gbps EFA = 400 Gbps per instance, shared by 8 GPUs: 50 Gb/s = 6.25 GB/s each.
+  // Latency: NCCL's generic network hop (9.6 us, as above); we found no EFA-specific figure.
+  hw.inter_node = {400e9 / 8 / 8, 9.6e-6};
+  // Megatron-LM (Narayanan et al., arXiv 2104.04473, Table 1 / abstract): 44-52% of A100 peak end to end
+  // (163 TFLOP/s per GPU, 502 PFLOP/s on 3072 GPUs for the 1T model); the matrix layers are its bulk.
+  hw.linear_mfu = 0.5;
+  // FlashAttention-2 on A100 80GB SXM4 (arXiv 2307.08691, abstract: 50-73% of peak; §4.1: up to 73% of
+  // peak forward and 63% backward), the long-sequence, head dim 128 end of its speed figures.
+  hw.attention = tiled_attention_table(hw.peak_flops, 0.73, 0.63, kGpuTile);
+  return hw;
+}
+
+using PresetFactory = HardwareModel (*)();
+struct Preset {
+  const char* name;
+  PresetFactory make;
+};
+constexpr Preset kPresets[] = {{"h200-dgx", h200_dgx}, {"a100-p4de", a100_p4de}};
+
+void positive(std::string_view field, double value) {
+  if (!(value > 0) || !std::isfinite(value)) fail("hardware.{} = {}: must be finite and > 0", field, value);
+}
+
+void check_link(std::string_view field, const LinkSpec& link) {
+  positive(fmt::format("{}.bandwidth_bytes_per_s", field), link.bandwidth_bytes_per_s);
+  if (!(link.latency_s >= 0) || !std::isfinite(link.latency_s)) {
+    fail("hardware.{}.latency_s = {}: must be finite and >= 0", field, link.latency_s);
+  }
+}
+
+// Rejects keys outside `allowed`, so a misspelt field is reported instead of silently defaulted.
+void only_fields(const nlohmann::json& j, std::string_view where, std::initializer_list<std::string_view> allowed) {
+  if (!j.is_object()) fail("{}: must be a JSON object", where);
+  for (const auto& item : j.items()) {
+    bool known = false;
+    for (auto name : allowed) known = known || item.key() == name;
+    if (!known) fail("{}.{}: unknown field; expected {}", where, item.key(), fmt::join(allowed, ", "));
+  }
+}
+
+template <typename T>
+T field(const nlohmann::json& j, std::string_view where, const char* name) {
+  if (!j.contains(name)) fail("{}.{}: missing", where, name);
+  try {
+    return j.at(name).get<T>();
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}.{} = {}: wrong type ({})", where, name, j.at(name).dump(), e.what());
+  }
+}
+
+// Integers are checked as such: nlohmann would truncate 4.5 to 4 and wrap 1e10 silently.
+int int_field(const nlohmann::json& j, std::string_view where, const char* name) {
+  const auto value = field<nlohmann::json>(j, where, name);
+  const auto wide = value.is_number_integer() ? value.get<std::int64_t>() : 0;
+  if (!value.is_number_integer() || wide < std::numeric_limits<int>::min() ||
+      wide > std::numeric_limits<int>::max()) {
+    fail("{}.{} = {}: must be an integer", where, name, value.dump());
+  }
+  return value.get<int>();
+}
+
+LinkSpec link_from_json(const nlohmann::json& j, const char* name) {
+  const std::string where = fmt::format("hardware.{}", name);
+  const nlohmann::json link = field<nlohmann::json>(j, "hardware", name);
+  only_fields(link, where, {"bandwidth_bytes_per_s", "latency_s"});
+  return {field<double>(link, where, "bandwidth_bytes_per_s"), field<double>(link, where, "latency_s")};
+}
+
+nlohmann::json link_to_json(const LinkSpec& link) {
+  return {{"bandwidth_bytes_per_s", link.bandwidth_bytes_per_s}, {"latency_s", link.latency_s}};
+}
+
+}  // namespace
+
+void HardwareModel::validate() const {
+  if (name.empty()) fail("hardware.name: must not be empty");
+  if (devices_per_node < 1) fail("hardware.devices_per_node = {}: must be >= 1", devices_per_node);
+  positive("peak_flops", peak_flops);
+  positive("memory_bytes", memory_bytes);
+  positive("memory_bandwidth", memory_bandwidth);
+  check_link("intra_node", intra_node);
+  check_link("inter_node", inter_node);
+  if (!(linear_mfu > 0 && linear_mfu <= 1)) fail("hardware.linear_mfu = {}: must be in (0, 1]", linear_mfu);
+  attention.forward().validate("hardware.attention.forward");
+  attention.backward().validate("hardware.attention.backward");
+}
+
+const LinkSpec& HardwareModel::link(int rank_a, int rank_b) const {
+  if (rank_a < 0 || rank_b < 0) fail("link({}, {}): ranks must be >= 0", rank_a, rank_b);
+  return rank_a / devices_per_node == rank_b / devices_per_node ? intra_node : inter_node;
+}
+
+nlohmann::json HardwareModel::to_json() const {
+  return {{"name", name},
+          {"devices_per_node", devices_per_node},
+          {"peak_flops", peak_flops},
+          {"memory_bytes", memory_bytes},
+          {"memory_bandwidth", memory_bandwidth},
+          {"intra_node", link_to_json(intra_node)},
+          {"inter_node", link_to_json(inter_node)},
+          {"linear_mfu", linear_mfu},
+          {"attention", attention.to_json()}};
+}
+
+HardwareModel HardwareModel::from_json(const nlohmann::json& json) {
+  only_fields(json, "hardware",
+              {"name", "devices_per_node", "peak_flops", "memory_bytes", "memory_bandwidth", "intra_node",
+               "inter_node", "linear_mfu", "attention"});
+  HardwareModel hw;
+  hw.name = field<std::string>(json, "hardware", "name");
+  hw.devices_per_node = int_field(json, "hardware", "devices_per_node");
+  hw.peak_flops = field<double>(json, "hardware", "peak_flops");
+  hw.memory_bytes = field<double>(json, "hardware", "memory_bytes");
+  hw.memory_bandwidth = field<double>(json, "hardware", "memory_bandwidth");
+  hw.intra_node = link_from_json(json, "intra_node");
+  hw.inter_node = link_from_json(json, "inter_node");
+  hw.linear_mfu = field<double>(json, "hardware", "linear_mfu");
+  try {
+    hw.attention = ProfileTable::from_json(field<nlohmann::json>(json, "hardware", "attention"));
+  } catch (const Error& e) {
+    fail("hardware.attention: {}", e.what());  // the table's own message names the grid and axis
+  }
+  hw.validate();
+  return hw;
+}
+
+HardwareModel hardware_preset(std::string_view name) {
+  for (const auto& preset : kPresets) {
+    if (preset.name == name) return preset.make();
+  }
+  fail("hardware = '{}': unknown preset; choose one of {}", name, fmt::join(hardware_preset_names(), ", "));
+}
+
+std::vector<std::string> hardware_preset_names() {
+  std::vector<std::string> names;
+  for (const auto& preset : kPresets) names.emplace_back(preset.name);
+  return names;
+}
+
+HardwareModel load_hardware(const std::string& path_or_preset) {
+  for (const auto& preset : kPresets) {
+    if (preset.name == path_or_preset) return preset.make();
+  }
+  std::ifstream in(path_or_preset);
+  if (!in) {
+    fail("hardware = '{}': neither a preset ({}) nor a readable file", path_or_preset,
+         fmt::join(hardware_preset_names(), ", "));
+  }
+  nlohmann::json json;
+  try {
+    json = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    fail("hardware file '{}': not JSON ({})", path_or_preset, e.what());
+  }
+  return HardwareModel::from_json(json);
+}
+
+ProfileTable tiled_attention_table(double peak_flops, double eff_forward, double eff_backward, Tokens tile) {
+  if (!(peak_flops > 0) || !std::isfinite(peak_flops)) fail("attention peak_flops = {}: must be > 0", peak_flops);
+  if (!(eff_forward > 0 && eff_forward <= 1)) fail("attention eff_forward = {}: must be in (0, 1]", eff_forward);
+  if (!(eff_backward > 0 && eff_backward <= 1)) fail("attention eff_backward = {}: must be in (0, 1]", eff_backward);
+  if (tile < 1 || tile > kLongestShard) fail("attention tile = {}: must be in [1, {}]", tile, kLongestShard);
+  std::vector<Tokens> lengths;
+  for (Tokens l = 1; l < tile; l *= 2) lengths.push_back(l);
+  for (Tokens l = tile;; l *= 2) {
+    lengths.push_back(l);
+    if (l >= kLongestShard) break;
+  }
+  // Useful rows over paid rows: L / (ceil(L / tile) * tile); exactly 1 at the multiples of the tile.
+  auto occupancy = [tile](Tokens l) {
+    const Tokens paid = (l + tile - 1) / tile * tile;
+    return static_cast<double>(l) / static_cast<double>(paid);
+  };
+  ProfileTable table;
+  ThroughputGrid forward{lengths, lengths, {}};
+  ThroughputGrid backward{lengths, lengths, {}};
+  for (Tokens q : lengths) {
+    for (Tokens k : lengths) {
+      const double shape = occupancy(q) * occupancy(k);
+      forward.flops_per_s.push_back(peak_flops * eff_forward * shape);
+      backward.flops_per_s.push_back(peak_flops * eff_backward * shape);
+    }
+  }
+  table.forward() = std::move(forward);
+  table.backward() = std::move(backward);
+  return table;
+}
+
+}  // namespace fulcrum

@@ -1,0 +1,87 @@
+// The machine the simulator runs plans on: per-device compute, memory and links, and the attention
+// kernel's throughput per shard shape. Two GPU presets carry datasheet numbers (sources in
+// hardware_model.cpp); any other machine, such as the CPU box `fulcrum profile` measures, is a JSON file
+// with the same fields, so a calibration and a preset are interchangeable.
+//
+// JSON schema (every field required, unknown fields rejected so a typo is an error, not a default):
+//   {
+//     "name": "cpu-local",
+//     "devices_per_node": 4,                  // ranks sharing the fast link; rank r is on node r / this
+//     "peak_flops": 2.0e12,                   // FLOP/s per device (dense bf16; fp32 for a CPU)
+//     "memory_bytes": 6.4e10,                 // capacity per device
+//     "memory_bandwidth": 5.0e10,             // bytes/s per device, for copies and reductions
+//     "intra_node": {"bandwidth_bytes_per_s": 1e10, "latency_s": 1e-6},  // one direction, per device
+//     "inter_node": {"bandwidth_bytes_per_s": 1e10, "latency_s": 1e-6},  // CPU-local: same as intra
+//     "linear_mfu": 0.5,                      // fraction of peak the QKV/O/MLP matrices achieve
+//     "attention": {"forward": GRID, "backward": GRID}  // ProfileTable JSON, as `fulcrum profile` writes
+//   }
+//   GRID = {"query_lengths": [...], "key_lengths": [...], "flops_per_s": [row-major q x k]}
+// `HardwareModel::to_json` writes exactly this, so `from_json(to_json())` is the identity.
+#pragma once
+
+#include "fulcrum/core/interval.hpp"
+#include "fulcrum/cost/profile_table.hpp"
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace fulcrum {
+
+/// One direction of one device's port: a message of b bytes takes latency_s + b / bandwidth_bytes_per_s.
+struct LinkSpec {
+  double bandwidth_bytes_per_s = 0;
+  double latency_s = 0;
+  double transfer_s(double bytes) const { return latency_s + bytes / bandwidth_bytes_per_s; }
+};
+
+struct HardwareModel {
+  std::string name;
+  int devices_per_node = 8;
+  double peak_flops = 0;        // dense bf16 (fp32 for a CPU) FLOP/s per device
+  double memory_bytes = 0;      // per device
+  double memory_bandwidth = 0;  // bytes/s per device
+  LinkSpec intra_node;          // NVLink/NVSwitch per GPU (shared memory for a CPU box)
+  LinkSpec inter_node;          // the NIC share of one GPU (a CPU box: same as intra)
+  double linear_mfu = 0.5;      // model FLOP utilisation of the matrix layers (QKV, O, MLP)
+  ProfileTable attention;       // core-attention throughput per (query length, key length), fwd and bwd
+
+  /// Throws fulcrum::Error naming the field ("hardware.inter_node.bandwidth_bytes_per_s = -1: ...").
+  void validate() const;
+
+  double attention_forward_s(Tokens q_len, Tokens k_len, double flops) const {
+    return attention.forward_s(q_len, k_len, flops);
+  }
+  double attention_backward_s(Tokens q_len, Tokens k_len, double flops) const {
+    return attention.backward_s(q_len, k_len, flops);
+  }
+  double linear_s(double flops) const { return flops / (peak_flops * linear_mfu); }
+  /// `bytes` is memory traffic: a copy of n bytes reads n and writes n, so the caller passes 2n.
+  double copy_s(double bytes) const { return bytes / memory_bandwidth; }
+  /// The link between two ranks: intra_node when they share a node (rank / devices_per_node).
+  const LinkSpec& link(int rank_a, int rank_b) const;
+
+  nlohmann::json to_json() const;
+  /// Validates; malformed or unknown fields throw fulcrum::Error naming the field.
+  static HardwareModel from_json(const nlohmann::json& json);
+};
+
+/// "h200-dgx", "a100-p4de"; an unknown name throws an Error listing the presets.
+HardwareModel hardware_preset(std::string_view name);
+std::vector<std::string> hardware_preset_names();
+/// A preset name, else the path of a JSON file in the schema above (e.g. a cpu-local calibration).
+HardwareModel load_hardware(const std::string& path_or_preset);
+
+/// The GPU presets' attention table: a grid over query/key lengths up to 131072 whose throughput is
+/// peak * eff_forward (eff_backward for backward) scaled down for shards shorter than the kernel tile:
+/// a kernel computes whole tiles, so a q or k length L < tile pays for `tile` rows and achieves L / tile
+/// of the full-tile rate (q and k factors multiply). The axes hold every power of two below the tile
+/// (where the rate is exactly L / tile, and linear interpolation between them is exact) and the tile
+/// times powers of two above it (full tiles, the full rate), so throughput never falls as a shard grows;
+/// the partial last tile of a shard longer than one tile is not modelled (it costs under one tile in
+/// ceil(L / tile), and an interpolated saw-tooth would make longer shards look slower).
+ProfileTable tiled_attention_table(double peak_flops, double eff_forward, double eff_backward, Tokens tile);
+
+}  // namespace fulcrum
