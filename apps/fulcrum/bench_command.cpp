@@ -1,12 +1,18 @@
 // `fulcrum bench kernels`: GFLOP/s and percent of this machine's FMA peak of the CPU kernels.
+// `fulcrum bench comm`: latency and bandwidth between two MPI ranks, and memcpy bandwidth.
 #include "commands.hpp"
 
 #include "fulcrum/report/kernel_bench.hpp"
+#include "fulcrum/report/table.hpp"
+#include "fulcrum/runtime/link_bench.hpp"
+#include "fulcrum/runtime/mpi_communicator.hpp"
+#include "job_session.hpp"
 #include "json_output.hpp"
 
 #include <fmt/format.h>
 
 #include <memory>
+#include <vector>
 
 namespace fulcrum::cli {
 
@@ -34,6 +40,40 @@ Action add_bench_command(CLI::App& app) {
     const auto result = run_kernel_bench(*config);
     fmt::print("{}", result.to_table());
     if (!json_path->empty()) write_json(*json_path, result.to_json());
+    return 0;
+  };
+}
+
+Action add_bench_comm_command(CLI::App& app) {
+  auto* cmd = app.get_subcommand("bench")->add_subcommand("comm", "Latency and bandwidth between two MPI ranks");
+  auto sizes = std::make_shared<std::vector<std::size_t>>(std::vector<std::size_t>{8, 1024, 65536, 1 << 20, 16 << 20, 64 << 20});
+  auto repeats = std::make_shared<int>(20);
+  auto json_path = std::make_shared<std::string>();
+  cmd->add_option("--sizes", *sizes, "message sizes in bytes")->delimiter(',')->capture_default_str();
+  cmd->add_option("--repeats", *repeats, "round trips per size; the median is reported")->capture_default_str();
+  cmd->add_option("--json", *json_path, "also write the results as JSON to this path");
+  return [sizes, repeats, json_path] {
+    if (*repeats < 1 || *repeats > 100000) fail("repeats = {}: must be in [1, 100000]", *repeats);
+    if (!started_by_mpiexec()) return relaunch_under_mpiexec(2);
+    runtime::MpiSession session;
+    runtime::MpiCommunicator comm;
+    const auto m = runtime::measure_link(comm, *sizes, *repeats);
+    if (comm.rank() != 0) return 0;
+    Table t({"bytes", "one-way us", "GB/s"});
+    for (const auto& s : m.samples) {
+      t.add_row({std::to_string(s.bytes), fmt::format("{:.2f}", 1e6 * s.one_way_s),
+                 fmt::format("{:.2f}", static_cast<double>(s.bytes) / s.one_way_s / 1e9)});
+    }
+    fmt::print("{}latency {:.2f} us, bandwidth {:.2f} GB/s, memcpy {:.2f} GB/s (read + write)\n", t.to_string(),
+               1e6 * m.latency_s, m.bandwidth_bytes_per_s / 1e9, m.memcpy_bytes_per_s / 1e9);
+    if (!json_path->empty()) {
+      nlohmann::json samples = nlohmann::json::array();
+      for (const auto& s : m.samples) samples.push_back({{"bytes", s.bytes}, {"one_way_s", s.one_way_s}});
+      write_json(*json_path, {{"samples", samples},
+                              {"latency_s", m.latency_s},
+                              {"bandwidth_bytes_per_s", m.bandwidth_bytes_per_s},
+                              {"memcpy_bytes_per_s", m.memcpy_bytes_per_s}});
+    }
     return 0;
   };
 }

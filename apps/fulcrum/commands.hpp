@@ -11,7 +11,8 @@ namespace fulcrum::cli {
 using Action = std::function<int()>;
 
 Action add_plan_command(CLI::App& app);
-Action add_bench_command(CLI::App& app);  // `bench kernels`
+Action add_bench_command(CLI::App& app);       // `bench kernels`
+Action add_bench_comm_command(CLI::App& app);  // `bench comm` (after add_bench_command)
 Action add_profile_command(CLI::App& app);
 Action add_run_command(CLI::App& app);
 Action add_demo_command(CLI::App& app);

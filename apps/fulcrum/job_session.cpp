@@ -3,6 +3,7 @@
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/report/chrome_trace.hpp"
 #include "fulcrum/report/run_report.hpp"
+#include "fulcrum/report/sim_validation.hpp"
 #include "fulcrum/report/text_file.hpp"
 #include "fulcrum/runtime/local_communicator.hpp"
 #include "fulcrum/runtime/mpi_communicator.hpp"
@@ -28,10 +29,11 @@ std::vector<std::string>& command_line() {
   return args;
 }
 
+}  // namespace
+
 // Open MPI's launcher sets these in every process it starts.
 bool started_by_mpiexec() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMIX_RANK") != nullptr; }
 
-// Runs this binary with the same arguments under `mpiexec -n ranks` and returns its exit code.
 int relaunch_under_mpiexec(int ranks) {
   std::vector<std::string> args = {FULCRUM_MPIEXEC, "-n", std::to_string(ranks), "--oversubscribe", "--bind-to", "none"};
   if (geteuid() == 0) args.push_back("--allow-run-as-root");  // containers and CI run as root
@@ -52,6 +54,8 @@ int relaunch_under_mpiexec(int ranks) {
   waitpid(child, &status, 0);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
+
+namespace {
 
 struct Injection {
   int rank = -1;
@@ -132,6 +136,13 @@ int report(const SessionOptions& options, const std::vector<runtime::JobResult>&
   if (!json.empty()) write_json(json, run_json(results));
   if (!trace.empty()) write_trace(results, trace);
   if (!svg.empty()) write_text_file(svg, bar_chart_svg(attention_chart(results)));
+  if (!options.simulate.empty()) {
+    const HardwareModel hardware = load_hardware(options.simulate);
+    std::vector<SimValidation> rows;
+    for (const auto& job : results) rows.push_back(validate_with_simulator(job, hardware));
+    fmt::print("\nsimulated on {} against measured:\n{}", hardware.name, validation_table(rows));
+    if (!options.report_dir.empty()) write_json(options.report_dir + "/simulated.json", validation_json(rows));
+  }
   if (!options.report_dir.empty()) fmt::print("report written to {}/\n", options.report_dir);
   return code;
 }
@@ -182,6 +193,7 @@ void SessionOptions::add_to(CLI::App& cmd) {
   cmd.add_option("--timeout", timeout_s, "watchdog: seconds any rank may wait for another")->capture_default_str();
   cmd.add_option("--max-error", max_error, "fail when a relative error exceeds this")->capture_default_str();
   cmd.add_option("--inject-failure", inject_failure, "testing: RANK:throw or RANK:hang");
+  cmd.add_option("--simulate", simulate, "replay the plans on this hardware (preset or JSON) and compare");
   cmd.add_option("--json", json, "write the results as JSON to this path");
   cmd.add_option("--trace", trace, "write a Chrome trace (one track per rank and stream) to this path");
   cmd.add_option("--svg", svg, "write the per-rank attention-time chart to this path");
@@ -203,6 +215,7 @@ int run_job_session(const SessionOptions& requested, const std::vector<runtime::
   if (!(options.timeout_s > 0 && options.timeout_s <= 86400)) fail("timeout = {}: must be in (0, 86400] s", options.timeout_s);
   if (!(options.max_error > 0)) fail("max-error = {}: must be > 0", options.max_error);
   parse_injection(options.inject_failure, options.ranks);
+  if (!options.simulate.empty()) load_hardware(options.simulate);  // a bad name fails before any rank starts
   for (const auto& job : jobs) job.validate(options.ranks);  // bad input fails here, before any rank starts
   if (options.backend == "local") return run_local(options, jobs);
   if (!started_by_mpiexec()) return relaunch_under_mpiexec(options.ranks);

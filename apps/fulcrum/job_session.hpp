@@ -22,12 +22,18 @@ struct SessionOptions {
   std::string inject_failure;       // testing hook: "RANK:throw" or "RANK:hang"
   std::string json, trace, svg;     // outputs written by rank 0
   std::string report_dir;           // demo: all outputs in one folder
+  std::string simulate;             // a hardware preset or calibration file: replay the plans, compare
 
   void add_to(CLI::App& cmd);
 };
 
 /// The arguments this process was started with (set by main), to re-launch it under mpiexec.
 void set_command_line(int argc, char** argv);
+
+/// Whether this process was started by mpiexec; and running this binary with the same arguments under
+/// `mpiexec -n ranks` (returns its exit code).
+bool started_by_mpiexec();
+int relaunch_under_mpiexec(int ranks);
 
 /// Runs `jobs` in order on every rank and reports; returns the process exit code.
 int run_job_session(const SessionOptions& options, const std::vector<runtime::JobConfig>& jobs);

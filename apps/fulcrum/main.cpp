@@ -19,6 +19,8 @@ int main(int argc, char** argv) {
   commands.emplace_back(app.get_subcommand("plan"), plan);
   auto bench = fulcrum::cli::add_bench_command(app);
   commands.emplace_back(app.get_subcommand("bench")->get_subcommand("kernels"), bench);
+  auto bench_comm = fulcrum::cli::add_bench_comm_command(app);
+  commands.emplace_back(app.get_subcommand("bench")->get_subcommand("comm"), bench_comm);
   auto profile = fulcrum::cli::add_profile_command(app);
   commands.emplace_back(app.get_subcommand("profile"), profile);
   auto run = fulcrum::cli::add_run_command(app);

@@ -64,6 +64,19 @@ with tempfile.TemporaryDirectory() as tmp:
     check(sorted(os.listdir(plans)) == ["distca.pingpong.backward.fcpl", "distca.pingpong.forward.fcpl"],
           f"saved plans: {os.listdir(plans) if os.path.isdir(plans) else 'none'}")
 
+    # The simulator replays the executed plans and prints predicted against measured times.
+    result, _ = run("run", "--ranks", "2", *SMALL, "--simulate", "h200-dgx")
+    check(result.returncode == 0 and "simulated on h200-dgx" in result.stdout and "iteration" in result.stdout,
+          f"run --simulate: {result.returncode}, {result.stdout[-1000:]} {result.stderr[-1000:]}")
+
+    # The link benchmark between two MPI ranks.
+    comm_json = os.path.join(tmp, "comm.json")
+    result, _ = run("bench", "comm", "--sizes", "8,65536", "--repeats", "3", "--json", comm_json)
+    check(result.returncode == 0, f"bench comm exited {result.returncode}: {result.stderr[-2000:]}")
+    if result.returncode == 0:
+        data = json.load(open(comm_json))
+        check(data["bandwidth_bytes_per_s"] > 0 and data["latency_s"] > 0, f"bench comm measured {data}")
+
     # The local backend (threads) runs the same jobs.
     result, _ = run("run", "--ranks", "3", "--backend", "local", *SMALL, "--planners", "distca,perdoc-cp",
                     "--cp-degree", "3")
@@ -72,7 +85,8 @@ with tempfile.TemporaryDirectory() as tmp:
 # Bad input: exit 2 with the field named, before any rank starts.
 for args, field in ((["--ranks", "-1"], "ranks"), (["--modes", "overlap"], "modes"), (["--dataset", "zipf:2"], "dataset"),
                     (["--planners", "nope"], "planner"), (["--inject-failure", "9:throw"], "inject-failure"),
-                    (["--progress", "sometimes"], "progress"), (["--repeats", "0"], "repeats")):
+                    (["--progress", "sometimes"], "progress"), (["--repeats", "0"], "repeats"),
+                    (["--simulate", "b200"], "h200-dgx")):
     result, _ = run("run", *SMALL, *args)
     check(result.returncode == 2 and field in result.stderr, f"{args}: exit {result.returncode}, {result.stderr!r}")
 

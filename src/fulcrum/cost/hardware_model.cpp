@@ -152,6 +152,7 @@ void HardwareModel::validate() const {
   check_link("intra_node", intra_node);
   check_link("inter_node", inter_node);
   if (!(linear_mfu > 0 && linear_mfu <= 1)) fail("hardware.linear_mfu = {}: must be in (0, 1]", linear_mfu);
+  if (compute_slots_per_node < 0) fail("hardware.compute_slots_per_node = {}: must be >= 0", compute_slots_per_node);
   attention.forward().validate("hardware.attention.forward");
   attention.backward().validate("hardware.attention.backward");
 }
@@ -170,13 +171,14 @@ nlohmann::json HardwareModel::to_json() const {
           {"intra_node", link_to_json(intra_node)},
           {"inter_node", link_to_json(inter_node)},
           {"linear_mfu", linear_mfu},
+          {"compute_slots_per_node", compute_slots_per_node},
           {"attention", attention.to_json()}};
 }
 
 HardwareModel HardwareModel::from_json(const nlohmann::json& json) {
   only_fields(json, "hardware",
               {"name", "devices_per_node", "peak_flops", "memory_bytes", "memory_bandwidth", "intra_node",
-               "inter_node", "linear_mfu", "attention"});
+               "inter_node", "linear_mfu", "compute_slots_per_node", "attention"});
   HardwareModel hw;
   hw.name = field<std::string>(json, "hardware", "name");
   hw.devices_per_node = int_field(json, "hardware", "devices_per_node");
@@ -186,6 +188,7 @@ HardwareModel HardwareModel::from_json(const nlohmann::json& json) {
   hw.intra_node = link_from_json(json, "intra_node");
   hw.inter_node = link_from_json(json, "inter_node");
   hw.linear_mfu = field<double>(json, "hardware", "linear_mfu");
+  hw.compute_slots_per_node = int_field(json, "hardware", "compute_slots_per_node");
   try {
     hw.attention = ProfileTable::from_json(field<nlohmann::json>(json, "hardware", "attention"));
   } catch (const Error& e) {

@@ -46,6 +46,9 @@ struct HardwareModel {
   LinkSpec intra_node;          // NVLink/NVSwitch per GPU (shared memory for a CPU box)
   LinkSpec inter_node;          // the NIC share of one GPU (a CPU box: same as intra)
   double linear_mfu = 0.5;      // model FLOP utilisation of the matrix layers (QKV, O, MLP)
+  /// 0: every device computes on its own (GPUs). n > 0: the devices of a node share n compute units, so
+  /// k busy devices each run at min(1, n / k) of their speed (MPI ranks oversubscribing a CPU's cores).
+  int compute_slots_per_node = 0;
   ProfileTable attention;       // core-attention throughput per (query length, key length), fwd and bwd
 
   /// Throws fulcrum::Error naming the field ("hardware.inter_node.bandwidth_bytes_per_s = -1: ...").

@@ -33,6 +33,7 @@ nlohmann::json cpu_local_json() {
           {"intra_node", {{"bandwidth_bytes_per_s", 8.0e9}, {"latency_s", 2e-6}}},
           {"inter_node", {{"bandwidth_bytes_per_s", 8.0e9}, {"latency_s", 2e-6}}},
           {"linear_mfu", 0.6},
+          {"compute_slots_per_node", 2},
           {"attention", ProfileTable::from_peak(1.0e11).to_json()}};
 }
 
@@ -165,6 +166,7 @@ TEST(HardwareModel, BadFieldsAreNamed) {
   expect_error([](J& j) { j["devices_per_node"] = 0; }, "hardware.devices_per_node = 0: must be >= 1");
   expect_error([](J& j) { j["devices_per_node"] = 4.5; }, "hardware.devices_per_node = 4.5: must be an integer");
   expect_error([](J& j) { j["linear_mfu"] = 1.5; }, "hardware.linear_mfu = 1.5: must be in (0, 1]");
+  expect_error([](J& j) { j["compute_slots_per_node"] = -1; }, "hardware.compute_slots_per_node = -1: must be >= 0");
   expect_error([](J& j) { j["peak_flops"] = 0.0; }, "hardware.peak_flops = 0");
   expect_error([](J& j) { j["memory_bandwidth"] = "fast"; }, "hardware.memory_bandwidth = \"fast\": wrong type");
   expect_error([](J& j) { j.erase("memory_bytes"); }, "hardware.memory_bytes: missing");

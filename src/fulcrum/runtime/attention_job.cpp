@@ -233,6 +233,8 @@ JobResult run_attention_job(const JobConfig& config, Communicator& comm) {
     result.backward_idle_s.push_back(v[2 * kSummaryFields + 1]);
   }
   result.timeline = gather_timeline(events, comm);
+  result.forward_plan = forward;
+  result.backward_plan = backward;
   return result;
 }
 

@@ -46,6 +46,7 @@ struct JobResult {
   std::size_t tasks = 0;
   std::size_t messages = 0;      // forward + backward, all ranks
   Timeline timeline;             // every rank's events of the last repetition, forward then backward
+  Plan forward_plan, backward_plan;  // what ran (for the simulator to replay)
 
   double max_error() const;
 };

@@ -1,0 +1,29 @@
+// The simulator against reality: the plans `fulcrum run` executed, replayed by sim::simulate_plan on a
+// HardwareModel (cpu-local: this machine, calibrated), compared per rank (attention time) and per pass
+// (the slowest rank's program time, forward + backward).
+#pragma once
+
+#include "fulcrum/cost/hardware_model.hpp"
+#include "fulcrum/runtime/attention_job.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+namespace fulcrum {
+
+struct SimValidation {
+  std::string planner, mode;
+  std::vector<double> measured_attention_s, predicted_attention_s;  // per rank, forward + backward
+  double measured_iteration_s = 0, predicted_iteration_s = 0;       // forward + backward pass times
+
+  double worst_attention_error() const;  // max over ranks of |predicted / measured - 1|
+  double iteration_error() const;
+};
+
+SimValidation validate_with_simulator(const runtime::JobResult& job, const HardwareModel& hardware);
+std::string validation_table(const std::vector<SimValidation>& rows);
+nlohmann::json validation_json(const std::vector<SimValidation>& rows);
+
+}  // namespace fulcrum

@@ -1,0 +1,36 @@
+// The discrete-event simulator: runs the same per-rank Programs the executor runs, in virtual time, on a
+// HardwareModel. Each rank has one compute stream that executes its instructions in order; messages
+// become flows once both their send and their receive are posted (rendezvous), start after the link's
+// latency, and share each device's link ports fairly: a flow moves at the smallest of
+// (port bandwidth / flows on that port) over its sender's egress and its receiver's ingress port.
+// Compute instructions take their modelled time at full speed, or, when the hardware says the devices
+// of a node share compute slots (ranks oversubscribing CPU cores), their fair share of those slots.
+// Events at the same time are handled in a fixed order (ranks by index, flows by creation), so the same
+// inputs always give the identical timeline.
+#pragma once
+
+#include "fulcrum/cost/hardware_model.hpp"
+#include "fulcrum/plan/program.hpp"
+#include "fulcrum/runtime/executor.hpp"
+
+#include <vector>
+
+namespace fulcrum::sim {
+
+struct SimOptions {
+  bool signal_only = false;  // every message carries 1 byte (the `signal` ablation)
+};
+
+struct SimResult {
+  std::vector<runtime::ExecutionResult> ranks;  // per rank, the same numbers and events as the executor's
+  double makespan_s = 0;                        // the last rank's end
+};
+
+/// Simulates one Plan (one pass). Throws a runtime Error if the programs deadlock.
+SimResult simulate_plan(const Plan& plan, const HardwareModel& hardware, const SimOptions& options = {});
+
+/// Seconds one attention call takes on `hardware`: each item at the throughput of its shape.
+double attention_call_s(const Plan& plan, const std::vector<AttentionItem>& items, const HardwareModel& hardware,
+                        bool backward);
+
+}  // namespace fulcrum::sim

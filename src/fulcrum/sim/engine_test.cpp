@@ -1,0 +1,150 @@
+#include "fulcrum/sim/engine.hpp"
+
+#include "fulcrum/core/error.hpp"
+#include "fulcrum/plan/compile.hpp"
+#include "fulcrum/plan/plan_test_cases.hpp"
+
+#include <gtest/gtest.h>
+
+namespace fulcrum::sim {
+namespace {
+
+// One head of dimension 1 in fp32: a Q row is 4 bytes, a document pair costs 4 FLOPs.
+const HeadLayout kTinyHeads{1, 1, 1, 4};
+
+HardwareModel flat_hardware(double bandwidth, double latency, double flops_per_s, int per_node = 8) {
+  HardwareModel hw;
+  hw.name = "test";
+  hw.devices_per_node = per_node;
+  hw.peak_flops = flops_per_s;
+  hw.memory_bytes = 1e12;
+  hw.memory_bandwidth = 1e18;  // copies are free unless a test says otherwise
+  hw.intra_node = {bandwidth, latency};
+  hw.inter_node = {bandwidth / 10, latency};
+  hw.linear_mfu = 1;
+  hw.attention = ProfileTable::from_peak(flops_per_s);
+  return hw;
+}
+
+Program program_with_buffer(int rank, Tokens rows) {
+  Program p;
+  p.rank = rank;
+  p.buffers.push_back({"x", Field::kQ, rows, BufferInit::kInput, false});
+  return p;
+}
+
+// Ranks 0 and 1 each send 4000 bytes to rank 2 at time 0: they share rank 2's ingress port, so each
+// moves at half the bandwidth and both arrive at latency + 2 * 4000 / bandwidth.
+TEST(SimEngine, TwoTransfersIntoOneRankShareItsPort) {
+  Plan plan;
+  plan.heads = kTinyHeads;
+  for (int r = 0; r < 3; ++r) plan.programs.push_back(program_with_buffer(r, 2000));
+  for (int src = 0; src < 2; ++src) {
+    plan.programs[src].instructions = {{CommLaunch{0, {{2, 0, {0, 0, 1000}}}, {}}, 0}, {CommWait{0}, 0}};
+  }
+  plan.programs[2].instructions = {{CommLaunch{0, {}, {{0, 0, {0, 0, 1000}}, {1, 0, {0, 1000, 1000}}}}, 0},
+                                   {CommWait{0}, 0}};
+  const auto result = simulate_plan(plan, flat_hardware(1000, 0.5, 1e9));
+  EXPECT_NEAR(result.makespan_s, 0.5 + 8.0, 1e-9);
+  for (int r = 0; r < 3; ++r) EXPECT_NEAR(result.ranks[r].summary.total_s, 8.5, 1e-9) << r;
+  // Alone, one transfer takes half as long.
+  plan.programs[1].instructions.clear();
+  plan.programs[2].instructions = {{CommLaunch{0, {}, {{0, 0, {0, 0, 1000}}}}, 0}, {CommWait{0}, 0}};
+  EXPECT_NEAR(simulate_plan(plan, flat_hardware(1000, 0.5, 1e9)).makespan_s, 4.5, 1e-9);
+}
+
+// Rank 0 starts a 4-second transfer, computes 3 seconds of attention, then waits: 1 second exposed.
+TEST(SimEngine, ComputeOverlapsATransfer) {
+  Plan plan;
+  plan.heads = kTinyHeads;
+  plan.documents = {{50, MaskSpec::full()}};  // 2500 pairs = 10000 FLOPs
+  plan.programs = {program_with_buffer(0, 1000), program_with_buffer(1, 1000)};
+  auto& p0 = plan.programs[0];
+  p0.buffers.push_back({"k", Field::kK, 50, BufferInit::kInput, false});
+  p0.buffers.push_back({"v", Field::kV, 50, BufferInit::kInput, false});
+  p0.buffers.push_back({"o", Field::kO, 50, BufferInit::kZero, true});
+  p0.buffers.push_back({"lse", Field::kLse, 50, BufferInit::kNegInf, true});
+  const AttentionItem item{0, {RowSpan{0, 0, 50}, RowSpan{}}, RowSpan{0, 0, 50}};
+  p0.instructions = {{CommLaunch{0, {{1, 0, {0, 0, 1000}}}, {}}, 0},
+                     {Attention{0, 1, 2, 3, 4, {item}}, 0},
+                     {CommWait{0}, 0}};
+  plan.programs[1].instructions = {{CommLaunch{0, {}, {{0, 0, {0, 0, 1000}}}}, 0}, {CommWait{0}, 0}};
+  const auto result = simulate_plan(plan, flat_hardware(1000, 0, 10000.0 / 3.0));
+  const auto& s = result.ranks[0].summary;
+  EXPECT_NEAR(s.attention_s, 3.0, 1e-9);
+  EXPECT_NEAR(s.total_s, 4.0, 1e-9);
+  EXPECT_NEAR(s.exposed_comm_s, 1.0, 1e-9);
+  EXPECT_NEAR(s.comm_s, 4.0, 1e-9);
+  EXPECT_NEAR(result.ranks[1].summary.exposed_comm_s, 4.0, 1e-9);
+}
+
+// Two ranks sharing one compute slot (cpu-local's oversubscription): 1 s and 3 s of work run at half
+// speed together until the short one ends at 2 s, then the long one alone at full speed until 4 s.
+TEST(SimEngine, RanksSharingComputeSlotsRunAtTheirShare) {
+  Plan plan;
+  plan.heads = kTinyHeads;
+  for (int r = 0; r < 2; ++r) {
+    plan.programs.push_back(program_with_buffer(r, 6000));
+    const Tokens rows = r == 0 ? 1000 : 3000;
+    plan.programs[r].instructions = {{Copy{{0, 0, rows}, {0, rows, rows}}, 0}};
+  }
+  auto hw = flat_hardware(1000, 0, 1e9, 2);
+  hw.memory_bandwidth = 8000;  // a copy of 1000 rows moves 8000 bytes: 1 s
+  hw.compute_slots_per_node = 1;
+  const auto shared = simulate_plan(plan, hw);
+  EXPECT_NEAR(shared.ranks[0].summary.total_s, 2.0, 1e-9);
+  EXPECT_NEAR(shared.ranks[1].summary.total_s, 4.0, 1e-9);
+  EXPECT_NEAR(shared.ranks[1].summary.other_compute_s, 4.0, 1e-9);
+  hw.compute_slots_per_node = 0;  // each its own device
+  EXPECT_NEAR(simulate_plan(plan, hw).makespan_s, 3.0, 1e-9);
+}
+
+TEST(SimEngine, ADeadlockIsAnErrorNotAHang) {
+  Plan plan;
+  plan.heads = kTinyHeads;
+  plan.programs = {program_with_buffer(0, 10), program_with_buffer(1, 10)};
+  // Both ranks wait for a receive before launching the send the other waits for.
+  for (int r = 0; r < 2; ++r) {
+    plan.programs[r].instructions = {{CommLaunch{0, {}, {{1 - r, 0, {0, 0, 5}}}}, 0},
+                                     {CommWait{0}, 0},
+                                     {CommLaunch{1, {{1 - r, 0, {0, 5, 5}}}, {}}, 0},
+                                     {CommWait{1}, 0}};
+  }
+  EXPECT_THROW(simulate_plan(plan, flat_hardware(1000, 0, 1e9)), Error);
+}
+
+std::vector<runtime::TimelineEvent> all_events(const SimResult& r) {
+  std::vector<runtime::TimelineEvent> out;
+  for (const auto& rank : r.ranks) out.insert(out.end(), rank.events.begin(), rank.events.end());
+  return out;
+}
+
+// Compiled plans of random assignments: identical timelines on every run, and more bandwidth never
+// makes a pass slower.
+TEST(SimEngine, DeterministicAndMonotoneInBandwidth) {
+  const HeadLayout heads{4, 2, 16, 4};
+  for (std::uint64_t seed = 0; seed < 60; ++seed) {
+    const Assignment a = testing::random_assignment(seed, MaskSpec::causal(), 4);
+    for (Pass pass : {Pass::kForward, Pass::kBackward}) {
+      const Plan plan = compile(a, heads, pass, seed % 2 ? Schedule::kPingPong : Schedule::kSingleStream);
+      const auto slow = flat_hardware(1e6, 1e-5, 1e9, 2);
+      const auto first = simulate_plan(plan, slow), second = simulate_plan(plan, slow);
+      const auto e1 = all_events(first), e2 = all_events(second);
+      ASSERT_EQ(e1.size(), e2.size());
+      for (std::size_t i = 0; i < e1.size(); ++i) {
+        ASSERT_EQ(e1[i].name, e2[i].name);
+        ASSERT_EQ(e1[i].start_s, e2[i].start_s) << "seed " << seed;
+        ASSERT_EQ(e1[i].end_s, e2[i].end_s);
+      }
+      double previous = first.makespan_s;
+      for (double bw : {2e6, 4e6, 1e8}) {
+        const double t = simulate_plan(plan, flat_hardware(bw, 1e-5, 1e9, 2)).makespan_s;
+        EXPECT_LE(t, previous * (1 + 1e-12)) << "seed " << seed << " bandwidth " << bw;
+        previous = t;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fulcrum::sim
