@@ -2,6 +2,7 @@
 
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/core/random.hpp"
+#include "fulcrum/core/statistics.hpp"
 #include "fulcrum/cost/attention_cost.hpp"
 #include "fulcrum/kernels/attention.hpp"
 #include "fulcrum/kernels/simd.hpp"
@@ -41,11 +42,6 @@ FULCRUM_KERNEL_CLONES float fma_loop(long iterations, float seed) {
 }
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // Median seconds of `run`, each sample averaged over enough calls to last min_seconds.
 template <class F>

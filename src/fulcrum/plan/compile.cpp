@@ -1,6 +1,7 @@
 #include "fulcrum/plan/compile.hpp"
 
 #include "fulcrum/core/error.hpp"
+#include "fulcrum/cost/attention_cost.hpp"
 #include "fulcrum/plan/compile_layout.hpp"
 
 #include <algorithm>
@@ -128,9 +129,7 @@ class Compiler {
 
   Tokens task_pairs(const CATask& t) const {
     const auto& doc = a_.batch.documents[t.doc];
-    Tokens pairs = 0;
-    for (const auto& q : t.query_ranges()) pairs += doc.mask.count_pairs(q, t.keys, doc.length);
-    return pairs;
+    return attention_pairs(doc.mask, t.query_ranges(), t.keys, doc.length);
   }
 
   // Splits one server's tasks into the schedule's groups, in execution order. Within local and remote

@@ -1,6 +1,7 @@
 #include "fulcrum/runtime/attention_job.hpp"
 
 #include "fulcrum/core/error.hpp"
+#include "fulcrum/core/statistics.hpp"
 #include "fulcrum/plan/program_verify.hpp"
 #include "fulcrum/plan/serialize.hpp"
 #include "fulcrum/plan/stats.hpp"
@@ -44,11 +45,6 @@ void attribute(const Plan& plan, ExecutionResult& result, Communicator& comm) {
     launched[r].assign(all.begin() + r * ids, all.begin() + (r + 1) * ids);
   }
   attribute_waits(plan, comm.rank(), launched, result);
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
 }
 
 RankSummary median_summary(const std::vector<RankSummary>& runs) {
@@ -152,8 +148,12 @@ JobResult run_attention_job(const JobConfig& config, Communicator& comm) {
   const HeadLayout heads = head_layout(options.model, 4);
   const Plan forward = compile(a, heads, Pass::kForward, config.schedule);
   const Plan backward = compile(a, heads, Pass::kBackward, config.schedule);
-  check_plan(forward, a.batch);
-  check_plan(backward, a.batch);
+  // Every rank compiled the same plans, so one check is enough; a failure there aborts the job, and the
+  // others wait for it at the barrier before the first pass.
+  if (comm.rank() == 0) {
+    check_plan(forward, a.batch);
+    check_plan(backward, a.batch);
+  }
   if (!config.save_plans.empty() && comm.rank() == 0) save_plans(config, forward, backward);
 
   JobResult result;

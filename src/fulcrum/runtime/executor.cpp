@@ -1,6 +1,7 @@
 #include "fulcrum/runtime/executor.hpp"
 
 #include "fulcrum/core/error.hpp"
+#include "fulcrum/cost/attention_cost.hpp"
 #include "fulcrum/kernels/attention.hpp"
 #include "fulcrum/kernels/merge.hpp"
 
@@ -99,8 +100,7 @@ class Runner {
 
   void step(const AttentionBackward& a) {
     const auto tasks = tasks_of(a.items);
-    // Backward is 2.5x the forward's FLOPs (cost/attention_cost.hpp).
-    timed_attention("attention-backward", 2.5 * kernels::forward_flops(tasks, shape_), [&] {
+    timed_attention("attention-backward", kBackwardFlopsFactor * kernels::forward_flops(tasks, shape_), [&] {
       kernels::attention_backward<T>(tasks, shape_, in<T>(a.q), in<T>(a.k), in<T>(a.v), in<T>(a.o), in<T>(a.d_o),
                                      in<float>(a.lse), buffers_.view<float>(a.dq), buffers_.view<float>(a.dk),
                                      buffers_.view<float>(a.dv));

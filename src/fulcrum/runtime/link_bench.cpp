@@ -1,17 +1,13 @@
 #include "fulcrum/runtime/link_bench.hpp"
 
 #include "fulcrum/core/error.hpp"
+#include "fulcrum/core/statistics.hpp"
 
 #include <algorithm>
 #include <cstring>
 
 namespace fulcrum::runtime {
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 }  // namespace
 

@@ -1,6 +1,7 @@
 #include "fulcrum/sim/engine.hpp"
 
 #include "fulcrum/core/error.hpp"
+#include "fulcrum/cost/attention_cost.hpp"
 
 #include <algorithm>
 #include <limits>
@@ -23,14 +24,15 @@ struct ItemShape {
 ItemShape item_shape(const Plan& plan, const AttentionItem& item) {
   const auto& doc = plan.documents.at(item.doc);
   const Range keys{item.keys.position, item.keys.position + item.keys.count};
+  std::vector<Range> queries;
   ItemShape shape;
-  double pairs = 0;
   for (const auto& q : item.queries) {
     if (q.count == 0) continue;
     shape.q_len += q.count;
-    pairs += static_cast<double>(doc.mask.count_pairs({q.position, q.position + q.count}, keys, doc.length));
+    queries.push_back({q.position, q.position + q.count});
   }
-  shape.flops = 4.0 * plan.heads.head_dim * plan.heads.q_heads * pairs;
+  shape.flops = 4.0 * plan.heads.head_dim * plan.heads.q_heads *
+                static_cast<double>(attention_pairs(doc.mask, queries, keys, doc.length));
   return shape;
 }
 
@@ -155,7 +157,7 @@ class Engine {
       flops = attention_flops(a->items);
     } else if (const auto* b = std::get_if<AttentionBackward>(&in.op)) {
       seconds = attention_call_s(plan_, b->items, hw_, true);
-      flops = 2.5 * attention_flops(b->items);
+      flops = kBackwardFlopsFactor * attention_flops(b->items);
     } else if (const auto* c = std::get_if<Copy>(&in.op)) {
       bytes = 2 * row_bytes(r, c->src);  // read and write
       seconds = hw_.copy_s(bytes);
@@ -334,8 +336,7 @@ double attention_call_s(const Plan& plan, const std::vector<AttentionItem>& item
   double seconds = 0;
   for (const auto& item : items) {
     const ItemShape shape = item_shape(plan, item);
-    // Backward is 2.5x the forward's FLOPs (cost/attention_cost.hpp).
-    seconds += backward ? hardware.attention_backward_s(shape.q_len, item.keys.count, 2.5 * shape.flops)
+    seconds += backward ? hardware.attention_backward_s(shape.q_len, item.keys.count, kBackwardFlopsFactor * shape.flops)
                         : hardware.attention_forward_s(shape.q_len, item.keys.count, shape.flops);
   }
   return seconds;
