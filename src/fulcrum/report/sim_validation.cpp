@@ -34,7 +34,8 @@ double SimValidation::worst_attention_error() const {
 double SimValidation::iteration_error() const { return relative(predicted_iteration_s, measured_iteration_s); }
 
 SimValidation validate_with_simulator(const runtime::JobResult& job, const HardwareModel& hardware) {
-  const sim::SimOptions options{job.config.signal_only};
+  sim::SimOptions options;
+  options.signal_only = job.config.signal_only;
   const auto forward = sim::simulate_plan(job.forward_plan, hardware, options);
   const auto backward = sim::simulate_plan(job.backward_plan, hardware, options);
   SimValidation v;

@@ -78,6 +78,10 @@ class Engine {
 
   SimResult run() {
     double now = 0;
+    for (std::size_t r = 0; r < options_.busy_before_s.size(); ++r) {
+      const double seconds = options_.busy_before_s[r];
+      if (seconds > 0) ranks_[r].compute = {true, seconds, seconds, 0, 0, 0, "linear", 0};
+    }
     for (;;) {
       issue_ready_instructions(now);
       const double next = next_event(now);
@@ -344,6 +348,10 @@ double attention_call_s(const Plan& plan, const std::vector<AttentionItem>& item
 
 SimResult simulate_plan(const Plan& plan, const HardwareModel& hardware, const SimOptions& options) {
   hardware.validate();
+  if (!options.busy_before_s.empty() && options.busy_before_s.size() != plan.programs.size()) {
+    fail("busy_before_s has {} entries: must be empty or one per rank ({})", options.busy_before_s.size(),
+         plan.programs.size());
+  }
   return Engine(plan, hardware, options).run();
 }
 

@@ -19,6 +19,9 @@ namespace fulcrum::sim {
 
 struct SimOptions {
   bool signal_only = false;  // every message carries 1 byte (the `signal` ablation)
+  /// Per rank, seconds of other compute (the layer's matrix work) the rank runs before its program, on
+  /// the same compute stream; empty means none. Recorded as a "linear" event in other_compute_s.
+  std::vector<double> busy_before_s;
 };
 
 struct SimResult {

@@ -99,6 +99,25 @@ TEST(SimEngine, RanksSharingComputeSlotsRunAtTheirShare) {
   EXPECT_NEAR(simulate_plan(plan, hw).makespan_s, 3.0, 1e-9);
 }
 
+// Busy time before the program (the layer's matrix work) delays the send: rank 0 computes 2 s, then
+// its 4-second transfer to rank 1 runs; rank 1, busy 1 s, waits for it until 6 s.
+TEST(SimEngine, WorkBeforeTheProgramDelaysItsTraffic) {
+  Plan plan;
+  plan.heads = kTinyHeads;
+  plan.programs = {program_with_buffer(0, 1000), program_with_buffer(1, 1000)};
+  plan.programs[0].instructions = {{CommLaunch{0, {{1, 0, {0, 0, 1000}}}, {}}, 0}, {CommWait{0}, 0}};
+  plan.programs[1].instructions = {{CommLaunch{0, {}, {{0, 0, {0, 0, 1000}}}}, 0}, {CommWait{0}, 0}};
+  SimOptions options;
+  options.busy_before_s = {2.0, 1.0};
+  const auto result = simulate_plan(plan, flat_hardware(1000, 0, 1e9), options);
+  EXPECT_NEAR(result.makespan_s, 6.0, 1e-9);
+  EXPECT_NEAR(result.ranks[1].summary.other_compute_s, 1.0, 1e-9);
+  EXPECT_NEAR(result.ranks[1].summary.peer_wait_s, 1.0, 1e-9);
+  EXPECT_NEAR(result.ranks[1].summary.exposed_comm_s, 4.0, 1e-9);
+  options.busy_before_s = {1.0};
+  EXPECT_THROW(simulate_plan(plan, flat_hardware(1000, 0, 1e9), options), Error);
+}
+
 TEST(SimEngine, ADeadlockIsAnErrorNotAHang) {
   Plan plan;
   plan.heads = kTinyHeads;
