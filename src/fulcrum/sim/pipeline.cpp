@@ -81,4 +81,46 @@ PipelineResult simulate_1f1b(const std::vector<std::vector<StageWork>>& work, do
   return out;
 }
 
+int in_flight_limit(int stages, int stage) { return 2 * (stages - stage) - 1; }
+
+std::vector<Tick> phase_aligned_ticks(int stages, int microbatches) {
+  if (stages < 1) fail("stages = {}: must be >= 1", stages);
+  if (microbatches < 1) fail("microbatches = {}: must be >= 1", microbatches);
+  // The tick in which stage s ran micro-batch m forward / backward (-1: not yet).
+  std::vector<std::vector<int>> forward_tick(stages, std::vector<int>(microbatches, -1));
+  auto backward_tick = forward_tick;
+  std::vector<int> forwards(stages, 0), backwards(stages, 0);
+  std::vector<Tick> ticks;
+  bool backward = false;
+  for (int empty_phases = 0; backwards.front() < microbatches; backward = !backward) {
+    const int t = static_cast<int>(ticks.size());
+    Tick tick{backward, std::vector<int>(stages, -1)};
+    for (int s = 0; s < stages; ++s) {
+      if (!backward) {
+        const int m = forwards[s];
+        const bool ready = m < microbatches && (s == 0 || (forward_tick[s - 1][m] >= 0 && forward_tick[s - 1][m] < t));
+        if (ready && forwards[s] - backwards[s] < in_flight_limit(stages, s)) tick.microbatch[s] = m;
+      } else {
+        const int m = backwards[s];
+        if (m >= forwards[s]) continue;  // nothing forwarded is waiting for its backward
+        const int after = s + 1 < stages ? backward_tick[s + 1][m] : forward_tick[s][m];
+        if (after >= 0 && after < t) tick.microbatch[s] = m;
+      }
+    }
+    if (std::all_of(tick.microbatch.begin(), tick.microbatch.end(), [](int m) { return m < 0; })) {
+      if (++empty_phases > 2) fail_runtime("phase_aligned_ticks: no stage can run (stages {}, microbatches {})", stages, microbatches);
+      continue;
+    }
+    empty_phases = 0;
+    for (int s = 0; s < stages; ++s) {
+      const int m = tick.microbatch[s];
+      if (m < 0) continue;
+      (backward ? backward_tick : forward_tick)[s][m] = t;
+      ++(backward ? backwards : forwards)[s];
+    }
+    ticks.push_back(std::move(tick));
+  }
+  return ticks;
+}
+
 }  // namespace fulcrum::sim

@@ -1,0 +1,93 @@
+#include "fulcrum/sim/layer.hpp"
+
+#include "fulcrum/core/error.hpp"
+#include "fulcrum/cost/model_cost.hpp"
+#include "fulcrum/plan/compile.hpp"
+#include "fulcrum/sim/parallel.hpp"
+
+#include <algorithm>
+
+namespace fulcrum::sim {
+
+const char* to_string(CommMode mode) {
+  switch (mode) {
+    case CommMode::kPingPong: return "pingpong";
+    case CommMode::kSingleStream: return "single-stream";
+    case CommMode::kSignal: return "signal";
+  }
+  return "?";
+}
+
+CommMode parse_comm_mode(std::string_view text) {
+  if (text == "pingpong") return CommMode::kPingPong;
+  if (text == "single-stream") return CommMode::kSingleStream;
+  if (text == "signal") return CommMode::kSignal;
+  fail("mode = '{}': must be one of pingpong, single-stream, signal", text);
+}
+
+namespace {
+
+// Megatron-LM's tensor parallelism all-reduces the layer's activations twice per pass (after the
+// attention block and after the MLP): tokens x hidden values each.
+double tp_comm_s(const LayerSetup& setup, Tokens tokens) {
+  const double bytes = static_cast<double>(tokens) * setup.model.hidden * setup.model.dtype_bytes;
+  return 2.0 * tp_allreduce_s(setup.gpu, setup.tp, bytes);
+}
+
+double workspace_bytes(const Plan& plan, int rank) {
+  double bytes = 0;
+  for (const auto& b : plan.programs[rank].buffers) {
+    if (!b.output && b.init != BufferInit::kInput) bytes += static_cast<double>(b.rows * plan.heads.row_bytes(b.field));
+  }
+  return bytes;
+}
+
+}  // namespace
+
+double layer_linear_forward_s(const LayerSetup& setup, Tokens tokens) {
+  const double flops = linear_forward_flops_per_token(setup.model) * static_cast<double>(tokens);
+  return setup.group.linear_s(flops) + tp_comm_s(setup, tokens);
+}
+
+double layer_linear_backward_s(const LayerSetup& setup, Tokens tokens) {
+  const double flops = 2.0 * linear_forward_flops_per_token(setup.model) * static_cast<double>(tokens);
+  return setup.group.linear_s(flops) + tp_comm_s(setup, tokens);
+}
+
+double PassTimes::makespan_s() const { return end_s.empty() ? 0 : *std::max_element(end_s.begin(), end_s.end()); }
+
+PassTimes simulate_pass(const Assignment& assignment, const LayerSetup& setup, Pass pass, const std::vector<bool>& active) {
+  const int ranks = assignment.batch.ranks;
+  if (!active.empty() && static_cast<int>(active.size()) != ranks) {
+    fail("active has {} flags: must be empty or one per rank ({})", active.size(), ranks);
+  }
+  PassTimes t;
+  t.tokens.assign(static_cast<std::size_t>(ranks), 0);
+  for (const auto& s : assignment.batch.segments) t.tokens[s.rank] += s.tokens.size();
+
+  const bool forward = pass == Pass::kForward;
+  SimOptions options;
+  options.signal_only = setup.mode == CommMode::kSignal;
+  for (int r = 0; r < ranks; ++r) {
+    const bool runs = active.empty() || active[r];
+    const double linear = forward ? layer_linear_forward_s(setup, t.tokens[r]) : layer_linear_backward_s(setup, t.tokens[r]);
+    options.busy_before_s.push_back(runs ? linear : 0);
+  }
+  const Schedule schedule = setup.mode == CommMode::kSingleStream ? Schedule::kSingleStream : Schedule::kPingPong;
+  const Plan plan = compile(assignment, head_layout(setup.model, setup.model.dtype_bytes), pass, schedule);
+  t.timeline = simulate_plan(plan, setup.group, options);
+  for (int r = 0; r < ranks; ++r) {
+    const auto& s = t.timeline.ranks[r].summary;
+    t.end_s.push_back(s.total_s);
+    t.linear_s.push_back(options.busy_before_s[r]);
+    t.attention_s.push_back(s.attention_s);
+    t.other_s.push_back(s.other_compute_s - options.busy_before_s[r]);
+    t.exposed_comm_s.push_back(s.exposed_comm_s);
+    t.peer_wait_s.push_back(s.peer_wait_s);
+    t.bytes_sent.push_back(s.bytes_sent);
+    t.workspace_bytes.push_back(workspace_bytes(plan, r));
+  }
+  return t;
+}
+
+}  // namespace fulcrum::sim

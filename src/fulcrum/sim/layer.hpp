@@ -1,0 +1,55 @@
+// One transformer layer of one Assignment on its attention ranks (TP groups), forward then backward, in
+// virtual time: each rank first runs its matrix work (QKV/O projections and MLP, with the tensor-parallel
+// all-reduces), then the compiled attention Program on the discrete-event engine. The layer's time on a
+// rank is when its Program ends, so waiting for slower peers (stragglers) counts on the rank that waits.
+#pragma once
+
+#include "fulcrum/plan/assignment.hpp"
+#include "fulcrum/sim/engine.hpp"
+
+#include <string_view>
+#include <vector>
+
+namespace fulcrum::sim {
+
+/// The DistCA ablation's communication modes: the pingpong plan, the single-stream plan, or the
+/// pingpong plan with 1-byte messages (what compute alone would give if traffic were free).
+enum class CommMode { kPingPong, kSingleStream, kSignal };
+const char* to_string(CommMode mode);
+CommMode parse_comm_mode(std::string_view text);  // "pingpong" | "single-stream" | "signal"
+
+struct LayerSetup {
+  ModelShape model;
+  HardwareModel gpu;    // one GPU
+  HardwareModel group;  // tp_group_hardware(gpu, tp)
+  int tp = 1;
+  CommMode mode = CommMode::kPingPong;
+};
+
+/// Per rank, seconds (or bytes) of one pass of one layer.
+struct PassTimes {
+  std::vector<double> end_s;             // when the rank finishes the pass, waits included
+  std::vector<double> linear_s;          // matrix work and TP all-reduces
+  std::vector<double> attention_s;       // attention kernels (wall, on the group)
+  std::vector<double> other_s;           // copies, merges and sums of partial results
+  std::vector<double> exposed_comm_s;    // blocked on traffic after every peer had started
+  std::vector<double> peer_wait_s;       // blocked on a slower peer
+  std::vector<double> bytes_sent;
+  std::vector<double> workspace_bytes;   // attention buffers beyond the rank's own rows
+  std::vector<Tokens> tokens;            // rows the rank owns (its activations)
+  SimResult timeline;                    // the engine's, for traces
+  double makespan_s() const;             // the slowest rank's end
+};
+
+/// Compiles `assignment` for `pass` per setup.mode and runs it on setup.group after each rank's matrix
+/// work. `active` (one flag per rank, empty = all) marks ranks that run the layer's matrix work; the
+/// others only serve attention (idle pipeline stages in DistCA's phase-aligned schedule).
+PassTimes simulate_pass(const Assignment& assignment, const LayerSetup& setup, Pass pass,
+                        const std::vector<bool>& active = {});
+
+/// Matrix-work seconds of `tokens` on one TP group for one layer: forward, backward (2x the FLOPs),
+/// each with two all-reduces of the layer's activations across the tp GPUs.
+double layer_linear_forward_s(const LayerSetup& setup, Tokens tokens);
+double layer_linear_backward_s(const LayerSetup& setup, Tokens tokens);
+
+}  // namespace fulcrum::sim
