@@ -16,5 +16,6 @@ Action add_bench_comm_command(CLI::App& app);  // `bench comm` (after add_bench_
 Action add_profile_command(CLI::App& app);
 Action add_run_command(CLI::App& app);
 Action add_demo_command(CLI::App& app);
+Action add_simulate_command(CLI::App& app);
 
 }  // namespace fulcrum::cli

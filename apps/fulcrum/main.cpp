@@ -27,6 +27,8 @@ int main(int argc, char** argv) {
   commands.emplace_back(app.get_subcommand("run"), run);
   auto demo = fulcrum::cli::add_demo_command(app);
   commands.emplace_back(app.get_subcommand("demo"), demo);
+  auto simulate = fulcrum::cli::add_simulate_command(app);
+  commands.emplace_back(app.get_subcommand("simulate"), simulate);
   fulcrum::cli::set_command_line(argc, argv);
   try {
     app.parse(argc, argv);

@@ -36,9 +36,12 @@ ItemShape item_shape(const Plan& plan, const AttentionItem& item) {
   return shape;
 }
 
+// The messages one launch sends to one peer's launch, matched at the same moment, move as one flow
+// (as an all-to-all moves one buffer per peer); `messages` of them complete together.
 struct Flow {
   int src = 0, dst = 0;
   int send_launch = 0, recv_launch = 0;
+  int messages = 0;
   double bytes_left = 0;
   double start_s = 0;  // both sides posted, plus the link's latency
   double rate = 0;     // bytes/s while active
@@ -193,7 +196,8 @@ class Engine {
   void finish_computes(double now) {
     for (int r = 0; r < static_cast<int>(ranks_.size()); ++r) {
       Running& c = ranks_[r].compute;
-      if (!c.active || c.work_left_s > kDoneSeconds * std::max(1.0, c.work_s)) continue;
+      const bool finished = c.work_left_s <= kDoneSeconds * std::max(1.0, c.work_s) || now + c.work_left_s / compute_rate(r) <= now;
+      if (!c.active || !finished) continue;
       c.active = false;
       auto& s = ranks_[r].result.summary;
       (c.flops > 0 ? s.attention_s : s.other_compute_s) += now - c.start_s;
@@ -229,18 +233,29 @@ class Engine {
 
   int stream_of(int r) const { return plan_.programs[r].instructions[ranks_[r].pc].stream; }
 
-  // One side of message (src -> dst, tag) is posted; with both posted it becomes a flow.
+  // One side of message (src -> dst, tag) is posted; with both posted it joins the flow between the two
+  // launches that starts now (or opens it).
   void post(int src, int dst, int tag, int launch_id, bool send, double bytes, double now) {
     auto& p = posted_[{src, dst, tag}];
     (send ? p.send_launch : p.recv_launch) = launch_id;
     (send ? p.send_s : p.recv_s) = now;
     p.bytes = bytes;
     if (p.send_launch < 0 || p.recv_launch < 0) return;
+    const auto key = std::make_tuple(src, dst, p.send_launch, p.recv_launch);
+    const auto open = open_flows_.find(key);
+    if (open != open_flows_.end() && open_flow_time_ == now) {
+      flows_[open->second].bytes_left += bytes;
+      ++flows_[open->second].messages;
+      return;
+    }
+    if (open_flow_time_ != now) open_flows_.clear();
+    open_flow_time_ = now;
     const bool inter = src / hw_.devices_per_node != dst / hw_.devices_per_node;
     const LinkSpec& link = hw_.link(src, dst);
-    flows_.push_back({src, dst, p.send_launch, p.recv_launch, bytes, std::max(p.send_s, p.recv_s) + link.latency_s, 0,
+    open_flows_[key] = static_cast<int>(flows_.size());
+    waiting_flows_.push_back(static_cast<int>(flows_.size()));
+    flows_.push_back({src, dst, p.send_launch, p.recv_launch, 1, bytes, std::max(p.send_s, p.recv_s) + link.latency_s, 0,
                       inter, false});
-    update_rates(now);
   }
 
   bool try_finish_wait(int r, int stream, double now) {
@@ -262,13 +277,9 @@ class Engine {
     for (int r = 0; r < static_cast<int>(ranks_.size()); ++r) {
       if (ranks_[r].compute.active) next = std::min(next, now + ranks_[r].compute.work_left_s / compute_rate(r));
     }
-    for (const auto& f : flows_) {
-      if (f.done) continue;
-      if (f.start_s > now) {
-        next = std::min(next, f.start_s);
-      } else if (f.rate > 0) {
-        next = std::min(next, now + f.bytes_left / f.rate);
-      }
+    for (int i : waiting_flows_) next = std::min(next, flows_[i].start_s);
+    for (int i : active_flows_) {
+      if (flows_[i].rate > 0) next = std::min(next, now + flows_[i].bytes_left / flows_[i].rate);
     }
     return next;
   }
@@ -279,42 +290,58 @@ class Engine {
     for (int r = 0; r < static_cast<int>(ranks_.size()); ++r) {
       if (ranks_[r].compute.active) ranks_[r].compute.work_left_s -= rates[r] * (next - now);
     }
-    for (auto& f : flows_) {
-      if (!f.done && f.start_s <= now) f.bytes_left -= f.rate * (next - now);
-    }
+    for (int i : active_flows_) flows_[i].bytes_left -= flows_[i].rate * (next - now);
   }
 
+  // A flow has arrived when what is left is below rounding, or would take less time than `now` can
+  // resolve (now + left / rate == now): without the second test, large clocks would stall on crumbs.
+  static bool arrived(const Flow& f, double now) {
+    return f.bytes_left <= kDoneBytes || (f.rate > 0 && now + f.bytes_left / f.rate <= now);
+  }
+
+  // Flows whose latency has passed become active; active flows with nothing left arrive, in creation
+  // order (the lists stay sorted by index, so the order is deterministic).
   void finish_flows(double now) {
-    for (auto& f : flows_) {
-      if (f.done || f.start_s > now || f.bytes_left > kDoneBytes) continue;
+    std::vector<int> still_waiting, finished;
+    for (int i : waiting_flows_) (flows_[i].start_s <= now ? active_flows_ : still_waiting).push_back(i);
+    waiting_flows_ = std::move(still_waiting);
+    std::sort(active_flows_.begin(), active_flows_.end());
+    std::vector<int> still_active;
+    for (int i : active_flows_) (arrived(flows_[i], now) ? finished : still_active).push_back(i);
+    active_flows_ = std::move(still_active);
+    for (int i : finished) {
+      Flow& f = flows_[i];
       f.done = true;
-      complete_side(f.src, f.send_launch, now);
-      complete_side(f.dst, f.recv_launch, now);
+      complete_side(f.src, f.send_launch, f.messages, now);
+      complete_side(f.dst, f.recv_launch, f.messages, now);
     }
   }
 
-  void complete_side(int r, int launch_id, double now) {
+  void complete_side(int r, int launch_id, int messages, double now) {
     RankState& st = ranks_[r];
     LaunchState& ls = st.launches.at(launch_id);
-    if (--ls.outstanding == 0) ls.completed_s = now;
+    ls.outstanding -= messages;
+    if (ls.outstanding == 0) ls.completed_s = now;
     if (st.waiting == launch_id && ls.completed_s >= 0) {
       try_finish_wait(r, plan_.programs[r].instructions[st.pc].stream, now);
     }
   }
 
   // Fair sharing: each active flow gets the smaller of its egress and ingress port's equal share.
-  void update_rates(double now) {
-    std::map<std::tuple<int, bool, bool>, int> users;  // (device, egress, inter) -> active flows
-    for (const auto& f : flows_) {
-      if (f.done || f.start_s > now) continue;
-      ++users[{f.src, true, f.inter}];
-      ++users[{f.dst, false, f.inter}];
+  // Ports are (device, direction, intra/inter): counted in flat arrays, as this runs at every event.
+  void update_rates(double /*now*/) {
+    const std::size_t n = ranks_.size();
+    egress_.assign(2 * n, 0);
+    ingress_.assign(2 * n, 0);
+    auto port = [n](int device, bool inter) { return static_cast<std::size_t>(device) + (inter ? n : 0); };
+    for (int i : active_flows_) {
+      ++egress_[port(flows_[i].src, flows_[i].inter)];
+      ++ingress_[port(flows_[i].dst, flows_[i].inter)];
     }
-    for (auto& f : flows_) {
-      if (f.done || f.start_s > now) continue;
+    for (int i : active_flows_) {
+      Flow& f = flows_[i];
       const double bw = (f.inter ? hw_.inter_node : hw_.intra_node).bandwidth_bytes_per_s;
-      const int sharing = std::max(users[{f.src, true, f.inter}], users[{f.dst, false, f.inter}]);
-      f.rate = bw / sharing;
+      f.rate = bw / std::max(egress_[port(f.src, f.inter)], ingress_[port(f.dst, f.inter)]);
     }
   }
 
@@ -328,6 +355,11 @@ class Engine {
   SimOptions options_;
   std::vector<RankState> ranks_;
   std::vector<Flow> flows_;
+  std::vector<int> waiting_flows_;  // matched, still in their latency
+  std::vector<int> active_flows_;   // moving bytes
+  std::vector<int> egress_, ingress_;
+  std::map<std::tuple<int, int, int, int>, int> open_flows_;  // flows opened at open_flow_time_
+  double open_flow_time_ = -1;
   std::map<std::tuple<int, int, int>, Posted> posted_;
   std::map<std::pair<int, int>, CommKind> launch_kind_;
   std::map<std::pair<int, int>, int> launch_stream_;

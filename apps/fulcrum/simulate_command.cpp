@@ -1,0 +1,117 @@
+// `fulcrum simulate`: training iterations of DistCA and the baselines on a modelled cluster.
+#include "commands.hpp"
+
+#include "fulcrum/core/error.hpp"
+#include "fulcrum/core/text.hpp"
+#include "fulcrum/report/chrome_trace.hpp"
+#include "fulcrum/report/simulate_report.hpp"
+#include "fulcrum/report/text_file.hpp"
+#include "json_output.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+
+namespace fulcrum::cli {
+namespace {
+
+struct SimulateArgs {
+  sim::StudySpec spec;
+  std::string systems = "distca,wlb,perdoc-cp,packed";
+  std::string modes = "pingpong";
+  std::vector<std::string> sweep;
+  int dp = 0;
+  std::string json_path, csv_path, svg_path, trace_path;
+};
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  for (auto field : split_fields(text, ',')) {
+    if (!field.empty()) out.emplace_back(field);
+  }
+  return out;
+}
+
+// Progress on stderr, only when it is a terminal (DESIGN's convention): a bar redrawn in place.
+void show_progress(int done, int total) {
+  if (!isatty(STDERR_FILENO)) return;
+  const int width = 30, filled = total > 0 ? width * done / total : width;
+  fmt::print(stderr, "\r[{}{}] {}/{} runs", std::string(static_cast<std::size_t>(filled), '#'),
+             std::string(static_cast<std::size_t>(width - filled), ' '), done, total);
+  if (done == total) fmt::print(stderr, "\n");
+  std::fflush(stderr);
+}
+
+// "x.svg" -> "x-breakdown.svg": the second chart sits beside the first.
+std::string sibling_path(const std::string& path, const std::string& suffix) {
+  const auto dot = path.rfind('.');
+  const auto slash = path.rfind('/');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return path + suffix;
+  return path.substr(0, dot) + suffix + path.substr(dot);
+}
+
+}  // namespace
+
+Action add_simulate_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("simulate", "Simulate training iterations of DistCA and the baselines on a modelled cluster");
+  auto a = std::make_shared<SimulateArgs>();
+  auto& c = a->spec.base;
+  c.parallel.cp = 0;
+  cmd->add_option("--model", a->spec.model, "llama3-8b | llama-34b | qwen2.5-3b | tiny")->capture_default_str();
+  cmd->add_option("--hardware", a->spec.hardware, "h200-dgx | a100-p4de | a JSON file (e.g. data/hardware/cpu-local.json)")
+      ->capture_default_str();
+  cmd->add_option("--gpus", c.parallel.gpus, "GPUs in the job")->capture_default_str();
+  cmd->add_option("--tp", c.parallel.tp, "tensor parallelism (inside a node)")->capture_default_str();
+  cmd->add_option("--dp", a->dp, "TP groups per pipeline stage; 0: gpus / (tp x pp), else it must equal that");
+  cmd->add_option("--pp", c.parallel.pp, "pipeline stages")->capture_default_str();
+  cmd->add_option("--cp", c.parallel.cp, "perdoc-cp / wlb: TP groups per CP group; 0: perdoc-cp up to 8, wlb 1");
+  cmd->add_option("--microbatches", c.parallel.microbatches, "per pipeline and iteration; 0: 1, or 2 x pp with PP");
+  cmd->add_flag("--search", a->spec.search, "give each system the best pp (and cp) it finds, global batch fixed");
+  cmd->add_option("--max-doc-len", c.max_doc_len, "longest document, tokens")->capture_default_str();
+  cmd->add_option("--dataset", c.dataset, "pretrain | prolong | uniform:MIN:MAX | lognormal:MU:SIGMA | file:PATH")
+      ->capture_default_str();
+  cmd->add_option("--tokens-per-rank", c.tokens_per_rank, "tokens per TP group and micro-batch; 0: max-doc-len");
+  cmd->add_option("--systems", a->systems, "comma-separated systems (planners)")->capture_default_str();
+  cmd->add_option("--modes", a->modes, "DistCA's: comma-separated pingpong, single-stream, signal")->capture_default_str();
+  cmd->add_option("--iterations", c.iterations, "iterations per run (fresh data each)")->capture_default_str();
+  cmd->add_option("--seed", c.seed, "seed of the length source")->capture_default_str();
+  cmd->add_option("--tolerance", c.tolerance, "DistCA's scheduler tolerance")->capture_default_str();
+  cmd->add_option("--sweep", a->sweep, "KEY=V1,V2,... (repeatable): run every combination")->take_all();
+  cmd->add_option("--json", a->json_path, "write the results as JSON");
+  cmd->add_option("--csv", a->csv_path, "write the results as CSV");
+  cmd->add_option("--svg", a->svg_path, "write the speedup chart here and the time breakdown beside it (-breakdown)");
+  cmd->add_option("--trace", a->trace_path, "write the first run's first iteration as a Chrome trace");
+  return [a] {
+    auto& spec = a->spec;
+    const auto& p = spec.base.parallel;
+    if (a->dp != 0 && (p.tp * p.pp <= 0 || a->dp * p.tp * p.pp != p.gpus)) {
+      fail("dp = {}: must equal gpus / (tp x pp) = {} / ({} x {})", a->dp, p.gpus, p.tp, p.pp);
+    }
+    spec.systems = split_list(a->systems);
+    spec.modes.clear();
+    for (const auto& m : split_list(a->modes)) spec.modes.push_back(sim::parse_comm_mode(m));
+    for (const auto& s : a->sweep) spec.sweep.push_back(sim::parse_sweep_axis(s));
+    const sim::Study study = sim::run_study(spec, show_progress);
+    fmt::print("{}", study_table(study));
+    if (!a->json_path.empty()) write_json(a->json_path, study_json(study));
+    if (!a->csv_path.empty()) write_text_file(a->csv_path, study_csv(study));
+    if (!a->svg_path.empty()) {
+      write_text_file(a->svg_path, bar_chart_svg(study_speedup_chart(study)));
+      write_text_file(sibling_path(a->svg_path, "-breakdown"), bar_chart_svg(study_breakdown_chart(study)));
+    }
+    if (!a->trace_path.empty()) {
+      std::vector<std::string> names;
+      const auto& first = study.rows.front().result;
+      const int dp = first.config.parallel.dp();
+      for (int r = 0; r < first.config.parallel.attention_ranks(); ++r) {
+        names.push_back(fmt::format("stage {} group {}", r / dp, r % dp));
+      }
+      write_chrome_trace({first.trace}, a->trace_path, names);
+    }
+    return 0;
+  };
+}
+
+}  // namespace fulcrum::cli

@@ -1,0 +1,160 @@
+#include "fulcrum/sim/study.hpp"
+
+#include "fulcrum/core/error.hpp"
+#include "fulcrum/core/text.hpp"
+#include "fulcrum/workload/mask_kinds.hpp"
+
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <charconv>
+#include <limits>
+
+namespace fulcrum::sim {
+namespace {
+
+const std::vector<std::string> kSweepKeys = {"gpus",    "tp",    "pp",       "cp",        "microbatches",
+                                             "max-doc-len", "tokens-per-rank", "dataset", "model", "hardware",
+                                             "seed",    "tolerance", "mode",  "iterations"};
+
+int parse_int(const std::string& text, const std::string& key) {
+  const Tokens v = mask_detail::parse_tokens(text, key);
+  if (v > std::numeric_limits<int>::max()) fail("{} = {}: too large", key, text);
+  return static_cast<int>(v);
+}
+
+double parse_double(const std::string& text, const std::string& key) {
+  double v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size()) fail("{} = '{}': not a number", key, text);
+  return v;
+}
+
+void apply(StudySpec& spec, const std::string& key, const std::string& value) {
+  TrainingConfig& c = spec.base;
+  if (key == "gpus") c.parallel.gpus = parse_int(value, key);
+  else if (key == "tp") c.parallel.tp = parse_int(value, key);
+  else if (key == "pp") c.parallel.pp = parse_int(value, key);
+  else if (key == "cp") c.parallel.cp = parse_int(value, key);
+  else if (key == "microbatches") c.parallel.microbatches = parse_int(value, key);
+  else if (key == "max-doc-len") c.max_doc_len = mask_detail::parse_tokens(value, key);
+  else if (key == "tokens-per-rank") c.tokens_per_rank = mask_detail::parse_tokens(value, key);
+  else if (key == "dataset") c.dataset = value;
+  else if (key == "model") spec.model = value;
+  else if (key == "hardware") spec.hardware = value;
+  else if (key == "seed") c.seed = static_cast<std::uint64_t>(mask_detail::parse_tokens(value, key));
+  else if (key == "tolerance") c.tolerance = parse_double(value, key);
+  else if (key == "mode") spec.modes = {parse_comm_mode(value)};
+  else if (key == "iterations") c.iterations = parse_int(value, key);
+  else fail("sweep key '{}': unknown; choose from {}", key, fmt::join(kSweepKeys, ", "));
+}
+
+std::vector<int> powers_of_two_dividing(int n, int limit) {
+  std::vector<int> out;
+  for (int p = 1; p <= limit; p *= 2) {
+    if (n % p == 0) out.push_back(p);
+  }
+  return out;
+}
+
+}  // namespace
+
+SweepAxis parse_sweep_axis(const std::string& text) {
+  const auto eq = text.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size()) {
+    fail("sweep = '{}': must be KEY=V1,V2,... with KEY one of {}", text, fmt::join(kSweepKeys, ", "));
+  }
+  SweepAxis axis{text.substr(0, eq), {}};
+  if (std::find(kSweepKeys.begin(), kSweepKeys.end(), axis.key) == kSweepKeys.end()) {
+    fail("sweep key '{}': unknown; choose from {}", axis.key, fmt::join(kSweepKeys, ", "));
+  }
+  for (auto v : split_fields(std::string_view(text).substr(eq + 1), ',')) {
+    if (v.empty()) fail("sweep = '{}': empty value", text);
+    axis.values.emplace_back(v);
+  }
+  return axis;
+}
+
+TrainingResult search_best(const TrainingConfig& config, const ModelShape& model, const HardwareModel& gpu) {
+  const ParallelConfig& given = config.parallel;
+  const double global_tokens =
+      static_cast<double>(config.rank_tokens()) * given.dp() * given.microbatch_count();
+  const bool uses_cp = config.system == "wlb" || config.system == "perdoc-cp";
+  TrainingResult best;
+  bool found = false;
+  std::string problems;
+  for (int pp : powers_of_two_dividing(model.layers, 8)) {
+    if (given.gpus % (given.tp * pp) != 0) continue;
+    TrainingConfig c = config;
+    c.parallel.pp = pp;
+    c.parallel.microbatches = 0;
+    const int dp = c.parallel.dp();
+    const auto tokens = static_cast<Tokens>(global_tokens / (dp * c.parallel.microbatch_count()));
+    c.tokens_per_rank = std::max<Tokens>(16, tokens / 16 * 16);
+    for (int cp : uses_cp ? powers_of_two_dividing(dp, 64) : std::vector<int>{1}) {
+      c.parallel.cp = cp;
+      TrainingResult r = simulate_training(c, model, gpu);
+      const bool better = !found || (best.memory.out_of_memory() && !r.memory.out_of_memory()) ||
+                          (best.memory.out_of_memory() == r.memory.out_of_memory() &&
+                           r.tokens_per_s > best.tokens_per_s);
+      if (better) best = std::move(r);
+      found = true;
+    }
+  }
+  if (!found) fail("search: no pp in 1..8 divides both the {} layers and gpus / tp", model.layers);
+  return best;
+}
+
+Study run_study(const StudySpec& spec, const std::function<void(int, int)>& progress) {
+  if (spec.systems.empty()) fail("systems: none given");
+  if (spec.modes.empty()) fail("modes: none given");
+  Study study{spec, {}, {}};
+  study.reference = std::find(spec.systems.begin(), spec.systems.end(), "wlb") != spec.systems.end()
+                        ? "wlb" : spec.systems.front();
+  std::size_t points = 1;
+  for (const auto& axis : spec.sweep) points *= axis.values.size();
+  int runs_per_point = 0;
+  for (const auto& system : spec.systems) runs_per_point += system == "distca" ? static_cast<int>(spec.modes.size()) : 1;
+  const int total = static_cast<int>(points) * runs_per_point;
+  int done = 0;
+  for (std::size_t p = 0; p < points; ++p) {
+    StudySpec at = spec;
+    std::vector<std::pair<std::string, std::string>> point;
+    for (std::size_t i = 0, rest = p; i < spec.sweep.size(); ++i) {
+      const auto& axis = spec.sweep[i];
+      const auto& value = axis.values[rest % axis.values.size()];
+      rest /= axis.values.size();
+      apply(at, axis.key, value);
+      point.emplace_back(axis.key, value);
+    }
+    const ModelShape model = model_shape_preset(at.model);
+    const HardwareModel gpu = load_hardware(at.hardware);
+    const std::size_t first = study.rows.size();
+    for (const auto& system : spec.systems) {
+      for (CommMode mode : system == "distca" ? at.modes : std::vector<CommMode>{CommMode::kPingPong}) {
+        TrainingConfig c = at.base;
+        c.system = system;
+        c.mode = mode;
+        if (system != "wlb" && system != "perdoc-cp") {
+          c.parallel.cp = 1;
+        } else if (c.parallel.cp == 0) {  // auto: per-document CP over up to 8 TP groups, WLB-LLM without CP
+          c.parallel.cp = system == "wlb" ? 1 : powers_of_two_dividing(c.parallel.dp(), 8).back();
+        }
+        study.rows.push_back({point, spec.search ? search_best(c, model, gpu) : simulate_training(c, model, gpu), 0});
+        if (progress) progress(++done, total);
+      }
+    }
+    double reference_rate = 0;
+    for (std::size_t r = first; r < study.rows.size(); ++r) {
+      if (study.rows[r].result.config.system == study.reference && reference_rate == 0) {
+        reference_rate = study.rows[r].result.tokens_per_s;  // DistCA as reference: its first mode
+      }
+    }
+    for (std::size_t r = first; r < study.rows.size(); ++r) {
+      study.rows[r].speedup = study.rows[r].result.tokens_per_s / reference_rate;
+    }
+  }
+  return study;
+}
+
+}  // namespace fulcrum::sim

@@ -1,0 +1,55 @@
+// A study: the training simulator run over a grid of configurations and systems, what `fulcrum
+// simulate` prints. Each sweep axis names a TrainingConfig field (or the model or hardware) and its
+// values; the grid is their product, and at every point each system runs on the same seeded data.
+// With `search`, each system instead gets the best layout it can find at that point (the search
+// WLB-LLM's paper does for its CP/DP degrees): pp over the powers of two that divide the layers, cp
+// (perdoc-cp, wlb) over the powers of two that divide dp, keeping the GPUs, TP and the global batch
+// (tokens per iteration) fixed; configurations that run out of memory lose.
+#pragma once
+
+#include "fulcrum/sim/training.hpp"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace fulcrum::sim {
+
+struct SweepAxis {
+  std::string key;                  // gpus, tp, pp, cp, microbatches, max-doc-len, tokens-per-rank,
+                                    // dataset, model, hardware, seed, tolerance, mode, iterations
+  std::vector<std::string> values;
+};
+/// "key=v1,v2,..." (the CLI's --sweep); errors name the key and list the allowed ones.
+SweepAxis parse_sweep_axis(const std::string& text);
+
+struct StudySpec {
+  TrainingConfig base;  // base.parallel.cp = 0: perdoc-cp over up to 8 TP groups, wlb without CP
+  std::string model = "llama3-8b";
+  std::string hardware = "h200-dgx";
+  std::vector<std::string> systems = {"distca", "wlb", "perdoc-cp", "packed"};
+  std::vector<CommMode> modes = {CommMode::kPingPong};  // DistCA's; baselines always run pingpong
+  bool search = false;
+  std::vector<SweepAxis> sweep;
+};
+
+struct StudyRow {
+  std::vector<std::pair<std::string, std::string>> point;  // the sweep values of this row
+  TrainingResult result;
+  double speedup = 0;  // this row's tokens/s over the reference system's, at the same point (WLB-LLM
+                       // computes fewer tokens in an iteration when it defers documents, so not time)
+};
+
+struct Study {
+  StudySpec spec;
+  std::string reference;  // the system speedups are relative to: wlb if it ran, else the first
+  std::vector<StudyRow> rows;
+};
+
+/// Runs every point x system x mode; `progress(done, total)` after each run.
+Study run_study(const StudySpec& spec, const std::function<void(int, int)>& progress = {});
+
+/// The configuration `search` picks for `config.system` (exposed for tests).
+TrainingResult search_best(const TrainingConfig& config, const ModelShape& model, const HardwareModel& gpu);
+
+}  // namespace fulcrum::sim

@@ -1,0 +1,272 @@
+#include "fulcrum/sim/training.hpp"
+
+#include "fulcrum/core/error.hpp"
+#include "fulcrum/sim/pipeline.hpp"
+#include "fulcrum/sim/system_planner.hpp"
+#include "fulcrum/workload/length_source.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <numeric>
+
+namespace fulcrum::sim {
+
+void TrainingConfig::validate(const HardwareModel& gpu, const ModelShape& model) const {
+  parallel.validate(gpu, model);
+  constexpr Tokens kMaxLength = Tokens{1} << 24;
+  if (max_doc_len < 1 || max_doc_len > kMaxLength) fail("max-doc-len = {}: must be in [1, {}]", max_doc_len, kMaxLength);
+  if (tokens_per_rank < 0 || tokens_per_rank > kMaxLength) {
+    fail("tokens-per-rank = {}: must be in [0, {}] (0: max-doc-len)", tokens_per_rank, kMaxLength);
+  }
+  if (iterations < 1 || iterations > 1000) fail("iterations = {}: must be in [1, 1000]", iterations);
+  if (system != "wlb" && system != "perdoc-cp" && parallel.cp != 1) {
+    fail("cp = {}: only perdoc-cp and wlb use context-parallel groups (system {})", parallel.cp, system);
+  }
+}
+
+namespace {
+
+// Micro-batches over `ranks` TP groups: lengths from the dataset (whose long documents are elongated
+// to max_doc_len), each cut into pieces of at most max_doc_len, packed in order.
+class MicrobatchSource {
+ public:
+  MicrobatchSource(const TrainingConfig& c, int ranks)
+      : lengths_(make_length_source(c.dataset, c.seed, c.max_doc_len)),
+        stream_([this, max = c.max_doc_len] { return next_piece(max); }, ranks, c.rank_tokens()) {}
+  Batch next() { return stream_.next(); }
+
+ private:
+  Tokens next_piece(Tokens max) {
+    if (pending_ == 0) pending_ = lengths_->next();
+    const Tokens piece = std::min(pending_, max);
+    pending_ -= piece;
+    return piece;
+  }
+  std::unique_ptr<LengthSource> lengths_;
+  Tokens pending_ = 0;
+  BatchStream stream_;
+};
+
+// Per TP group ("slot": stage x dp + d), the busy seconds of one iteration by kind.
+struct SlotTotals {
+  std::vector<double> linear, attention, exposed;
+  explicit SlotTotals(int slots) : linear(slots, 0), attention(slots, 0), exposed(slots, 0) {}
+  void add(int slot, const PassTimes& t, int rank, double layers) {
+    linear[slot] += layers * t.linear_s[rank];
+    attention[slot] += layers * (t.attention_s[rank] + t.other_s[rank]);
+    exposed[slot] += layers * t.exposed_comm_s[rank];
+  }
+};
+
+struct IterationOutcome {
+  double iteration_s = 0;  // without the gradient synchronisation
+  double tokens = 0, bytes = 0, tokens_in_flight = 0, attention_buffers = 0;
+  SlotTotals slots;
+  std::vector<runtime::TimelineEvent> trace;
+  explicit IterationOutcome(int n) : slots(n) {}
+};
+
+struct Context {
+  const TrainingConfig& config;
+  LayerSetup setup;
+  int dp, pp, microbatches;
+  double stage_layers;
+  double p2p_s;  // one micro-batch's activations to the next stage
+};
+
+void note_pass(IterationOutcome& out, const PassTimes& t, double layers) {
+  for (std::size_t r = 0; r < t.end_s.size(); ++r) {
+    out.bytes += layers * t.bytes_sent[r];
+    out.attention_buffers = std::max(out.attention_buffers, t.workspace_bytes[r]);
+  }
+}
+
+// Baselines (and DistCA without PP): every micro-batch planned over one stage's dp groups, each
+// pipeline (one TP group per stage) running 1F1B on its rank's layer times.
+IterationOutcome run_1f1b(const Context& cx, SystemPlanner& planner, MicrobatchSource& source) {
+  IterationOutcome out(cx.pp * cx.dp);
+  std::vector<std::vector<std::vector<StageWork>>> work(cx.dp);  // [d][stage][m]
+  std::vector<double> max_tokens(cx.dp, 0);
+  for (int m = 0; m < cx.microbatches; ++m) {
+    const Assignment a = planner.plan(source.next());
+    const PassTimes f = simulate_pass(a, cx.setup, Pass::kForward);
+    const PassTimes b = simulate_pass(a, cx.setup, Pass::kBackward);
+    note_pass(out, f, cx.pp * cx.stage_layers);
+    note_pass(out, b, cx.pp * cx.stage_layers);
+    out.tokens += static_cast<double>(a.batch.total_tokens());
+    for (int d = 0; d < cx.dp; ++d) {
+      max_tokens[d] = std::max(max_tokens[d], static_cast<double>(f.tokens[d]));
+      for (int s = 0; s < cx.pp; ++s) {
+        work[d].resize(cx.pp);
+        work[d][s].push_back({cx.stage_layers * f.end_s[d], cx.stage_layers * b.end_s[d]});
+        out.slots.add(s * cx.dp + d, f, d, cx.stage_layers);
+        out.slots.add(s * cx.dp + d, b, d, cx.stage_layers);
+      }
+    }
+  }
+  const double in_flight = std::min(cx.pp, cx.microbatches);  // 1F1B: stage 0 holds pp micro-batches
+  for (int d = 0; d < cx.dp; ++d) {
+    const PipelineResult p = simulate_1f1b(work[d], cx.pp > 1 ? cx.p2p_s : 0);
+    out.iteration_s = std::max(out.iteration_s, p.iteration_s);
+    out.tokens_in_flight = std::max(out.tokens_in_flight, in_flight * max_tokens[d]);
+    for (const auto& step : p.steps) {
+      out.trace.push_back({step.stage * cx.dp + d, runtime::Track::kCompute, 0,
+                           fmt::format("{} mb{}", step.backward ? "backward" : "forward", step.microbatch),
+                           step.start_s, step.end_s, 0, 0});
+    }
+  }
+  return out;
+}
+
+// The tick's pooled batch: every working stage's micro-batch, its dp groups' tokens on that stage's
+// TP groups (rank stage x dp + d); idle stages hold nothing and only serve attention.
+Batch pooled_batch(const Tick& tick, const std::vector<Batch>& microbatches, int dp, std::vector<bool>& active) {
+  const int stages = static_cast<int>(tick.microbatch.size());
+  Batch pooled;
+  pooled.ranks = stages * dp;
+  pooled.tokens_per_rank = microbatches.front().tokens_per_rank;
+  active.assign(static_cast<std::size_t>(pooled.ranks), false);
+  for (int s = 0; s < stages; ++s) {
+    const int m = tick.microbatch[s];
+    if (m < 0) continue;
+    const int first_doc = static_cast<int>(pooled.documents.size());
+    pooled.documents.insert(pooled.documents.end(), microbatches[m].documents.begin(), microbatches[m].documents.end());
+    for (const auto& seg : microbatches[m].segments) pooled.segments.push_back({first_doc + seg.doc, seg.tokens, s * dp + seg.rank});
+    for (int d = 0; d < dp; ++d) active[s * dp + d] = true;
+  }
+  return pooled;
+}
+
+IterationOutcome run_phase_aligned(const Context& cx, SystemPlanner& planner, MicrobatchSource& source) {
+  IterationOutcome out(cx.pp * cx.dp);
+  std::vector<Batch> microbatches;
+  double max_tokens = 0;
+  for (int m = 0; m < cx.microbatches; ++m) {
+    microbatches.push_back(source.next());
+    out.tokens += static_cast<double>(microbatches.back().total_tokens());
+    std::vector<Tokens> per_rank(cx.dp, 0);
+    for (const auto& s : microbatches.back().segments) per_rank[s.rank] += s.tokens.size();
+    max_tokens = std::max(max_tokens, static_cast<double>(*std::max_element(per_rank.begin(), per_rank.end())));
+  }
+  std::vector<int> in_flight(cx.pp, 0);
+  int most_in_flight = 0;
+  double now = 0;
+  for (const Tick& tick : phase_aligned_ticks(cx.pp, cx.microbatches)) {
+    std::vector<bool> active;
+    const Assignment a = planner.plan(pooled_batch(tick, microbatches, cx.dp, active));
+    const PassTimes t = simulate_pass(a, cx.setup, tick.backward ? Pass::kBackward : Pass::kForward, active);
+    note_pass(out, t, cx.stage_layers);
+    for (int r = 0; r < cx.pp * cx.dp; ++r) {
+      out.slots.add(r, t, r, cx.stage_layers);
+      const int m = tick.microbatch[r / cx.dp];
+      const std::string name = m < 0 ? "attention server" : fmt::format("{} mb{}", tick.backward ? "backward" : "forward", m);
+      const double busy = m < 0 ? t.attention_s[r] + t.other_s[r] : t.end_s[r];
+      out.trace.push_back({r, runtime::Track::kCompute, 0, name, now, now + cx.stage_layers * busy, 0, 0});
+    }
+    for (int s = 0; s < cx.pp; ++s) {
+      if (tick.microbatch[s] >= 0) in_flight[s] += tick.backward ? -1 : 1;
+      most_in_flight = std::max(most_in_flight, in_flight[s]);
+    }
+    now += cx.stage_layers * t.makespan_s() + cx.p2p_s;
+  }
+  out.iteration_s = now;
+  out.tokens_in_flight = most_in_flight * max_tokens;
+  return out;
+}
+
+}  // namespace
+
+TrainingResult simulate_training(const TrainingConfig& config, const ModelShape& model, const HardwareModel& gpu) {
+  model.validate();
+  gpu.validate();
+  config.validate(gpu, model);
+  const ParallelConfig& par = config.parallel;
+  Context cx{config, {model, gpu, tp_group_hardware(gpu, par.tp), par.tp, config.mode}, par.dp(), par.pp,
+             par.microbatch_count(), static_cast<double>(model.layers / par.pp), 0};
+  const double activation_bytes =
+      static_cast<double>(config.rank_tokens()) * model.hidden * model.dtype_bytes / par.tp;
+  cx.p2p_s = gpu.inter_node.transfer_s(activation_bytes);
+
+  PlannerOptions options;
+  options.model = model;
+  options.tolerance = config.tolerance;
+  options.wlb_token_cap = config.wlb_token_cap;
+  options.granularity = std::min<Tokens>(options.granularity, config.rank_tokens());
+  SystemPlanner planner(config.system, options, par.cp);
+  MicrobatchSource source(config, cx.dp);
+  const bool phase_aligned = config.system == "distca" && par.pp > 1;
+
+  // Gradients (bf16) of the GPU's share of the parameters, over the stage's model replicas; replicas
+  // sit in different nodes once a stage's TP groups outgrow one.
+  const int replicas = cx.dp / par.cp;
+  const double gradient_bytes = 2 * layer_parameters(model) * cx.stage_layers / par.tp;
+  const double dp_sync_s = dp_gradient_sync_s(gpu, replicas, par.tp * cx.dp > gpu.devices_per_node, gradient_bytes);
+
+  TrainingResult result;
+  result.config = config;
+  result.model = model.name;
+  result.hardware = gpu.name;
+  const int slots = cx.pp * cx.dp;
+  const double n = config.iterations;
+  for (int it = 0; it < config.iterations; ++it) {
+    IterationOutcome o = phase_aligned ? run_phase_aligned(cx, planner, source) : run_1f1b(cx, planner, source);
+    const double iteration_s = o.iteration_s + dp_sync_s;
+    result.iteration_s.push_back(iteration_s);
+    result.tokens_per_iteration += o.tokens / n;
+    result.attention_bytes += o.bytes / n;
+    double attention_max = 0, attention_sum = 0;
+    for (int r = 0; r < slots; ++r) {
+      auto& b = result.breakdown;
+      b.linear_s += o.slots.linear[r] / slots / n;
+      b.attention_s += o.slots.attention[r] / slots / n;
+      b.exposed_comm_s += o.slots.exposed[r] / slots / n;
+      b.idle_s += (o.iteration_s - o.slots.linear[r] - o.slots.attention[r] - o.slots.exposed[r]) / slots / n;
+      attention_max = std::max(attention_max, o.slots.attention[r]);
+      attention_sum += o.slots.attention[r];
+    }
+    result.breakdown.dp_sync_s += dp_sync_s / n;
+    result.attention_imbalance += (attention_sum > 0 ? attention_max * slots / attention_sum : 1.0) / n;
+    const MemoryUse memory = memory_per_gpu(model, gpu, par, o.tokens_in_flight, o.attention_buffers);
+    if (it == 0 || memory.total_bytes() > result.memory.total_bytes()) result.memory = memory;
+    if (it == 0) result.trace = std::move(o.trace);
+  }
+  result.mean_iteration_s = std::accumulate(result.iteration_s.begin(), result.iteration_s.end(), 0.0) / n;
+  result.tokens_per_s = result.tokens_per_iteration / result.mean_iteration_s;
+  return result;
+}
+
+nlohmann::json TrainingResult::to_json() const {
+  const auto& c = config;
+  return {{"system", c.system},
+          {"mode", to_string(c.mode)},
+          {"model", model},
+          {"hardware", hardware},
+          {"gpus", c.parallel.gpus},
+          {"tp", c.parallel.tp},
+          {"dp", c.parallel.dp()},
+          {"pp", c.parallel.pp},
+          {"cp", c.parallel.cp},
+          {"microbatches", c.parallel.microbatch_count()},
+          {"dataset", c.dataset},
+          {"max_doc_len", c.max_doc_len},
+          {"tokens_per_rank", c.rank_tokens()},
+          {"iterations", c.iterations},
+          {"seed", c.seed},
+          {"iteration_s", iteration_s},
+          {"mean_iteration_s", mean_iteration_s},
+          {"tokens_per_iteration", tokens_per_iteration},
+          {"tokens_per_s", tokens_per_s},
+          {"breakdown",
+           {{"linear_s", breakdown.linear_s},
+            {"attention_s", breakdown.attention_s},
+            {"exposed_comm_s", breakdown.exposed_comm_s},
+            {"idle_s", breakdown.idle_s},
+            {"dp_sync_s", breakdown.dp_sync_s}}},
+          {"attention_imbalance", attention_imbalance},
+          {"attention_bytes", attention_bytes},
+          {"memory", memory.to_json()}};
+}
+
+}  // namespace fulcrum::sim

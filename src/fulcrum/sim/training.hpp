@@ -1,0 +1,75 @@
+// Training iterations of a transformer on a modelled cluster: what `fulcrum simulate` runs.
+//
+// Each iteration draws micro-batches of documents (per TP group, tokens_per_rank tokens packed in
+// order, documents no longer than max_doc_len), plans each with the system's attention strategy, and
+// runs every layer's forward and backward on the discrete-event engine (sim/layer.hpp): matrix work
+// from FLOPs and the hardware's MFU, TP all-reduces, then the compiled attention Program with its real
+// traffic. Layers of one pass are identical, so one layer is simulated and multiplied by the stage's
+// layer count; a rank that waits for a slower peer in the layer waits in every layer.
+//  - Without PP, micro-batches run one after another (gradient accumulation).
+//  - Baselines with PP run 1F1B (sim/pipeline.hpp) per pipeline: stage s of pipeline d takes
+//    layers / pp x its rank's layer time for each micro-batch.
+//  - DistCA with PP runs the phase-aligned ticks: in a tick all working stages run the same phase, and
+//    the CA-tasks of every stage and every DP group are pooled and scheduled over all TP groups, the
+//    idle stages' included. A tick takes layers / pp x the pooled layer's time.
+// An iteration ends with the gradient reduce-scatter and all-gather over the model replicas (not
+// overlapped with the backward: the same cost for every system). Memory per GPU: sim/memory.hpp.
+#pragma once
+
+#include "fulcrum/runtime/timeline.hpp"
+#include "fulcrum/sim/layer.hpp"
+#include "fulcrum/sim/memory.hpp"
+#include "fulcrum/sim/parallel.hpp"
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fulcrum::sim {
+
+struct TrainingConfig {
+  std::string system = "distca";  // any planner: distca, packed, perdoc-cp, wlb, ...
+  CommMode mode = CommMode::kPingPong;
+  ParallelConfig parallel;
+  std::string dataset = "pretrain";
+  Tokens max_doc_len = 131072;  // longer documents are cut; the datasets' long documents reach it
+  Tokens tokens_per_rank = 0;   // per TP group and micro-batch; 0 means max_doc_len
+  int iterations = 1;
+  std::uint64_t seed = 0;
+  double tolerance = 0.1;       // DistCA's scheduler tolerance
+  double wlb_token_cap = 1.5;   // WLB-LLM's micro-batch token cap, in tokens_per_rank
+
+  Tokens rank_tokens() const { return tokens_per_rank > 0 ? tokens_per_rank : max_doc_len; }
+  /// Throws fulcrum::Error naming the field.
+  void validate(const HardwareModel& gpu, const ModelShape& model) const;
+};
+
+/// Where an average GPU's iteration goes; the parts add up to the iteration time.
+struct TimeBreakdown {
+  double linear_s = 0;          // matrix layers and TP all-reduces
+  double attention_s = 0;       // attention kernels, merges and sums
+  double exposed_comm_s = 0;    // attention traffic not hidden behind compute
+  double idle_s = 0;            // waiting for stragglers and pipeline bubbles
+  double dp_sync_s = 0;         // gradient synchronisation
+};
+
+struct TrainingResult {
+  TrainingConfig config;
+  std::string model, hardware;
+  std::vector<double> iteration_s;       // per iteration
+  double mean_iteration_s = 0;
+  double tokens_per_iteration = 0;       // mean; WLB-LLM computes fewer when it defers documents
+  double tokens_per_s = 0;               // tokens_per_iteration / mean_iteration_s
+  TimeBreakdown breakdown;               // mean over GPUs and iterations
+  double attention_imbalance = 0;        // max / mean over TP groups of attention seconds, mean over iterations
+  double attention_bytes = 0;            // attention traffic per iteration, all layers and ranks (mean)
+  MemoryUse memory;                      // the fullest GPU in the worst iteration
+  std::vector<runtime::TimelineEvent> trace;  // the first iteration, per TP group (rank = stage x dp + d)
+  nlohmann::json to_json() const;
+};
+
+TrainingResult simulate_training(const TrainingConfig& config, const ModelShape& model, const HardwareModel& gpu);
+
+}  // namespace fulcrum::sim

@@ -1,0 +1,211 @@
+#include "fulcrum/sim/training.hpp"
+
+#include "fulcrum/core/error.hpp"
+#include "fulcrum/cost/model_cost.hpp"
+#include "fulcrum/planners/planner.hpp"
+#include "fulcrum/sim/study.hpp"
+#include "fulcrum/workload/length_source.hpp"
+
+#include <gtest/gtest.h>
+
+namespace fulcrum::sim {
+namespace {
+
+// Small, fast runs: the tiny model (2 layers, 2 kv heads) on h200-dgx nodes of 8 GPUs with tp 2, so a
+// node holds 4 TP groups and 16 GPUs make 8 attention ranks, 2 nodes.
+TrainingConfig small_config(const std::string& system, int pp = 1) {
+  TrainingConfig c;
+  c.system = system;
+  c.parallel = {.gpus = 16, .tp = 2, .pp = pp, .cp = system == "perdoc-cp" ? 2 : 1, .microbatches = 0};
+  c.dataset = "lognormal:7:1.5";
+  c.max_doc_len = 8192;
+  c.tokens_per_rank = 4096;
+  c.iterations = 2;
+  c.seed = 3;
+  return c;
+}
+
+// Functions, not globals: the presets are themselves globals of another translation unit.
+ModelShape tiny() { return model_shape_preset("tiny"); }
+HardwareModel h200() { return hardware_preset("h200-dgx"); }
+
+double sum(const TimeBreakdown& b) { return b.linear_s + b.attention_s + b.exposed_comm_s + b.idle_s + b.dp_sync_s; }
+
+TEST(Training, BreakdownAddsUpToTheIteration) {
+  for (const std::string system : {"distca", "packed", "perdoc-cp", "wlb"}) {
+    for (int pp : {1, 2}) {
+      const auto r = simulate_training(small_config(system, pp), tiny(), h200());
+      EXPECT_NEAR(sum(r.breakdown), r.mean_iteration_s, 1e-9 * r.mean_iteration_s) << system << " pp " << pp;
+      EXPECT_GE(r.breakdown.idle_s, -1e-12) << system << " pp " << pp;
+      EXPECT_GT(r.tokens_per_s, 0);
+      EXPECT_EQ(r.iteration_s.size(), 2u);
+      EXPECT_FALSE(r.trace.empty());
+    }
+  }
+}
+
+// With one TP group, one micro-batch and no pipeline the iteration is the layer's forward and backward
+// times the layers (no gradient sync with a single replica): checked against simulate_pass directly.
+TEST(Training, OneRankIsLayersTimesTheLayer) {
+  TrainingConfig c = small_config("packed");
+  c.parallel.gpus = 2;
+  c.iterations = 1;
+  c.dataset = "uniform:100:4000";  // never longer than max_doc_len, so no document is cut
+  const auto r = simulate_training(c, tiny(), h200());
+  const ParallelConfig& p = c.parallel;
+  const LayerSetup setup{tiny(), h200(), tp_group_hardware(h200(), p.tp), p.tp, c.mode};
+  auto lengths = make_length_source(c.dataset, c.seed, c.max_doc_len);
+  BatchStream stream([&] { return lengths->next(); }, 1, c.rank_tokens());
+  Batch batch = stream.next();
+  PlannerOptions options;
+  options.model = tiny();
+  const Assignment a = make_planner("packed", options)->plan(batch);
+  const double layer = simulate_pass(a, setup, Pass::kForward).makespan_s() + simulate_pass(a, setup, Pass::kBackward).makespan_s();
+  EXPECT_NEAR(r.mean_iteration_s, tiny().layers * layer, 1e-12);
+  EXPECT_EQ(r.breakdown.dp_sync_s, 0);
+  EXPECT_NEAR(r.tokens_per_iteration, 4096, 0);
+}
+
+TEST(Training, SameInputsGiveTheSameIterationAndTrace) {
+  for (int pp : {1, 2}) {
+    const auto a = simulate_training(small_config("distca", pp), tiny(), h200());
+    const auto b = simulate_training(small_config("distca", pp), tiny(), h200());
+    EXPECT_EQ(a.iteration_s, b.iteration_s);
+    ASSERT_EQ(a.trace.size(), b.trace.size());
+    for (std::size_t i = 0; i < a.trace.size(); ++i) {
+      EXPECT_EQ(a.trace[i].start_s, b.trace[i].start_s);
+      EXPECT_EQ(a.trace[i].end_s, b.trace[i].end_s);
+    }
+  }
+}
+
+TEST(Training, MoreBandwidthNeverSlowsAnIteration) {
+  for (const std::string system : {"distca", "perdoc-cp", "packed"}) {
+    for (int pp : {1, 2}) {
+      HardwareModel hw = h200();
+      double previous = simulate_training(small_config(system, pp), tiny(), hw).mean_iteration_s;
+      for (int step = 0; step < 3; ++step) {
+        hw.inter_node.bandwidth_bytes_per_s *= 2;
+        hw.intra_node.bandwidth_bytes_per_s *= 2;
+        const double t = simulate_training(small_config(system, pp), tiny(), hw).mean_iteration_s;
+        EXPECT_LE(t, previous * (1 + 1e-9)) << system << " pp " << pp << " step " << step;
+        previous = t;
+      }
+    }
+  }
+}
+
+// Lognormal lengths with a long tail, llama3-8b on 4 nodes of h200-dgx (tp 8, so 4 attention ranks):
+// packed leaves attention imbalanced, DistCA evens it out and trains faster; with PP its idle stages
+// serve attention (the trace shows them).
+TEST(Training, DistcaBalancesWherePackedStraggles) {
+  const ModelShape llama = model_shape_preset("llama3-8b");
+  auto config = [](const std::string& system, int pp) {
+    TrainingConfig c = small_config(system, pp);
+    c.parallel.gpus = 32;
+    c.parallel.tp = 8;
+    c.max_doc_len = 131072;
+    c.tokens_per_rank = 65536;
+    c.dataset = "lognormal:9.5:1.5";
+    return c;
+  };
+  for (int pp : {1, 2}) {
+    const auto distca = simulate_training(config("distca", pp), llama, h200());
+    const auto packed = simulate_training(config("packed", pp), llama, h200());
+    EXPECT_LT(distca.attention_imbalance, packed.attention_imbalance) << "pp " << pp;
+    EXPECT_GT(distca.tokens_per_s, packed.tokens_per_s) << "pp " << pp;
+    EXPECT_EQ(distca.tokens_per_iteration, packed.tokens_per_iteration);
+    if (pp == 2) {
+      bool serving = false;
+      for (const auto& e : distca.trace) serving |= e.name == "attention server" && e.end_s > e.start_s;
+      EXPECT_TRUE(serving);
+    }
+  }
+}
+
+TEST(Training, MemoryFollowsTheFormulaAndReportsOutOfMemory) {
+  const ModelShape llama = model_shape_preset("llama3-8b");
+  EXPECT_NEAR(layer_parameters(llama) * llama.layers / 1e9, 6.98, 0.01);  // 8B less embeddings and head
+  const ParallelConfig p{.gpus = 64, .tp = 8, .pp = 2, .cp = 1, .microbatches = 0};
+  const MemoryUse m = memory_per_gpu(llama, h200(), p, 1000, 8e6);
+  const double params = layer_parameters(llama) * 16 / 8;
+  EXPECT_NEAR(m.weights_bytes, 2 * params, 1);
+  EXPECT_NEAR(m.gradients_bytes, 4 * params, 1);
+  EXPECT_NEAR(m.optimizer_bytes, 12 * params / 4, 1);
+  EXPECT_NEAR(m.activations_bytes, activation_bytes_per_token(llama) * 1000 * 16 / 8, 1);
+  EXPECT_NEAR(m.attention_buffers_bytes, 1e6, 1e-6);
+  EXPECT_FALSE(m.out_of_memory());
+  HardwareModel small = h200();
+  small.memory_bytes = 1e6;
+  EXPECT_TRUE(simulate_training(small_config("distca"), tiny(), small).memory.out_of_memory());
+  EXPECT_FALSE(simulate_training(small_config("distca"), tiny(), h200()).memory.out_of_memory());
+}
+
+TEST(Training, BadConfigurationsNameTheField) {
+  auto expect_error = [](TrainingConfig c, const std::string& field) {
+    try {
+      simulate_training(c, tiny(), h200());
+      ADD_FAILURE() << "no error for " << field;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+    }
+  };
+  auto c = small_config("distca");
+  c.parallel.tp = 3;
+  expect_error(c, "tp = 3");
+  c = small_config("distca");
+  c.parallel.pp = 4;  // tiny has 2 layers
+  expect_error(c, "pp = 4");
+  c = small_config("distca");
+  c.parallel.cp = 2;
+  expect_error(c, "cp = 2");
+  c = small_config("distca");
+  c.iterations = 0;
+  expect_error(c, "iterations");
+  c = small_config("distca");
+  c.max_doc_len = 0;
+  expect_error(c, "max-doc-len");
+  c = small_config("nope");
+  expect_error(c, "planner = 'nope'");
+}
+
+TEST(Study, SweepsEveryPointAndSystemAgainstTheReference) {
+  StudySpec spec;
+  spec.base = small_config("distca");
+  spec.base.iterations = 1;
+  spec.model = "tiny";
+  spec.systems = {"distca", "packed"};
+  spec.modes = {CommMode::kPingPong, CommMode::kSingleStream};
+  spec.sweep = {parse_sweep_axis("max-doc-len=2048,8192")};
+  int calls = 0;
+  const Study study = run_study(spec, [&](int done, int total) {
+    ++calls;
+    EXPECT_EQ(total, 6);
+    EXPECT_EQ(done, calls);
+  });
+  ASSERT_EQ(study.rows.size(), 6u);
+  EXPECT_EQ(study.reference, "distca");
+  EXPECT_EQ(study.rows[0].point, (std::vector<std::pair<std::string, std::string>>{{"max-doc-len", "2048"}}));
+  EXPECT_EQ(study.rows[3].result.config.max_doc_len, 8192);
+  EXPECT_EQ(study.rows[0].speedup, 1.0);
+  EXPECT_EQ(study.rows[1].result.config.mode, CommMode::kSingleStream);
+  EXPECT_THROW(parse_sweep_axis("colour=red"), Error);
+  EXPECT_THROW(parse_sweep_axis("gpus="), Error);
+  spec.sweep = {parse_sweep_axis("gpus=16,x")};
+  EXPECT_THROW(run_study(spec), Error);
+}
+
+// The search keeps the global batch and picks the layout with the best throughput among those that fit.
+TEST(Study, SearchKeepsTheGlobalBatchAndFindsNoWorseThanTheGivenLayout) {
+  TrainingConfig c = small_config("wlb");
+  c.iterations = 1;
+  const auto given = simulate_training(c, tiny(), h200());
+  const auto best = search_best(c, tiny(), h200());
+  EXPECT_GE(best.tokens_per_s, given.tokens_per_s * (1 - 1e-12));
+  const auto& p = best.config.parallel;
+  EXPECT_EQ(static_cast<double>(best.config.rank_tokens()) * p.dp() * p.microbatch_count(),
+            static_cast<double>(c.rank_tokens()) * c.parallel.dp() * c.parallel.microbatch_count());
+}
+
+}  // namespace
+}  // namespace fulcrum::sim
