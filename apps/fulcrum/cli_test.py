@@ -100,6 +100,43 @@ with tempfile.TemporaryDirectory() as tmp:
         check(len(data[grid]["flops_per_s"]) == 4 and min(data[grid]["flops_per_s"]) > 0,
               f"profile {grid} values: {data[grid]['flops_per_s']}")
 
+    # The training simulator: a small sweep writes the table, JSON, CSV, both charts and a trace.
+    sim_json, sim_csv, sim_svg, sim_trace = (os.path.join(tmp, n) for n in ("sim.json", "sim.csv", "sim.svg", "sim.trace.json"))
+    result = run("simulate", "--gpus", "16", "--tp", "8", "--max-doc-len", "16384", "--systems", "distca,wlb,packed",
+                 "--modes", "pingpong,signal", "--sweep", "pp=1,2", "--json", sim_json, "--csv", sim_csv, "--svg", sim_svg,
+                 "--trace", sim_trace)
+    check(result.returncode == 0, f"simulate exited {result.returncode}: {result.stderr}")
+    check("distca/signal" in result.stdout and "speedup" in result.stdout, "simulate table lacks rows or legend")
+    data = json.load(open(sim_json))
+    check(data["reference"] == "wlb" and len(data["rows"]) == 8, f"simulate rows: {len(data['rows'])}")
+    for row in data["rows"]:
+        parts = sum(row["breakdown"].values())
+        check(abs(parts - row["mean_iteration_s"]) <= 1e-6 * row["mean_iteration_s"], f"breakdown != iteration: {row}")
+        check(row["memory"]["out_of_memory"] in (True, False), "memory lacks out_of_memory")
+    check(open(sim_csv).read().count("\n") == 9, "simulate CSV: header + 8 rows")
+    check(open(sim_svg).read().startswith("<svg"), "simulate speedup chart")
+    check(open(os.path.join(tmp, "sim-breakdown.svg")).read().startswith("<svg"), "simulate breakdown chart")
+    check(len(json.load(open(sim_trace))["traceEvents"]) > 0, "simulate trace is empty")
+    simulate_bad_inputs = [
+        (["--tp", "3"], "tp = 3"),
+        (["--gpus", "12"], "pp = 1"),
+        (["--pp", "3"], "pp = 3"),
+        (["--dp", "5"], "dp = 5"),
+        (["--modes", "smoke"], "mode"),
+        (["--systems", "distca,magic"], "planner"),
+        (["--sweep", "colour=red"], "sweep key"),
+        (["--hardware", "tpu-v9"], "hardware"),
+        (["--iterations", "0"], "iterations"),
+        (["--tokens-per-rank", "-1"], "tokens-per-rank"),
+    ]
+    for args, field in simulate_bad_inputs:
+        base = ["--max-doc-len", "8192"] + ([] if "--gpus" in args else ["--gpus", "16"])
+        result = run("simulate", *base, *args)
+        lines = result.stderr.strip().splitlines()
+        check(result.returncode == 2, f"simulate {args}: exit {result.returncode}, expected 2 ({result.stderr.strip()})")
+        check(len(lines) == 1, f"simulate {args}: expected one stderr line, got {lines}")
+        check(field in result.stderr, f"simulate {args}: message does not name '{field}': {result.stderr.strip()}")
+
     kernel_bad_inputs = [
         (["bench", "kernels", "--dtype", "fp16"], "dtype"),
         (["bench", "kernels", "--repeats", "0"], "repeats"),
