@@ -65,10 +65,10 @@ Action add_simulate_command(CLI::App& app) {
   cmd->add_option("--gpus", c.parallel.gpus, "GPUs in the job")->capture_default_str();
   cmd->add_option("--tp", c.parallel.tp, "tensor parallelism (inside a node)")->capture_default_str();
   cmd->add_option("--dp", a->dp, "TP groups per pipeline stage; 0: gpus / (tp x pp), else it must equal that");
-  cmd->add_option("--pp", c.parallel.pp, "pipeline stages")->capture_default_str();
-  cmd->add_option("--cp", c.parallel.cp, "perdoc-cp / wlb: TP groups per CP group; 0: perdoc-cp up to 8, wlb 1");
+  auto* pp_option = cmd->add_option("--pp", c.parallel.pp, "pipeline stages (with --search: pins pp)")->capture_default_str();
+  cmd->add_option("--cp", c.parallel.cp, "perdoc-cp / wlb: TP groups per CP group; 0: perdoc-cp up to 8, wlb the least that keeps documents whole");
   cmd->add_option("--microbatches", c.parallel.microbatches, "per pipeline and iteration; 0: 1, or 2 x pp with PP");
-  cmd->add_flag("--search", a->spec.search, "give each system the best pp (and cp) it finds, global batch fixed");
+  cmd->add_flag("--search", a->spec.search, "give each system the best cp (and pp, unless --pp is given) it finds, global batch fixed");
   cmd->add_option("--max-doc-len", c.max_doc_len, "longest document, tokens")->capture_default_str();
   cmd->add_option("--dataset", c.dataset, "pretrain | prolong | uniform:MIN:MAX | lognormal:MU:SIGMA | file:PATH")
       ->capture_default_str();
@@ -83,8 +83,9 @@ Action add_simulate_command(CLI::App& app) {
   cmd->add_option("--csv", a->csv_path, "write the results as CSV");
   cmd->add_option("--svg", a->svg_path, "write the speedup chart here and the time breakdown beside it (-breakdown)");
   cmd->add_option("--trace", a->trace_path, "write the first run's first iteration as a Chrome trace");
-  return [a] {
+  return [a, pp_option] {
     auto& spec = a->spec;
+    spec.search_pp = pp_option->count() == 0;
     const auto& p = spec.base.parallel;
     if (a->dp != 0 && (p.tp * p.pp <= 0 || a->dp * p.tp * p.pp != p.gpus)) {
       fail("dp = {}: must equal gpus / (tp x pp) = {} / ({} x {})", a->dp, p.gpus, p.tp, p.pp);

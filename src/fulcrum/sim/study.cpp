@@ -75,23 +75,48 @@ SweepAxis parse_sweep_axis(const std::string& text) {
   return axis;
 }
 
-TrainingResult search_best(const TrainingConfig& config, const ModelShape& model, const HardwareModel& gpu) {
+// WLB-LLM cuts a document longer than its micro-batch cap (wlb_token_cap x cp x tokens-per-rank) into
+// separate pieces, which drops the attention between them: it uses context parallelism so that no
+// document is cut, so its CP degrees are those whose cap holds the longest document.
+bool wlb_keeps_documents_whole(const TrainingConfig& c, int cp) {
+  return c.wlb_token_cap * cp * static_cast<double>(c.rank_tokens()) >= static_cast<double>(c.max_doc_len);
+}
+
+int default_cp(const TrainingConfig& c) {
+  const auto options = powers_of_two_dividing(c.parallel.dp(), 64);
+  if (c.system == "perdoc-cp") return powers_of_two_dividing(c.parallel.dp(), 8).back();
+  for (int cp : options) {
+    if (wlb_keeps_documents_whole(c, cp)) return cp;
+  }
+  return options.back();
+}
+
+TrainingResult search_best(const TrainingConfig& config, const ModelShape& model, const HardwareModel& gpu,
+                           bool search_pp) {
   const ParallelConfig& given = config.parallel;
   const double global_tokens =
       static_cast<double>(config.rank_tokens()) * given.dp() * given.microbatch_count();
   const bool uses_cp = config.system == "wlb" || config.system == "perdoc-cp";
   TrainingResult best;
   bool found = false;
-  std::string problems;
-  for (int pp : powers_of_two_dividing(model.layers, 8)) {
+  for (int pp : search_pp ? powers_of_two_dividing(model.layers, 8) : std::vector<int>{given.pp}) {
     if (given.gpus % (given.tp * pp) != 0) continue;
     TrainingConfig c = config;
-    c.parallel.pp = pp;
-    c.parallel.microbatches = 0;
-    const int dp = c.parallel.dp();
-    const auto tokens = static_cast<Tokens>(global_tokens / (dp * c.parallel.microbatch_count()));
-    c.tokens_per_rank = std::max<Tokens>(16, tokens / 16 * 16);
-    for (int cp : uses_cp ? powers_of_two_dividing(dp, 64) : std::vector<int>{1}) {
+    if (search_pp) {
+      c.parallel.pp = pp;
+      c.parallel.microbatches = 0;
+      const auto tokens = static_cast<Tokens>(global_tokens / (c.parallel.dp() * c.parallel.microbatch_count()));
+      c.tokens_per_rank = std::max<Tokens>(16, tokens / 16 * 16);
+    }
+    std::vector<int> cps{1};
+    if (uses_cp) {
+      cps.clear();
+      for (int cp : powers_of_two_dividing(c.parallel.dp(), 64)) {
+        if (c.system != "wlb" || wlb_keeps_documents_whole(c, cp)) cps.push_back(cp);
+      }
+      if (cps.empty()) cps.push_back(default_cp(c));
+    }
+    for (int cp : cps) {
       c.parallel.cp = cp;
       TrainingResult r = simulate_training(c, model, gpu);
       const bool better = !found || (best.memory.out_of_memory() && !r.memory.out_of_memory()) ||
@@ -137,10 +162,10 @@ Study run_study(const StudySpec& spec, const std::function<void(int, int)>& prog
         c.mode = mode;
         if (system != "wlb" && system != "perdoc-cp") {
           c.parallel.cp = 1;
-        } else if (c.parallel.cp == 0) {  // auto: per-document CP over up to 8 TP groups, WLB-LLM without CP
-          c.parallel.cp = system == "wlb" ? 1 : powers_of_two_dividing(c.parallel.dp(), 8).back();
+        } else if (c.parallel.cp == 0) {
+          c.parallel.cp = default_cp(c);
         }
-        study.rows.push_back({point, spec.search ? search_best(c, model, gpu) : simulate_training(c, model, gpu), 0});
+        study.rows.push_back({point, spec.search ? search_best(c, model, gpu, spec.search_pp) : simulate_training(c, model, gpu), 0});
         if (progress) progress(++done, total);
       }
     }

@@ -2,9 +2,9 @@
 // simulate` prints. Each sweep axis names a TrainingConfig field (or the model or hardware) and its
 // values; the grid is their product, and at every point each system runs on the same seeded data.
 // With `search`, each system instead gets the best layout it can find at that point (the search
-// WLB-LLM's paper does for its CP/DP degrees): pp over the powers of two that divide the layers, cp
-// (perdoc-cp, wlb) over the powers of two that divide dp, keeping the GPUs, TP and the global batch
-// (tokens per iteration) fixed; configurations that run out of memory lose.
+// WLB-LLM's paper does for its CP/DP degrees): cp (perdoc-cp, wlb) over the powers of two that divide
+// dp and, unless pp is pinned, pp over the powers of two up to 8 that divide the layers, keeping the
+// GPUs, TP and the global batch (tokens per iteration) fixed; configurations that run out of memory lose.
 #pragma once
 
 #include "fulcrum/sim/training.hpp"
@@ -24,12 +24,15 @@ struct SweepAxis {
 SweepAxis parse_sweep_axis(const std::string& text);
 
 struct StudySpec {
-  TrainingConfig base;  // base.parallel.cp = 0: perdoc-cp over up to 8 TP groups, wlb without CP
+  // base.parallel.cp = 0 picks per system: perdoc-cp over up to 8 TP groups; wlb the smallest CP degree
+  // whose micro-batch cap holds the longest document (WLB-LLM would otherwise cut documents).
+  TrainingConfig base;
   std::string model = "llama3-8b";
   std::string hardware = "h200-dgx";
   std::vector<std::string> systems = {"distca", "wlb", "perdoc-cp", "packed"};
   std::vector<CommMode> modes = {CommMode::kPingPong};  // DistCA's; baselines always run pingpong
   bool search = false;
+  bool search_pp = true;  // with search: also vary pp (else only cp)
   std::vector<SweepAxis> sweep;
 };
 
@@ -49,7 +52,9 @@ struct Study {
 /// Runs every point x system x mode; `progress(done, total)` after each run.
 Study run_study(const StudySpec& spec, const std::function<void(int, int)>& progress = {});
 
-/// The configuration `search` picks for `config.system` (exposed for tests).
-TrainingResult search_best(const TrainingConfig& config, const ModelShape& model, const HardwareModel& gpu);
+/// The configuration `search` picks for `config.system` (exposed for tests): cp over the powers of two
+/// dividing dp (for wlb only those that keep documents whole), and pp too when `search_pp`.
+TrainingResult search_best(const TrainingConfig& config, const ModelShape& model, const HardwareModel& gpu,
+                           bool search_pp = true);
 
 }  // namespace fulcrum::sim
