@@ -2,6 +2,7 @@
 
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/plan/verify.hpp"
+#include "fulcrum/planners/baselines/wlb.hpp"
 
 namespace fulcrum::sim {
 
@@ -12,6 +13,15 @@ SystemPlanner::SystemPlanner(std::string system, const PlannerOptions& options, 
   o.cp_degree = cp;
   planner_ = make_planner(system_, o);
   if (system_ == "wlb" && cp > 1) cp_planner_ = make_planner("perdoc-cp", o);
+}
+
+std::size_t SystemPlanner::deferred_documents() const {
+  const auto* wlb = dynamic_cast<const WlbPlanner*>(planner_.get());
+  return wlb ? wlb->deferred_documents() : 0;
+}
+
+void SystemPlanner::drain() {
+  if (auto* wlb = dynamic_cast<WlbPlanner*>(planner_.get())) wlb->set_draining(true);
 }
 
 Assignment SystemPlanner::plan(const Batch& batch) {

@@ -19,6 +19,10 @@ class SystemPlanner {
   /// Plans one micro-batch; the Assignment passes the exact-coverage verifier (checked here).
   Assignment plan(const Batch& batch);
   const std::string& system() const { return system_; }
+  /// Documents the system holds back for later micro-batches (WLB-LLM's queues); 0 for the others.
+  std::size_t deferred_documents() const;
+  /// From now on release everything held back as soon as it fits (the end of a run).
+  void drain();
 
  private:
   std::string system_;

@@ -34,8 +34,12 @@ class MicrobatchSource {
  public:
   MicrobatchSource(const TrainingConfig& c, int ranks)
       : lengths_(make_length_source(c.dataset, c.seed, c.max_doc_len)),
-        stream_([this, max = c.max_doc_len] { return next_piece(max); }, ranks, c.rank_tokens()) {}
-  Batch next() { return stream_.next(); }
+        stream_([this, max = c.max_doc_len] { return next_piece(max); }, ranks, c.rank_tokens()),
+        ranks_(ranks),
+        tokens_(c.rank_tokens()) {}
+  /// The next micro-batch; once draining, empty ones (no new documents while the system catches up).
+  Batch next() { return draining_ ? Batch{ranks_, tokens_, {}, {}} : stream_.next(); }
+  void drain() { draining_ = true; }
 
  private:
   Tokens next_piece(Tokens max) {
@@ -47,6 +51,9 @@ class MicrobatchSource {
   std::unique_ptr<LengthSource> lengths_;
   Tokens pending_ = 0;
   BatchStream stream_;
+  int ranks_;
+  Tokens tokens_;
+  bool draining_ = false;
 };
 
 // Per TP group ("slot": stage x dp + d), the busy seconds of one iteration by kind.
@@ -198,9 +205,10 @@ TrainingResult simulate_training(const TrainingConfig& config, const ModelShape&
   MicrobatchSource source(config, cx.dp);
   const bool phase_aligned = config.system == "distca" && par.pp > 1;
 
-  // Gradients (bf16) of the GPU's share of the parameters, over the stage's model replicas; replicas
-  // sit in different nodes once a stage's TP groups outgrow one.
-  const int replicas = cx.dp / par.cp;
+  // Gradients (bf16) of the GPU's share of the parameters, reduced over all dp groups of the stage (as
+  // Megatron-LM reduces over data x context parallel ranks); they sit in different nodes once a stage's
+  // TP groups outgrow one.
+  const int replicas = cx.dp;
   const double gradient_bytes = 2 * layer_parameters(model) * cx.stage_layers / par.tp;
   const double dp_sync_s = dp_gradient_sync_s(gpu, replicas, par.tp * cx.dp > gpu.devices_per_node, gradient_bytes);
 
@@ -209,9 +217,28 @@ TrainingResult simulate_training(const TrainingConfig& config, const ModelShape&
   result.model = model.name;
   result.hardware = gpu.name;
   const int slots = cx.pp * cx.dp;
-  const double n = config.iterations;
+  std::vector<IterationOutcome> outcomes;
   for (int it = 0; it < config.iterations; ++it) {
-    IterationOutcome o = phase_aligned ? run_phase_aligned(cx, planner, source) : run_1f1b(cx, planner, source);
+    outcomes.push_back(phase_aligned ? run_phase_aligned(cx, planner, source) : run_1f1b(cx, planner, source));
+  }
+  // A system that holds documents back (WLB-LLM) computes them before the run ends, in iterations
+  // without new data: otherwise a short run would leave out its most expensive documents.
+  if (planner.deferred_documents() > 0) {
+    planner.drain();
+    source.drain();
+    constexpr int kMaxDrainIterations = 1000;
+    while (planner.deferred_documents() > 0) {
+      if (static_cast<int>(outcomes.size()) - config.iterations >= kMaxDrainIterations) {
+        fail_runtime("system {}: documents still deferred after {} draining iterations", config.system,
+                     kMaxDrainIterations);
+      }
+      outcomes.push_back(run_1f1b(cx, planner, source));
+      ++result.drain_iterations;
+    }
+  }
+  const double n = static_cast<double>(outcomes.size());
+  for (std::size_t it = 0; it < outcomes.size(); ++it) {
+    IterationOutcome& o = outcomes[it];
     const double iteration_s = o.iteration_s + dp_sync_s;
     result.iteration_s.push_back(iteration_s);
     result.tokens_per_iteration += o.tokens / n;
@@ -253,6 +280,7 @@ nlohmann::json TrainingResult::to_json() const {
           {"max_doc_len", c.max_doc_len},
           {"tokens_per_rank", c.rank_tokens()},
           {"iterations", c.iterations},
+          {"drain_iterations", drain_iterations},
           {"seed", c.seed},
           {"iteration_s", iteration_s},
           {"mean_iteration_s", mean_iteration_s},

@@ -12,6 +12,8 @@
 //  - DistCA with PP runs the phase-aligned ticks: in a tick all working stages run the same phase, and
 //    the CA-tasks of every stage and every DP group are pooled and scheduled over all TP groups, the
 //    idle stages' included. A tick takes layers / pp x the pooled layer's time.
+// WLB-LLM defers long documents to later iterations; after the run's iterations it drains its queues
+// in iterations without new data, which count, so every system computes the same documents.
 // An iteration ends with the gradient reduce-scatter and all-gather over the model replicas (not
 // overlapped with the backward: the same cost for every system). Memory per GPU: sim/memory.hpp.
 #pragma once
@@ -58,7 +60,8 @@ struct TimeBreakdown {
 struct TrainingResult {
   TrainingConfig config;
   std::string model, hardware;
-  std::vector<double> iteration_s;       // per iteration
+  std::vector<double> iteration_s;       // per iteration, the draining ones included
+  int drain_iterations = 0;              // iterations without new data that computed deferred documents
   double mean_iteration_s = 0;
   double tokens_per_iteration = 0;       // mean; WLB-LLM computes fewer when it defers documents
   double tokens_per_s = 0;               // tokens_per_iteration / mean_iteration_s

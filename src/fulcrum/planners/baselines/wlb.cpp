@@ -76,9 +76,10 @@ Assignment WlbPlanner::plan(const Batch& batch) {
   // to the least-loaded micro-batch.
   std::vector<Document> placing;
   for (auto& queue : outliers_) {
-    while (static_cast<int>(queue.size()) >= ranks) {
-      std::vector<Document> round(queue.begin(), queue.begin() + ranks);
-      queue.erase(queue.begin(), queue.begin() + ranks);
+    while (static_cast<int>(queue.size()) >= ranks || (draining_ && !queue.empty())) {
+      const auto n = static_cast<std::ptrdiff_t>(std::min<std::size_t>(queue.size(), static_cast<std::size_t>(ranks)));
+      std::vector<Document> round(queue.begin(), queue.begin() + n);
+      queue.erase(queue.begin(), queue.begin() + n);
       std::stable_sort(round.begin(), round.end(), [](const Document& x, const Document& y) { return x.length > y.length; });
       for (auto& d : round) placing.push_back(d);
     }

@@ -21,12 +21,17 @@ class WlbPlanner : public Planner {
   /// Documents waiting for a later iteration (outlier queues and those that did not fit).
   std::size_t deferred_documents() const;
   Tokens deferred_tokens() const;
+  /// While draining (the end of a run), outlier queues release what they hold without waiting for a
+  /// full round, so every document drawn is eventually computed and a finite run's throughput is not
+  /// flattered by the long documents still waiting.
+  void set_draining(bool draining) { draining_ = draining; }
 
  private:
   PlannerOptions options_;
   static constexpr int kOutlierLevels = 2;
   std::deque<Document> outliers_[kOutlierLevels];  // level l: lengths >= S_max / 2^(levels - l)
   std::vector<Document> carried_;                   // regular documents that did not fit last time
+  bool draining_ = false;
 };
 
 }  // namespace fulcrum
