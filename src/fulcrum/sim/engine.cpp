@@ -65,6 +65,7 @@ struct Running {
 
 struct RankState {
   std::size_t pc = 0;
+  std::size_t next_extra = 0;  // into SimOptions::extra_compute[rank]
   Running compute;
   int waiting = -1;  // the launch a CommWait blocks on
   double wait_start = 0;
@@ -81,10 +82,6 @@ class Engine {
 
   SimResult run() {
     double now = 0;
-    for (std::size_t r = 0; r < options_.busy_before_s.size(); ++r) {
-      const double seconds = options_.busy_before_s[r];
-      if (seconds > 0) ranks_[r].compute = {true, seconds, seconds, 0, 0, 0, "linear", 0};
-    }
     for (;;) {
       issue_ready_instructions(now);
       const double next = next_event(now);
@@ -133,6 +130,7 @@ class Engine {
       RankState& st = ranks_[r];
       const auto& instructions = plan_.programs[r].instructions;
       while (!st.done && st.waiting < 0 && !st.compute.active) {
+        if (start_extra_compute(r, now)) break;
         if (st.pc == instructions.size()) {
           st.done = true;
           st.end_s = now;
@@ -152,6 +150,21 @@ class Engine {
         ++st.pc;
       }
     }
+  }
+
+  // The caller's work scheduled before instruction pc (SimOptions::extra_compute), if any is due.
+  bool start_extra_compute(int r, double now) {
+    RankState& st = ranks_[r];
+    if (static_cast<std::size_t>(r) >= options_.extra_compute.size()) return false;
+    const auto& extra = options_.extra_compute[r];
+    while (st.next_extra < extra.size() && extra[st.next_extra].before_instruction == st.pc) {
+      const double seconds = extra[st.next_extra++].seconds;
+      if (seconds > 0) {
+        st.compute = {true, seconds, seconds, now, 0, 0, "linear", 0};
+        return true;
+      }
+    }
+    return false;
   }
 
   void compute(int r, const Instruction& in, double now) {
@@ -380,9 +393,19 @@ double attention_call_s(const Plan& plan, const std::vector<AttentionItem>& item
 
 SimResult simulate_plan(const Plan& plan, const HardwareModel& hardware, const SimOptions& options) {
   hardware.validate();
-  if (!options.busy_before_s.empty() && options.busy_before_s.size() != plan.programs.size()) {
-    fail("busy_before_s has {} entries: must be empty or one per rank ({})", options.busy_before_s.size(),
-         plan.programs.size());
+  if (options.extra_compute.size() > plan.programs.size()) {
+    fail("extra_compute has {} ranks: the plan has {}", options.extra_compute.size(), plan.programs.size());
+  }
+  for (std::size_t r = 0; r < options.extra_compute.size(); ++r) {
+    std::size_t previous = 0;
+    for (const auto& e : options.extra_compute[r]) {
+      if (e.before_instruction < previous || e.before_instruction > plan.programs[r].instructions.size() ||
+          !(e.seconds >= 0)) {
+        fail("extra_compute[{}]: entries must be sorted, before_instruction <= {}, seconds >= 0", r,
+             plan.programs[r].instructions.size());
+      }
+      previous = e.before_instruction;
+    }
   }
   return Engine(plan, hardware, options).run();
 }

@@ -19,9 +19,14 @@ namespace fulcrum::sim {
 
 struct SimOptions {
   bool signal_only = false;  // every message carries 1 byte (the `signal` ablation)
-  /// Per rank, seconds of other compute (the layer's matrix work) the rank runs before its program, on
-  /// the same compute stream; empty means none. Recorded as a "linear" event in other_compute_s.
-  std::vector<double> busy_before_s;
+  /// Other compute (the layer's matrix work) on a rank's compute stream, outside the Program: per rank,
+  /// a list of {before_instruction, seconds} sorted by instruction (an index equal to the program's
+  /// length runs after it). Empty means none. Recorded as "linear" events in other_compute_s.
+  struct ExtraCompute {
+    std::size_t before_instruction = 0;
+    double seconds = 0;
+  };
+  std::vector<std::vector<ExtraCompute>> extra_compute;
 };
 
 struct SimResult {

@@ -99,7 +99,7 @@ TEST(SimEngine, RanksSharingComputeSlotsRunAtTheirShare) {
   EXPECT_NEAR(simulate_plan(plan, hw).makespan_s, 3.0, 1e-9);
 }
 
-// Busy time before the program (the layer's matrix work) delays the send: rank 0 computes 2 s, then
+// Work before the program (the layer's matrix work) delays the send: rank 0 computes 2 s, then
 // its 4-second transfer to rank 1 runs; rank 1, busy 1 s, waits for it until 6 s.
 TEST(SimEngine, WorkBeforeTheProgramDelaysItsTraffic) {
   Plan plan;
@@ -108,14 +108,23 @@ TEST(SimEngine, WorkBeforeTheProgramDelaysItsTraffic) {
   plan.programs[0].instructions = {{CommLaunch{0, {{1, 0, {0, 0, 1000}}}, {}}, 0}, {CommWait{0}, 0}};
   plan.programs[1].instructions = {{CommLaunch{0, {}, {{0, 0, {0, 0, 1000}}}}, 0}, {CommWait{0}, 0}};
   SimOptions options;
-  options.busy_before_s = {2.0, 1.0};
+  options.extra_compute = {{{0, 2.0}}, {{0, 1.0}}};
   const auto result = simulate_plan(plan, flat_hardware(1000, 0, 1e9), options);
   EXPECT_NEAR(result.makespan_s, 6.0, 1e-9);
   EXPECT_NEAR(result.ranks[1].summary.other_compute_s, 1.0, 1e-9);
   EXPECT_NEAR(result.ranks[1].summary.peer_wait_s, 1.0, 1e-9);
   EXPECT_NEAR(result.ranks[1].summary.exposed_comm_s, 4.0, 1e-9);
-  options.busy_before_s = {1.0};
+  options.extra_compute = {{{0, 1.0}}, {{0, 1.0}}, {{0, 1.0}}};
   EXPECT_THROW(simulate_plan(plan, flat_hardware(1000, 0, 1e9), options), Error);
+  options.extra_compute = {{{1, 1.0}, {0, 1.0}}};
+  EXPECT_THROW(simulate_plan(plan, flat_hardware(1000, 0, 1e9), options), Error);
+  // Work placed after the launch overlaps the transfer: rank 0 launches at 0, then computes 3 s while
+  // its 4-second transfer runs; rank 1 receives at 4; after the program rank 1 computes 1 s more.
+  options.extra_compute = {{{1, 3.0}}, {{2, 1.0}}};
+  const auto overlapped = simulate_plan(plan, flat_hardware(1000, 0, 1e9), options);
+  EXPECT_NEAR(overlapped.ranks[0].summary.total_s, 4.0, 1e-9);
+  EXPECT_NEAR(overlapped.ranks[0].summary.exposed_comm_s, 1.0, 1e-9);
+  EXPECT_NEAR(overlapped.ranks[1].summary.total_s, 5.0, 1e-9);
 }
 
 TEST(SimEngine, ADeadlockIsAnErrorNotAHang) {

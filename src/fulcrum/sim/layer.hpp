@@ -1,7 +1,9 @@
-// One transformer layer of one Assignment on its attention ranks (TP groups), forward then backward, in
-// virtual time: each rank first runs its matrix work (QKV/O projections and MLP, with the tensor-parallel
-// all-reduces), then the compiled attention Program on the discrete-event engine. The layer's time on a
-// rank is when its Program ends, so waiting for slower peers (stragglers) counts on the rank that waits.
+// One transformer layer of one Assignment on its attention ranks (TP groups), one pass, in virtual time:
+// each rank runs its matrix work (QKV/O projections and MLP, with the tensor-parallel all-reduces) and
+// the compiled attention Program on the discrete-event engine's compute stream. Single-stream runs all
+// the matrix work first; ping-pong runs nano-batch 1's half after nano-batch 0's dispatch is launched,
+// so it hides that traffic (DistCA's ping-pong). The layer's time on a rank is when its Program ends,
+// so waiting for slower peers (stragglers) counts on the rank that waits.
 #pragma once
 
 #include "fulcrum/plan/assignment.hpp"
