@@ -21,6 +21,7 @@ struct SimulateArgs {
   sim::StudySpec spec;
   std::string systems = "distca,wlb,perdoc-cp,packed";
   std::string modes = "pingpong";
+  std::string baseline_mode = "single-stream";
   std::vector<std::string> sweep;
   int dp = 0;
   std::string json_path, csv_path, svg_path, trace_path;
@@ -75,6 +76,7 @@ Action add_simulate_command(CLI::App& app) {
   cmd->add_option("--tokens-per-rank", c.tokens_per_rank, "tokens per TP group and micro-batch; 0: max-doc-len");
   cmd->add_option("--systems", a->systems, "comma-separated systems (planners)")->capture_default_str();
   cmd->add_option("--modes", a->modes, "DistCA's: comma-separated pingpong, single-stream, signal")->capture_default_str();
+  cmd->add_option("--baseline-mode", a->baseline_mode, "the baselines' communication mode")->capture_default_str();
   cmd->add_option("--iterations", c.iterations, "iterations per run (fresh data each)")->capture_default_str();
   cmd->add_option("--seed", c.seed, "seed of the length source")->capture_default_str();
   cmd->add_option("--tolerance", c.tolerance, "DistCA's scheduler tolerance")->capture_default_str();
@@ -93,6 +95,7 @@ Action add_simulate_command(CLI::App& app) {
     spec.systems = split_list(a->systems);
     spec.modes.clear();
     for (const auto& m : split_list(a->modes)) spec.modes.push_back(sim::parse_comm_mode(m));
+    spec.baseline_mode = sim::parse_comm_mode(a->baseline_mode);
     for (const auto& s : a->sweep) spec.sweep.push_back(sim::parse_sweep_axis(s));
     const sim::Study study = sim::run_study(spec, show_progress);
     fmt::print("{}", study_table(study));

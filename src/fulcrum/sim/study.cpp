@@ -156,7 +156,7 @@ Study run_study(const StudySpec& spec, const std::function<void(int, int)>& prog
     const HardwareModel gpu = load_hardware(at.hardware);
     const std::size_t first = study.rows.size();
     for (const auto& system : spec.systems) {
-      for (CommMode mode : system == "distca" ? at.modes : std::vector<CommMode>{CommMode::kPingPong}) {
+      for (CommMode mode : system == "distca" ? at.modes : std::vector<CommMode>{spec.baseline_mode}) {
         TrainingConfig c = at.base;
         c.system = system;
         c.mode = mode;

@@ -30,7 +30,10 @@ struct StudySpec {
   std::string model = "llama3-8b";
   std::string hardware = "h200-dgx";
   std::vector<std::string> systems = {"distca", "wlb", "perdoc-cp", "packed"};
-  std::vector<CommMode> modes = {CommMode::kPingPong};  // DistCA's; baselines always run pingpong
+  std::vector<CommMode> modes = {CommMode::kPingPong};  // DistCA's
+  /// The baselines': single-stream, as they run (per-document CP all-gathers K/V, then computes);
+  /// DistCA's ping-pong nano-batches are its own contribution.
+  CommMode baseline_mode = CommMode::kSingleStream;
   bool search = false;
   bool search_pp = true;  // with search: also vary pp (else only cp)
   std::vector<SweepAxis> sweep;
