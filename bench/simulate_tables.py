@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""Markdown tables for docs/experiments.md from the CSVs bench/simulate_experiments.sh writes.
+
+    python3 bench/simulate_tables.py [DIR]      (DIR: docs/figures)
+"""
+import csv
+import os
+import statistics
+import sys
+
+root = sys.argv[1] if len(sys.argv) > 1 else "docs/figures"
+
+
+def rows(name):
+    with open(os.path.join(root, f"sim-{name}.csv")) as f:
+        return list(csv.DictReader(f))
+
+
+def label(row):
+    return row["system"] + ("/" + row["mode"] if row["system"] == "distca" else "")
+
+
+def speedup_table(name, reference):
+    data = rows(name)
+    points = sorted({r["point"] for r in data}, key=lambda p: [int(v) if v.isdigit() else v
+                                                                for v in (kv.split("=")[1] for kv in p.split())])
+    systems = [s for s in dict.fromkeys(label(r) for r in data) if s != reference]
+    print(f"| point | {reference} layout | " + " | ".join(f"{s} speedup" for s in systems) + " |")
+    print("|---|---|" + "---|" * len(systems))
+    speedups = {s: [] for s in systems}
+    for p in points:
+        at = {label(r): r for r in data if r["point"] == p}
+        ref = at[reference]
+        layout = f"cp{ref['cp']} pp{ref['pp']}" + (" OOM" if ref["out_of_memory"] == "1" else "")
+        cells = []
+        for s in systems:
+            r = at[s]
+            speedups[s].append(float(r["speedup"]))
+            cells.append(f"{float(r['speedup']):.2f}" + (" (OOM)" if r["out_of_memory"] == "1" else ""))
+        print(f"| {p} | {layout} | " + " | ".join(cells) + " |")
+    for s in systems:
+        v = speedups[s]
+        print(f"\n{s} over {reference}: median {statistics.median(v):.2f}x, range {min(v):.2f}-{max(v):.2f}x "
+              f"over {len(v)} points")
+
+
+def breakdown_table(name, extra=()):
+    data = rows(name)
+    cols = ["iteration_s", "linear_s", "attention_s", "exposed_comm_s", "idle_s", "dp_sync_s"] + list(extra)
+    print("| point | system | " + " | ".join(cols) + " |")
+    print("|---|---|" + "---|" * len(cols))
+    for r in data:
+        cells = []
+        for c in cols:
+            v = float(r[c])
+            cells.append(f"{v / 1e12:.2f} TB" if c == "attention_bytes" else
+                         f"{v / 2**30:.1f} GiB" if c == "memory_bytes" else f"{v:.3f}")
+        print(f"| {r['point']} | {label(r)} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    for name, ref in (("nopp-8b", "wlb"), ("nopp-34b", "wlb"), ("pp-34b", "wlb")):
+        if os.path.exists(os.path.join(root, f"sim-{name}.csv")):
+            print(f"\n#### {name}\n")
+            speedup_table(name, ref)
+    for name, extra in (("ablation", ("attention_bytes",)), ("tolerance", ("attention_bytes", "attention_imbalance")),
+                        ("cp-growth", ("attention_bytes", "memory_bytes")), ("dp-growth", ("attention_imbalance",))):
+        if os.path.exists(os.path.join(root, f"sim-{name}.csv")):
+            print(f"\n#### {name}\n")
+            breakdown_table(name, extra)
