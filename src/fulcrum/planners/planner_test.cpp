@@ -18,6 +18,7 @@ PlannerOptions options_for(Tokens granularity = 16, double tolerance = 0.1) {
   o.granularity = granularity;
   o.tolerance = tolerance;
   o.cp_degree = 2;
+  o.dcp_block = 48;  // several blocks per rank on the small random batches
   return o;
 }
 
