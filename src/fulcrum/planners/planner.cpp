@@ -3,6 +3,7 @@
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/planners/baselines/packed.hpp"
 #include "fulcrum/planners/baselines/perdoc_cp.hpp"
+#include "fulcrum/planners/baselines/static_cp.hpp"
 #include "fulcrum/planners/baselines/wlb.hpp"
 #include "fulcrum/planners/dcp/dcp_planner.hpp"
 #include "fulcrum/planners/distca/distca_planner.hpp"
@@ -33,7 +34,7 @@ void PlannerOptions::validate(Tokens tokens_per_rank) const {
   if (devices_per_machine < 1) fail("devices-per-machine = {}: must be >= 1", devices_per_machine);
 }
 
-std::vector<std::string> planner_names() { return {"distca", "dcp", "packed", "perdoc-cp", "wlb"}; }
+std::vector<std::string> planner_names() { return {"distca", "dcp", "packed", "perdoc-cp", "wlb", "ring", "zigzag"}; }
 
 std::unique_ptr<Planner> make_planner(std::string_view name, const PlannerOptions& options) {
   if (name == "distca") return std::make_unique<DistcaPlanner>(options);
@@ -41,6 +42,8 @@ std::unique_ptr<Planner> make_planner(std::string_view name, const PlannerOption
   if (name == "packed") return std::make_unique<PackedPlanner>(options);
   if (name == "perdoc-cp") return std::make_unique<PerDocCpPlanner>(options);
   if (name == "wlb") return std::make_unique<WlbPlanner>(options);
+  if (name == "ring") return std::make_unique<StaticCpPlanner>(options, CpLayout::kRing);
+  if (name == "zigzag") return std::make_unique<StaticCpPlanner>(options, CpLayout::kZigzag);
   fail("planner = '{}': unknown; choose from {}", name, fmt::join(planner_names(), ", "));
 }
 

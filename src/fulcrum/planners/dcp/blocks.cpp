@@ -46,6 +46,14 @@ Hypergraph placement_hypergraph(const Blocks& blocks, const ModelShape& model) {
     nets[2 * blocks.compute[c].q_block].push_back(c);
     nets[2 * blocks.compute[c].kv_block + 1].push_back(c);
   }
+  // Neighbouring tiles of one row: a device runs each unbroken run of a row's tiles as one task, which
+  // fetches the row's Q and returns its O once, so every break between runs costs another Q + O.
+  for (int c = 1; c < compute; ++c) {
+    const auto &left = blocks.compute[c - 1], &right = blocks.compute[c];
+    if (left.q_block != right.q_block || left.kv_block + 1 != right.kv_block) continue;
+    nets.push_back({c - 1, c});
+    net_weights.push_back(static_cast<double>(blocks.data[right.q_block].tokens.size()) * (bytes.q + bytes.output()));
+  }
   return Hypergraph(2, std::move(weights), std::move(net_weights), nets);
 }
 

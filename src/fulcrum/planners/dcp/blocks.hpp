@@ -39,7 +39,10 @@ Blocks make_blocks(const Batch& batch, Tokens block_tokens, const ModelShape& mo
 /// blocks [C, C + D) weighted by (0, bytes held: Q, K/V, O and LSE). Nets, two per data block: its
 /// Q/O net joins it with the computation blocks of its rows (Q goes there, O and LSE come back,
 /// weight tokens · (q + o + lse) bytes) and its K/V net with those reading its keys (weight tokens ·
-/// kv bytes). Σ w(e)(λ − 1) is then the bytes a placement moves.
+/// kv bytes). A device runs each unbroken run of a row's tiles as one task, fetching Q and returning O
+/// per run, so a 2-pin net of weight tokens · (q + o + lse) bytes joins each pair of neighbouring tiles
+/// of a row: every break between runs costs its Q + O again. Σ w(e)(λ − 1) then follows the bytes a
+/// placement moves (up to the first run's Q + O on each device, counted twice).
 Hypergraph placement_hypergraph(const Blocks& blocks, const ModelShape& model);
 
 }  // namespace fulcrum::dcp

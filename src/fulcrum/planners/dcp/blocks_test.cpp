@@ -53,15 +53,15 @@ TEST(DcpBlocks, HypergraphNetsCarryTheBytesThatMove) {
   const auto blocks = make_blocks(one_document(512, MaskSpec::causal()), 256, model);
   const auto h = placement_hypergraph(blocks, model);
   ASSERT_EQ(h.vertices(), 3 + 2);  // 3 tiles, 2 data blocks
-  ASSERT_EQ(h.nets(), 4);
+  ASSERT_EQ(h.nets(), 4 + 1);      // Q/O and K/V per data block, tiles (1, 0)-(1, 1) neighbours
   const auto bytes = token_bytes(model);
   // Everything on one device moves nothing; moving the off-diagonal tile away from both blocks sends
-  // block 0's K/V there and block 1's Q there and its O+LSE back.
+  // block 0's K/V there and block 1's Q there and its O+LSE back, and breaks row 1 into two runs.
   EXPECT_EQ(connectivity_cost(h, std::vector<int>{0, 0, 0, 0, 0}, 2), 0.0);
   const int tile10 = 1;  // (q 1, kv 0), in (q, kv) order: (0,0), (1,0), (1,1)
   std::vector<int> parts{0, 0, 0, 0, 0};
   parts[tile10] = 1;
-  EXPECT_NEAR(connectivity_cost(h, parts, 2), 256 * (bytes.kv + bytes.q + bytes.output()), 1e-6);
+  EXPECT_NEAR(connectivity_cost(h, parts, 2), 256 * (bytes.kv + 2 * (bytes.q + bytes.output())), 1e-6);
 }
 
 }  // namespace

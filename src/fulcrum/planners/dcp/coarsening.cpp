@@ -3,7 +3,6 @@
 #include "fulcrum/core/random.hpp"
 
 #include <algorithm>
-
 #include <numeric>
 
 namespace fulcrum::dcp {
@@ -15,47 +14,61 @@ CoarseLevel coarsen_once(const Hypergraph& h, const std::vector<double>& max_clu
   std::iota(order.begin(), order.end(), 0);
   Rng rng(seed);
   rng.shuffle(order);
-  std::vector<int> mate(static_cast<std::size_t>(n), -1);
+  // Clustering (KaHyPar's ml_style): a vertex still on its own joins the neighbouring cluster it
+  // shares the most rated net weight with, if the cluster stays under the weight cap; clusters grow past
+  // pairs within one level, so a row or column of tiles can contract at once.
+  std::vector<int> leader(static_cast<std::size_t>(n));
+  std::iota(leader.begin(), leader.end(), 0);
+  std::vector<int> size(static_cast<std::size_t>(n), 1);
+  std::vector<double> cluster_weight(static_cast<std::size_t>(n) * constraints);
+  for (int v = 0; v < n; ++v) {
+    for (int c = 0; c < constraints; ++c) cluster_weight[static_cast<std::size_t>(v) * constraints + c] = h.weight(v, c);
+  }
   std::vector<double> rating(static_cast<std::size_t>(n), 0.0);
   std::vector<int> touched;
-  auto may_merge = [&](int u, int v) {
+  auto may_join = [&](int u, int cluster) {
     for (int c = 0; c < constraints; ++c) {
-      const double a = h.weight(u, c), b = h.weight(v, c);
+      const double a = h.weight(u, c), b = cluster_weight[static_cast<std::size_t>(cluster) * constraints + c];
       if (a > 0 && b > 0 && a + b > max_cluster_weight[c]) return false;
     }
     return true;
   };
   for (int u : order) {
-    if (mate[u] >= 0) continue;
+    if (leader[u] != u || size[u] > 1) continue;  // already clustered, or others joined it
     for (int e : h.incident_nets(u)) {
       const auto pins = h.pins(e);
-      if (pins.size() < 2) continue;
       const double score = h.net_weight(e) / static_cast<double>(pins.size() - 1);
       for (int v : pins) {
-        if (v == u || mate[v] >= 0) continue;
-        if (rating[v] == 0.0) touched.push_back(v);
-        rating[v] += score;
+        const int cluster = leader[v];
+        if (v == u || cluster == u) continue;
+        if (rating[cluster] == 0.0) touched.push_back(cluster);
+        rating[cluster] += score;
       }
     }
     int best = -1;
-    for (int v : touched) {
-      // Highest rating, ties to the lower id so the result depends only on the seed.
-      if ((best < 0 || rating[v] > rating[best] || (rating[v] == rating[best] && v < best)) && may_merge(u, v)) best = v;
+    for (int cluster : touched) {
+      if (!may_join(u, cluster)) continue;
+      // Highest rating, then clusters still on their own, then the lower id (deterministic per seed).
+      if (best < 0 || rating[cluster] > rating[best] ||
+          (rating[cluster] == rating[best] && (size[cluster] < size[best] || (size[cluster] == size[best] && cluster < best)))) {
+        best = cluster;
+      }
     }
-    for (int v : touched) rating[v] = 0.0;
+    for (int cluster : touched) rating[cluster] = 0.0;
     touched.clear();
-    mate[u] = best >= 0 ? best : u;
-    if (best >= 0) mate[best] = u;
+    if (best < 0) continue;
+    leader[u] = best;
+    ++size[best];
+    for (int c = 0; c < constraints; ++c) cluster_weight[static_cast<std::size_t>(best) * constraints + c] += h.weight(u, c);
   }
 
   CoarseLevel level;
   level.fine_to_coarse.assign(static_cast<std::size_t>(n), -1);
+  std::vector<int> id(static_cast<std::size_t>(n), -1);
   int coarse = 0;
   for (int v = 0; v < n; ++v) {
-    if (level.fine_to_coarse[v] >= 0) continue;
-    level.fine_to_coarse[v] = coarse;
-    level.fine_to_coarse[mate[v]] = coarse;
-    ++coarse;
+    if (id[leader[v]] < 0) id[leader[v]] = coarse++;
+    level.fine_to_coarse[v] = id[leader[v]];
   }
   std::vector<double> weights(static_cast<std::size_t>(coarse) * constraints, 0.0);
   for (int v = 0; v < n; ++v) {

@@ -1,6 +1,7 @@
 #include "fulcrum/planners/dcp/dcp_planner.hpp"
 
 #include "fulcrum/planners/dcp/blocks.hpp"
+#include "fulcrum/planners/dcp/divisions.hpp"
 #include "fulcrum/planners/dcp/partitioner.hpp"
 
 namespace fulcrum {
@@ -28,6 +29,7 @@ Assignment DcpPlanner::plan(const Batch& batch) {
                                        .seed = options_.seed};
   const auto device = dcp::partition_hierarchical(graph, hierarchy);
   const int compute = static_cast<int>(blocks.compute.size());
+  const auto division = dcp::assign_divisions(blocks, device, options_.dcp_divisions, options_.model);
 
   Assignment a{.planner = "dcp", .batch = {}, .tasks = {}, .transfers = {}};
   a.batch.ranks = batch.ranks;
@@ -48,15 +50,17 @@ Assignment DcpPlanner::plan(const Batch& batch) {
     const auto& block = blocks.compute[c];
     const auto& q = blocks.data[block.q_block];
     const Range keys = blocks.data[block.kv_block].tokens;
-    // A tile that continues the previous task's keys on the same device widens it (fewer kernel items).
+    // A tile that continues the previous task's keys on the same device and division widens it (fewer
+    // kernel items).
     if (!a.tasks.empty()) {
       auto& last = a.tasks.back();
-      if (last.doc == q.doc && last.queries[0] == q.tokens && last.server == device[c] && last.keys.end == keys.begin) {
+      if (last.doc == q.doc && last.queries[0] == q.tokens && last.server == device[c] && last.keys.end == keys.begin &&
+          last.division == division[c]) {
         last.keys.end = keys.end;
         continue;
       }
     }
-    a.tasks.push_back({q.doc, {q.tokens, Range{}}, keys, device[c]});
+    a.tasks.push_back({q.doc, {q.tokens, Range{}}, keys, device[c], division[c]});
   }
   a.transfers = minimal_transfers(a.batch, a.tasks);
   return a;

@@ -86,6 +86,55 @@ std::vector<int> grow_parts(const Hypergraph& h, int k, Rng& rng) {
   return parts;
 }
 
+// Greedy affinity: vertices in BFS order, each to the part that already holds most of its nets' weight
+// among those below the mean load (then below the limit, then the least loaded); a vertex with no
+// placed neighbour starts in the least loaded part, so a component is not split at a part's end.
+std::vector<int> affinity_parts(const Hypergraph& h, int k, const std::vector<double>& limits, Rng& rng) {
+  const int constraints = h.constraints();
+  std::vector<double> mean(static_cast<std::size_t>(constraints));
+  for (int c = 0; c < constraints; ++c) mean[c] = h.total_weight(c) / k;
+  std::vector<double> load(static_cast<std::size_t>(k) * constraints, 0.0);
+  std::vector<int> present(static_cast<std::size_t>(h.nets()) * k, 0);
+  std::vector<int> parts(static_cast<std::size_t>(h.vertices()), 0);
+  std::vector<double> affinity(static_cast<std::size_t>(k));
+  auto fill = [&](int p) {  // the fullest constraint of p, relative to the mean
+    double most = 0;
+    for (int c = 0; c < constraints; ++c) most = std::max(most, load[static_cast<std::size_t>(p) * constraints + c] / std::max(mean[c], 1e-300));
+    return most;
+  };
+  auto below = [&](int v, int p, const std::vector<double>& cap) {
+    for (int c = 0; c < constraints; ++c) {
+      const double w = h.weight(v, c);
+      if (w > 0 && load[static_cast<std::size_t>(p) * constraints + c] + w > cap[c]) return false;
+    }
+    return true;
+  };
+  for (int v : bfs_order(h, rng)) {
+    std::fill(affinity.begin(), affinity.end(), 0.0);
+    for (int e : h.incident_nets(v)) {
+      for (int p = 0; p < k; ++p) {
+        if (present[static_cast<std::size_t>(e) * k + p] > 0) affinity[p] += h.net_weight(e);
+      }
+    }
+    int best = -1;
+    for (const std::vector<double>* cap : {static_cast<const std::vector<double>*>(&mean), &limits}) {
+      for (int p = 0; p < k; ++p) {
+        if (!below(v, p, *cap)) continue;
+        if (best < 0 || affinity[p] > affinity[best] || (affinity[p] == affinity[best] && fill(p) < fill(best))) best = p;
+      }
+      if (best >= 0) break;
+    }
+    if (best < 0) {
+      best = 0;
+      for (int p = 1; p < k; ++p) best = fill(p) < fill(best) ? p : best;
+    }
+    parts[v] = best;
+    for (int c = 0; c < constraints; ++c) load[static_cast<std::size_t>(best) * constraints + c] += h.weight(v, c);
+    for (int e : h.incident_nets(v)) ++present[static_cast<std::size_t>(e) * k + best];
+  }
+  return parts;
+}
+
 bool better(const PartitionState& x, const PartitionState& y) {
   const double ox = x.overload(), oy = y.overload();
   if (ox != oy) return ox < oy;
@@ -94,16 +143,20 @@ bool better(const PartitionState& x, const PartitionState& y) {
 
 }  // namespace
 
+// How coarse the coarsest level gets, and how heavy a cluster may grow (share of a part's mean).
+constexpr int kCoarsestPerPart = 30;
+constexpr double kMaxClusterShare = 0.05;
+
 std::vector<int> partition(const Hypergraph& h, const PartitionConfig& config) {
   config.validate();
   const int k = config.parts;
   if (k == 1 || h.vertices() == 0) return std::vector<int>(static_cast<std::size_t>(h.vertices()), 0);
   const auto limits = balance_limits(h, config);
-  // Coarsen to ~160 vertices per part (Mt-KaHyPar's contraction limit); clusters stay below a small
-  // fraction of a part so the coarse levels can still be balanced.
-  const int target = 160 * k;
+  // Coarsen to ~kCoarsestPerPart vertices per part; clusters stay below kMaxClusterShare of a part so
+  // the coarse levels can still be balanced.
+  const int target = kCoarsestPerPart * k;
   std::vector<double> max_cluster(static_cast<std::size_t>(h.constraints()));
-  for (int c = 0; c < h.constraints(); ++c) max_cluster[c] = 3.0 * h.total_weight(c) / target;
+  for (int c = 0; c < h.constraints(); ++c) max_cluster[c] = kMaxClusterShare * h.total_weight(c) / k;
   const auto levels = coarsen(h, target, max_cluster, config.seed);
   const Hypergraph& coarsest = levels.empty() ? h : levels.back().graph;
 
@@ -113,7 +166,8 @@ std::vector<int> partition(const Hypergraph& h, const PartitionConfig& config) {
     Rng rng(mix64(config.seed ^ 0x1417u));
     std::unique_ptr<PartitionState> best;
     for (int t = 0; t < config.initial_tries; ++t) {
-      auto state = std::make_unique<PartitionState>(coarsest, k, grow_parts(coarsest, k, rng), limits);
+      auto initial = t % 2 ? grow_parts(coarsest, k, rng) : affinity_parts(coarsest, k, limits, rng);
+      auto state = std::make_unique<PartitionState>(coarsest, k, std::move(initial), limits);
       fm_refine(*state, rng.next_u64());
       if (!best || better(*state, *best)) best = std::move(state);
     }

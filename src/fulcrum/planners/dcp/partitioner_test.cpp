@@ -98,13 +98,13 @@ TEST(Partitioner, NearTheExhaustiveOptimumOnTinyHypergraphs) {
 
 TEST(Partitioner, BalancedAndBetterThanRandomOnLargerHypergraphs) {
   for (std::uint64_t seed = 0; seed < 2; ++seed) {
-    const auto h = random_hypergraph(seed, 3000, 4000, 8, 2);
+    const auto h = random_hypergraph(seed, 1000, 1300, 8, 2);
     for (int k : {2, 8}) {
       PartitionConfig config{.parts = k, .epsilon = 0.05, .allow_heaviest_vertex = false, .seed = seed};
       const auto parts = partition(h, config);
       EXPECT_TRUE(balanced(h, parts, k, balance_limits(h, config))) << "seed " << seed << " k " << k;
-      std::vector<int> round_robin(3000);
-      for (int v = 0; v < 3000; ++v) round_robin[v] = v % k;
+      std::vector<int> round_robin(1000);
+      for (int v = 0; v < 1000; ++v) round_robin[v] = v % k;
       EXPECT_LT(connectivity_cost(h, parts, k), 0.9 * connectivity_cost(h, round_robin, k));
     }
   }
@@ -125,7 +125,7 @@ TEST(Partitioner, CoarseningKeepsWeightsAndNeverCutsInsideAVertex) {
 }
 
 TEST(Partitioner, HierarchicalKeepsMachinesTogetherAndIsDeterministic) {
-  const auto h = random_hypergraph(11, 2000, 2600, 6, 2);
+  const auto h = random_hypergraph(11, 800, 1000, 6, 2);
   HierarchyConfig config{.machines = 2, .devices_per_machine = 4, .seed = 5};
   const auto a = partition_hierarchical(h, config);
   EXPECT_EQ(a, partition_hierarchical(h, config));
