@@ -3,7 +3,7 @@
 // can give KaHyPar the very same hypergraph. Balance is single-constraint here, as KaHyPar's is: a
 // vertex weighs its share of the batch's FLOPs plus its share of the bytes held, in integer units.
 //   dcp_partition --dataset pretrain --mask causal --block 1024 --parts 32 --epsilon 0.1 --out DIR
-// Writes DIR/NAME.hgr and prints one JSON line: vertices, nets, fulcrum's λ−1 objective and seconds.
+// Writes DIR/NAME.hgr and prints one JSON line: vertices, nets, fulcrum's λ−1 objective (KiB) and seconds.
 #include "fulcrum/planners/dcp/blocks.hpp"
 #include "fulcrum/planners/dcp/partitioner.hpp"
 #include "fulcrum/workload/length_source.hpp"
@@ -36,7 +36,8 @@ int main(int argc, char** argv) {
   app.add_option("--seed", seed);
   app.add_option("--out", out, "folder of the .hgr file");
   app.add_option("--name", name, "file name without .hgr");
-  int machines = 0;
+  int machines = 0, tries = 8;
+  app.add_option("--tries", tries, "initial partitions tried (DCP's planner uses the default, 8)");
   app.add_option("--dcp-machines", machines,
                  "also report DCP's own partition: two constraints, machines x (parts / machines), eps 0.4 / --epsilon");
   CLI11_PARSE(app, argc, argv);
@@ -49,7 +50,7 @@ int main(int argc, char** argv) {
   const auto two = dcp::placement_hypergraph(blocks, shape);
 
   // One integer weight per vertex: parts per million of the FLOPs plus of the bytes (at least 1, as
-  // hMetis weights must be positive); net weights are bytes, integers already.
+  // hMetis weights must be positive); net weights in KiB, so KaHyPar's 32-bit sums cannot overflow.
   const double flops = two.total_weight(0), bytes = two.total_weight(1);
   std::vector<double> weights;
   for (int v = 0; v < two.vertices(); ++v) {
@@ -59,7 +60,7 @@ int main(int argc, char** argv) {
   std::vector<double> net_weights;
   for (int e = 0; e < two.nets(); ++e) {
     nets.emplace_back(two.pins(e).begin(), two.pins(e).end());
-    net_weights.push_back(std::round(two.net_weight(e)));
+    net_weights.push_back(std::max(1.0, std::round(two.net_weight(e) / 1024)));
   }
   const dcp::Hypergraph h(1, weights, net_weights, nets);
 
@@ -73,7 +74,8 @@ int main(int argc, char** argv) {
   for (int v = 0; v < h.vertices(); ++v) file.print("{:.0f}\n", h.weight(v, 0));
   file.close();
 
-  const dcp::PartitionConfig config{.parts = parts, .epsilon = epsilon, .allow_heaviest_vertex = false, .seed = seed};
+  const dcp::PartitionConfig config{
+      .parts = parts, .epsilon = epsilon, .allow_heaviest_vertex = false, .seed = seed, .initial_tries = tries};
   const auto start = std::chrono::steady_clock::now();
   const auto partition = dcp::partition(h, config);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

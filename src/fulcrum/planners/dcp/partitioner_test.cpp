@@ -67,7 +67,7 @@ TEST(Partitioner, IncrementalObjectiveMatchesRecomputation) {
   Rng rng(2);
   std::vector<int> parts(60);
   for (auto& p : parts) p = static_cast<int>(rng.uniform_int(0, 3));
-  PartitionState state(h, 4, parts, {1e9, 1e9});
+  PartitionState state(h, 4, parts, std::vector<double>(8, 1e9));
   for (int i = 0; i < 500; ++i) {
     state.move(static_cast<int>(rng.uniform_int(0, 59)), static_cast<int>(rng.uniform_int(0, 3)));
     ASSERT_NEAR(state.cost(), connectivity_cost(h, state.parts(), 4), 1e-9);

@@ -26,7 +26,7 @@ double PartitionState::overload() const {
   double over = 0;
   for (int p = 0; p < k_; ++p) {
     for (int c = 0; c < h_.constraints(); ++c) {
-      if (load(p, c) > limits_[c]) over += (load(p, c) - limits_[c]) / std::max(limits_[c], 1e-300);
+      if (load(p, c) > limit(p, c)) over += (load(p, c) - limit(p, c)) / std::max(limit(p, c), 1e-300);
     }
   }
   return over;
@@ -35,14 +35,14 @@ double PartitionState::overload() const {
 bool PartitionState::fits(int v, int to) const {
   for (int c = 0; c < h_.constraints(); ++c) {
     const double w = h_.weight(v, c);
-    if (w > 0 && load(to, c) + w > limits_[c]) return false;
+    if (w > 0 && load(to, c) + w > limit(to, c)) return false;
   }
   return true;
 }
 
 double PartitionState::room(int p) const {
   double least = 1.0;
-  for (int c = 0; c < h_.constraints(); ++c) least = std::min(least, 1.0 - load(p, c) / std::max(limits_[c], 1e-300));
+  for (int c = 0; c < h_.constraints(); ++c) least = std::min(least, 1.0 - load(p, c) / std::max(limit(p, c), 1e-300));
   return least;
 }
 
@@ -93,7 +93,7 @@ void rebalance(PartitionState& state) {
   for (int round = 0; round < 4 && state.overload() > 0; ++round) {
     for (int p = 0; p < state.k(); ++p) {
       for (int c = 0; c < h.constraints(); ++c) {
-        if (state.load(p, c) <= state.limit(c)) continue;
+        if (state.load(p, c) <= state.limit(p, c)) continue;
         std::vector<std::tuple<double, int>> candidates;  // (-gain per weight, vertex)
         for (int v = 0; v < h.vertices(); ++v) {
           if (state.part(v) != p || h.weight(v, c) <= 0) continue;
@@ -102,7 +102,7 @@ void rebalance(PartitionState& state) {
         }
         std::sort(candidates.begin(), candidates.end());
         for (const auto& [key, v] : candidates) {
-          if (state.load(p, c) <= state.limit(c)) break;
+          if (state.load(p, c) <= state.limit(p, c)) break;
           const auto m = state.best_move(v);  // loads changed since the candidates were rated
           if (m.to >= 0) state.move(v, m.to);
         }

@@ -13,6 +13,7 @@ namespace fulcrum::dcp {
 /// A k-way partition with its pin counts Φ(e, p), part loads and objective kept up to date per move.
 class PartitionState {
  public:
+  /// `limits`: the most weight a part may hold, per part and constraint ([p * constraints + c]).
   PartitionState(const Hypergraph& h, int k, std::vector<int> parts, std::vector<double> limits);
 
   const Hypergraph& graph() const { return h_; }
@@ -23,7 +24,7 @@ class PartitionState {
   /// Σ over parts and constraints of the weight above the limit, relative to the limit (0: balanced).
   double overload() const;
   double load(int p, int c) const { return load_[static_cast<std::size_t>(p) * h_.constraints() + c]; }
-  double limit(int c) const { return limits_[c]; }
+  double limit(int p, int c) const { return limits_[static_cast<std::size_t>(p) * h_.constraints() + c]; }
   /// Moving v to `to` keeps every constraint of `to` within its limit (or adds nothing to it).
   bool fits(int v, int to) const;
 
