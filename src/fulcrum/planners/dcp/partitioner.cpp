@@ -243,8 +243,9 @@ std::vector<int> multilevel(const Hypergraph& h, int k, const Balance& balance, 
   const auto levels = coarsen(h, kCoarsestPerPart * k, max_cluster, config.seed);
   const Hypergraph& coarsest = levels.empty() ? h : levels.back().graph;
 
-  // Initial partition: seeded greedy growings and, for more than two parts, a recursive bisection, each
-  // refined k-way; the best balanced one wins.
+  // Initial partition: for more than two parts, seeded recursive bisections (the strongest start on
+  // DCP's hypergraphs, docs/experiments.md), for two, greedy hypergraph growings and affinity
+  // placements alternately; each refined k-way, the best balanced one wins.
   std::vector<int> parts;
   {
     Rng rng(mix64(config.seed ^ 0x1417u));
@@ -257,11 +258,8 @@ std::vector<int> multilevel(const Hypergraph& h, int k, const Balance& balance, 
     std::vector<double> shares(static_cast<std::size_t>(k));
     for (int p = 0; p < k; ++p) shares[p] = balance.target[static_cast<std::size_t>(p) * h.constraints()] / std::max(h.total_weight(0), 1e-300);
     for (int t = 0; t < config.initial_tries; ++t) {
-      if (k > 2 && t % 2 == 1) {
-        // Recursive bisection (nested tries: a quarter as many).
-        PartitionConfig nested = config;
-        nested.initial_tries = std::max(1, config.initial_tries / 4);
-        consider(recursive_bisection(coarsest, shares, bisection_epsilon, nested, rng.next_u64()));
+      if (k > 2) {
+        consider(recursive_bisection(coarsest, shares, bisection_epsilon, config, rng.next_u64()));
       } else {
         consider(t % 2 ? grow_parts(coarsest, k, balance, rng) : affinity_parts(coarsest, k, balance, rng));
       }

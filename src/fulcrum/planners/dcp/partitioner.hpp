@@ -23,7 +23,7 @@ struct PartitionConfig {
   /// data blocks cannot be within 10% when blocks differ in size). Off: the strict KaHyPar bound.
   bool allow_heaviest_vertex = true;
   std::uint64_t seed = 0;
-  int initial_tries = 8;  // seeded initial partitions (half of them recursive bisections when parts > 2)
+  int initial_tries = 8;  // seeded initial partitions (each bisection of a recursive one tries as many)
 
   void validate() const;
 };
