@@ -56,7 +56,6 @@ std::vector<int> assign_divisions(const Blocks& blocks, std::span<const int> dev
     }
   }
   if (divisions <= 2) return division;  // local work first, the rest in the last
-  std::vector<std::size_t> next(static_cast<std::size_t>(devices), 0);
   for (int d = 1; d + 1 < divisions; ++d) {
     const double budget = remaining / (divisions - d);
     double spent = 0;
@@ -66,20 +65,30 @@ std::vector<int> assign_divisions(const Blocks& blocks, std::span<const int> dev
     while (true) {
       int r = -1;  // the open device with the least compute in this division
       for (int x = 0; x < devices; ++x) {
-        if (open[x] && next[x] < pending[x].size() && (r < 0 || load[x] < load[r])) r = x;
+        if (open[x] && !pending[x].empty() && (r < 0 || load[x] < load[r])) r = x;
       }
       if (r < 0) break;
-      const int c = pending[r][next[r]];
-      const double b = fetch_bytes(blocks, device, c, bytes, &fetched[r], false);
+      // Its block that adds the fewest bytes to what the division already fetches (data it shares with
+      // blocks taken before comes free), the first in (q, kv) order among equals.
+      std::size_t pick = 0;
+      double b = fetch_bytes(blocks, device, pending[r][0], bytes, &fetched[r], false);
+      for (std::size_t i = 1; i < pending[r].size() && b > 0; ++i) {
+        const double bi = fetch_bytes(blocks, device, pending[r][i], bytes, &fetched[r], false);
+        if (bi < b) {
+          b = bi;
+          pick = i;
+        }
+      }
       if (spent + b > budget) {
-        open[r] = 0;  // this block would overrun the division's budget: the device stops here
+        open[r] = 0;  // even its cheapest block would overrun the division's budget: the device stops
         continue;
       }
+      const int c = pending[r][pick];
+      pending[r].erase(pending[r].begin() + static_cast<std::ptrdiff_t>(pick));
       fetch_bytes(blocks, device, c, bytes, &fetched[r], true);
       spent += b;
       load[r] += blocks.compute[c].flops;
       division[c] = d;
-      ++next[r];
     }
     remaining = std::max(0.0, remaining - spent);
   }

@@ -2,7 +2,8 @@
 // of division i+1 arrives while division i computes (compile runs them as its nano-batches). Division 0
 // is every block whose data the device holds (no traffic, so it hides the first dispatch); divisions
 // 1..T−2 each get an equal share of the remaining traffic as a budget, filled one block at a time from
-// the device that has the least compute in that division so far; the last division takes the rest.
+// the device that has the least compute in that division so far (its block adding the fewest bytes to
+// what the division already fetches); the last division takes the rest.
 #pragma once
 
 #include "fulcrum/planners/dcp/blocks.hpp"
