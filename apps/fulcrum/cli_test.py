@@ -68,6 +68,8 @@ with tempfile.TemporaryDirectory() as tmp:
         (["--batches", "0"], "batches"),
         (["--mask", "diagonal"], "mask"),
         (["--ranks", "many"], "--ranks"),
+        (["--planners", "dcp", "--dcp-block", "0"], "dcp-block"),
+        (["--planners", "dcp", "--dcp-epsilon-devices", "-0.1"], "dcp-epsilon-devices"),
     ]
     for args, field in bad_inputs:
         result = run("plan", "--tokens-per-rank", "4096", *args) if "--tokens-per-rank" not in args else run("plan", *args)

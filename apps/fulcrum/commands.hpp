@@ -1,6 +1,8 @@
 // Each subcommand lives in its own file and registers itself on the app; main.cpp only dispatches.
 #pragma once
 
+#include "fulcrum/planners/planner.hpp"
+
 #include <CLI/CLI.hpp>
 
 #include <functional>
@@ -17,5 +19,8 @@ Action add_profile_command(CLI::App& app);
 Action add_run_command(CLI::App& app);
 Action add_demo_command(CLI::App& app);
 Action add_simulate_command(CLI::App& app);
+
+/// --dcp-block, --dcp-epsilon-machines, --dcp-epsilon-devices, --dcp-divisions, --devices-per-machine.
+void add_dcp_options(CLI::App& cmd, PlannerOptions& options);
 
 }  // namespace fulcrum::cli

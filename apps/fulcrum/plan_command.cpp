@@ -19,13 +19,13 @@ Action add_plan_command(CLI::App& app) {
   cmd->add_option("--dataset", config->dataset, "pretrain | prolong | uniform:MIN:MAX | lognormal:MU:SIGMA | file:PATH")
       ->capture_default_str();
   cmd->add_option("--model", config->model, "llama3-8b | llama-34b | qwen2.5-3b | tiny")->capture_default_str();
-  cmd->add_option("--mask", config->mask, "causal | full | window:W | lambda:SINK:WINDOW")->capture_default_str();
+  cmd->add_option("--mask", config->mask, "causal | full | window:W | lambda:SINK:WINDOW | blockwise:B:W | shared-question:A:P | ...")->capture_default_str();
   cmd->add_option("--ranks", config->ranks, "attention servers (= ranks)")->capture_default_str();
   cmd->add_option("--tokens-per-rank", config->tokens_per_rank, "tokens each rank holds after packing")
       ->capture_default_str();
   cmd->add_option("--batches", config->batches, "batches to draw and plan")->capture_default_str();
   cmd->add_option("--seed", config->seed, "seed of the length source")->capture_default_str();
-  cmd->add_option("--planners", *planners, "comma-separated: distca, packed, perdoc-cp, wlb")->capture_default_str();
+  cmd->add_option("--planners", *planners, "comma-separated: distca, dcp, packed, perdoc-cp, wlb, ring, zigzag")->capture_default_str();
   cmd->add_option("--tolerance", config->options.tolerance, "DistCA: stop when every server is within this x mean")
       ->capture_default_str();
   cmd->add_option("--granularity", config->options.granularity, "DistCA: shard sizes are multiples of this")
@@ -34,6 +34,7 @@ Action add_plan_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--wlb-token-cap", config->options.wlb_token_cap, "wlb: micro-batch token cap / tokens-per-rank")
       ->capture_default_str();
+  add_dcp_options(*cmd, config->options);
   cmd->add_option("--json", *json_path, "also write the results as JSON to this path");
   return [config, json_path, planners] {
     config->planners.clear();

@@ -25,6 +25,7 @@ void add_job_options(CLI::App& cmd, runtime::JobConfig& job) {
       ->capture_default_str();
   cmd.add_option("--cp-degree", job.options.cp_degree, "perdoc-cp: ranks per context-parallel group")
       ->capture_default_str();
+  add_dcp_options(cmd, job.options);
   cmd.add_option("--reference", job.reference, "kernel (fused fp32, one process) | fp64 (materialised) | none")
       ->transform(CLI::CheckedTransformer(std::map<std::string, runtime::ReferenceKind>{
           {"kernel", runtime::ReferenceKind::kKernel}, {"fp64", runtime::ReferenceKind::kFp64},
@@ -62,7 +63,7 @@ Action add_run_command(CLI::App& app) {
   auto session = std::make_shared<SessionOptions>();
   auto planners = std::make_shared<std::string>("distca");
   auto modes = std::make_shared<std::string>("pingpong");
-  cmd->add_option("--planners", *planners, "comma-separated: distca, packed, perdoc-cp, wlb")->capture_default_str();
+  cmd->add_option("--planners", *planners, "comma-separated: distca, dcp, packed, perdoc-cp, wlb, ring, zigzag")->capture_default_str();
   cmd->add_option("--modes", *modes, "comma-separated: pingpong, single-stream, signal")->capture_default_str();
   add_job_options(*cmd, *job);
   session->add_to(*cmd);

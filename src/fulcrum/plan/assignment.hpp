@@ -20,6 +20,9 @@ struct CATask {
   std::array<Range, 2> queries{};  // the second is empty for a single range
   Range keys;
   int server = 0;
+  /// The planner's ordered division (DCP), which the ping-pong schedule runs as its nano-batch; -1 when
+  /// the planner leaves it to the schedule (halves of each server's work). All tasks set it or none.
+  int division = -1;
 
   std::span<const Range> query_ranges() const { return {queries.data(), queries[1].empty() ? 1u : 2u}; }
   Tokens query_tokens() const { return queries[0].size() + queries[1].size(); }

@@ -52,7 +52,15 @@ class Compiler {
     plan_.schedule = to_string(schedule);
     plan_.heads = heads;
     for (const auto& d : a.batch.documents) plan_.documents.push_back({d.length, d.mask});
-    for (int r = 0; r < a.batch.ranks; ++r) ranks_.emplace_back(r, owners_, pass);
+    nano_batches_ = schedule == Schedule::kPingPong ? 2 : 1;
+    if (schedule == Schedule::kPingPong && !a.tasks.empty() && a.tasks.front().division >= 0) {
+      nano_batches_ = 0;
+      for (const auto& t : a.tasks) {
+        if (t.division < 0) fail("task of document {} has division = {}: all tasks or none must have one", t.doc, t.division);
+        nano_batches_ = std::max(nano_batches_, t.division + 1);
+      }
+    }
+    for (int r = 0; r < a.batch.ranks; ++r) ranks_.emplace_back(r, owners_, pass, nano_batches_);
     tags_.assign(static_cast<std::size_t>(a.batch.ranks) * a.batch.ranks, 0);
     for (const auto& t : a.tasks) {
       if (schedule == Schedule::kPingPong) {
@@ -79,7 +87,8 @@ class Compiler {
   }
 
  private:
-  int nano_batches() const { return schedule_ == Schedule::kPingPong ? 2 : 1; }
+  int nano_batches() const { return nano_batches_; }
+  bool planned_divisions() const { return !tasks_.empty() && tasks_.front().division >= 0 && nano_batches_ > 1; }
 
   // Ping-pong: a task whose rows its server owns, and which reads some keys the server holds and some
   // it does not, becomes one task per stretch of its keys cut at the server's own tokens. The part
@@ -151,6 +160,19 @@ class Compiler {
       std::vector<int> all = local;
       all.insert(all.end(), remote.begin(), remote.end());
       return {{0, false, all}};
+    }
+    if (planned_divisions()) {
+      std::vector<TaskGroup> groups;
+      for (int d = 0; d < nano_batches(); ++d) {
+        for (bool is_local : {true, false}) {
+          TaskGroup g{d, is_local, {}};
+          for (int i : is_local ? local : remote) {
+            if (tasks_[i].division == d) g.tasks.push_back(i);
+          }
+          groups.push_back(std::move(g));
+        }
+      }
+      return groups;
     }
     auto [local0, local1] = halve(local);
     auto [remote0, remote1] = halve(remote);
@@ -322,6 +344,7 @@ class Compiler {
   const Assignment& a_;
   Pass pass_;
   Schedule schedule_;
+  int nano_batches_ = 1;
   PassFields fields_;
   OwnerMap owners_;
   Plan plan_;

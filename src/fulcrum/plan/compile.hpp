@@ -16,6 +16,10 @@
 //      launch R1 | local half of nb1 | wait R0, R1 | merge and sum.
 //    A task over rows its server owns is first cut at the server's own keys, so the part over keys it
 //    holds is local work too (and its result is merged with the rest at the owner).
+//    When the planner sets every task's division (DCP), the divisions are the nano-batches, T of them in
+//    order, in the same mechanism: nano-batch i+1's dispatch is in flight while nano-batch i computes,
+//      launch D0, D1 | local 0 | wait D0 | remote 0 | launch R0 | launch D2 | local 1 | wait D1 |
+//      remote 1 | launch R1 | ... | wait D(T-1) | remote T-1 | launch R(T-1) | local T-1 | wait R*.
 #pragma once
 
 #include "fulcrum/plan/assignment.hpp"

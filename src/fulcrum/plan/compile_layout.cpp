@@ -40,9 +40,12 @@ bool is_gradient(Field f) { return f == Field::kDQ || f == Field::kDK || f == Fi
 
 }  // namespace
 
-RankBuilder::RankBuilder(int rank, const OwnerMap& owners, Pass pass)
-    : rank_(rank), pass_(pass), owned_(owners.owned_rows(rank)) {
-  for (int nb = 0; nb < 2; ++nb) {
+RankBuilder::RankBuilder(int rank, const OwnerMap& owners, Pass pass, int nano_batches)
+    : rank_(rank), pass_(pass), owned_(owners.owned_rows(rank)), nano_batches_(nano_batches),
+      q_rows_(2 * static_cast<std::size_t>(nano_batches), 0), kv_rows_(q_rows_), keys_(q_rows_.size()),
+      compute_(q_rows_.size()), dispatch_(static_cast<std::size_t>(nano_batches)), return_(dispatch_),
+      dispatch_copies_(dispatch_.size()) {
+  for (int nb = 0; nb < nano_batches; ++nb) {
     dispatch_[nb].id = 2 * nb;
     return_[nb].id = 2 * nb + 1;
     return_[nb].kind = CommKind::kReturn;
@@ -104,7 +107,7 @@ Tokens RankBuilder::allocate_part_rows(Field field, Tokens rows) {
 void RankBuilder::reserve_keys(int slot, int doc, Range keys) { keys_[slot][doc].reserved.add(keys); }
 
 void RankBuilder::allocate_key_blocks() {
-  for (int slot = 0; slot < kSlots; ++slot) {
+  for (std::size_t slot = 0; slot < keys_.size(); ++slot) {
     for (auto& [doc, k] : keys_[slot]) {
       if (!k.blocks.empty()) continue;  // allocated before
       for (const auto& r : k.reserved.ranges()) {
@@ -158,21 +161,24 @@ Program RankBuilder::finish() {
     const int slot = workspace_slot(nb, local);
     if (!compute_[slot].empty()) emit(attention_call(slot, std::move(compute_[slot])), nb);
   };
+  // Nano-batch i+1's dispatch is in flight while nano-batch i computes (0 and 1 start together); the
+  // local work of every nano-batch but the last runs before its dispatch is waited for, the last one's
+  // after, so it hides the returns (for two nano-batches this is the ping-pong order of compile.hpp).
+  const int last = nano_batches_ - 1;
   launch(dispatch_[0], 0);
-  launch(dispatch_[1], 1);
-  for (int nb = 0; nb < 2; ++nb) {
+  if (last >= 1) launch(dispatch_[1], 1);
+  for (int nb = 0; nb <= last; ++nb) {
     for (const auto& c : dispatch_copies_[nb]) emit(c, nb);
   }
-  compute(0, true);
-  wait(dispatch_[0], 0);
-  compute(0, false);
-  launch(return_[0], 0);
-  wait(dispatch_[1], 1);
-  compute(1, false);
-  launch(return_[1], 1);
-  compute(1, true);
-  wait(return_[0], 0);
-  wait(return_[1], 1);
+  for (int nb = 0; nb <= last; ++nb) {
+    if (nb >= 1 && nb + 1 <= last) launch(dispatch_[nb + 1], nb + 1);
+    if (nb < last) compute(nb, true);
+    wait(dispatch_[nb], nb);
+    compute(nb, false);
+    launch(return_[nb], nb);
+  }
+  compute(last, true);
+  for (int nb = 0; nb <= last; ++nb) wait(return_[nb], nb);
   for (const auto& c : return_copies_) emit(c, 0);
   for (auto& r : reduces_) emit(std::move(r), 0);
 

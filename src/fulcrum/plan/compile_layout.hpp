@@ -16,7 +16,6 @@ namespace fulcrum::compile_detail {
 /// Each task group has its own workspace, named by a slot: nano-batch nb's local or remote work. A call
 /// reads its whole workspace (the kernels copy it head-major), so local work that runs while the remote
 /// work's receives are pending must not share buffers with them.
-constexpr int kSlots = 4;
 inline int workspace_slot(int nb, bool local) { return 2 * nb + (local ? 1 : 0); }
 
 class OwnerMap {
@@ -41,7 +40,8 @@ class OwnerMap {
 
 class RankBuilder {
  public:
-  RankBuilder(int rank, const OwnerMap& owners, Pass pass);
+  /// `nano_batches`: how many ordered nano-batches (pingpong 2, a planner's divisions T, single-stream 1).
+  RankBuilder(int rank, const OwnerMap& owners, Pass pass, int nano_batches);
 
   /// The rank's own buffer of `field` (inputs and outputs, one row per owned token).
   int own(Field field) const;
@@ -89,13 +89,14 @@ class RankBuilder {
   std::map<std::pair<int, Field>, int> workspace_;
   std::map<Field, int> part_;
   std::map<Field, Tokens> part_rows_;
-  Tokens q_rows_[kSlots] = {};
-  Tokens kv_rows_[kSlots] = {};
-  std::map<int, KeyBlocks> keys_[kSlots];
-  CommLaunch dispatch_[2], return_[2];
-  std::vector<Copy> dispatch_copies_[2];
+  int nano_batches_;
+  // Per slot (2 per nano-batch) and per nano-batch.
+  std::vector<Tokens> q_rows_, kv_rows_;
+  std::vector<std::map<int, KeyBlocks>> keys_;
+  std::vector<std::vector<AttentionItem>> compute_;
+  std::vector<CommLaunch> dispatch_, return_;
+  std::vector<std::vector<Copy>> dispatch_copies_;
   std::vector<Copy> return_copies_;
-  std::vector<AttentionItem> compute_[kSlots];
   std::vector<Reduce> reduces_;
 };
 

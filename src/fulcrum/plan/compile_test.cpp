@@ -36,6 +36,28 @@ TEST(Compile, EveryPlanOfRandomAssignmentsVerifies) {
   }
 }
 
+// A planner's divisions (DCP) are the nano-batches: any number of them, any task in any division.
+TEST(Compile, PlansWithPlannerDivisionsVerify) {
+  for (std::uint64_t seed = 0; seed < 120; ++seed) {
+    Assignment a = testing::random_assignment(seed, kMasks[seed % std::size(kMasks)]);
+    Rng rng(seed);
+    const int divisions = static_cast<int>(rng.uniform_int(1, 5));
+    for (auto& t : a.tasks) t.division = static_cast<int>(rng.uniform_int(0, divisions - 1));
+    for (Pass pass : {Pass::kForward, Pass::kBackward}) {
+      const Plan plan = compile(a, kHeads, pass, Schedule::kPingPong);
+      const auto report = verify_plan(plan, a.batch);
+      ASSERT_TRUE(report.ok()) << "seed " << seed << " " << to_string(pass) << ": " << report.summary();
+      for (const auto& program : plan.programs) {
+        for (const auto& in : program.instructions) EXPECT_LT(in.stream, divisions);
+      }
+    }
+  }
+  Assignment mixed = testing::random_assignment(3, MaskSpec::causal());
+  mixed.tasks.front().division = 0;
+  ASSERT_GT(mixed.tasks.size(), 1u);
+  EXPECT_THROW(compile(mixed, kHeads, Pass::kForward, Schedule::kPingPong), Error);
+}
+
 // A document split over two ranks whose rows are all computed on rank 1: rank 0 sends its Q and K/V,
 // rank 1 returns O and LSE; nothing else moves.
 TEST(Compile, MovesExactlyWhatTheTaskNeeds) {

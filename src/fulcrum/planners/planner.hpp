@@ -5,6 +5,7 @@
 #include "fulcrum/plan/assignment.hpp"
 #include "fulcrum/workload/model_shape.hpp"
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -18,6 +19,12 @@ struct PlannerOptions {
   Tokens granularity = 128;   // DistCA: shard sizes are multiples of this (the kernel tile)
   int cp_degree = 8;          // perdoc-cp: ranks per context-parallel group (one node)
   double wlb_token_cap = 1.5; // wlb: micro-batch token cap S_max, in units of tokens-per-rank
+  Tokens dcp_block = 1024;            // dcp: tokens per data block
+  double dcp_epsilon_machines = 0.4;  // dcp: balance slack of the partition across machines
+  double dcp_epsilon_devices = 0.1;   // dcp: balance slack across the devices of a machine
+  int dcp_divisions = 4;              // dcp: ordered divisions whose traffic overlaps compute
+  int devices_per_machine = 8;        // dcp: ranks per machine (two partition levels when ranks fill machines)
+  std::uint64_t seed = 0;             // dcp: partitioner seed
 
   /// Throws fulcrum::Error naming the option when it is out of range for batches of this shape.
   void validate(Tokens tokens_per_rank) const;

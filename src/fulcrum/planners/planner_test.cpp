@@ -18,6 +18,7 @@ PlannerOptions options_for(Tokens granularity = 16, double tolerance = 0.1) {
   o.granularity = granularity;
   o.tolerance = tolerance;
   o.cp_degree = 2;
+  o.dcp_block = 48;  // several blocks per rank on the small random batches
   return o;
 }
 
@@ -91,7 +92,9 @@ bool same(const Assignment& x, const Assignment& y) {
   if (x.tasks.size() != y.tasks.size() || x.transfers.size() != y.transfers.size()) return false;
   for (std::size_t i = 0; i < x.tasks.size(); ++i) {
     const auto &a = x.tasks[i], &b = y.tasks[i];
-    if (a.doc != b.doc || a.queries != b.queries || a.keys != b.keys || a.server != b.server) return false;
+    if (a.doc != b.doc || a.queries != b.queries || a.keys != b.keys || a.server != b.server || a.division != b.division) {
+      return false;
+    }
   }
   for (std::size_t i = 0; i < x.transfers.size(); ++i) {
     const auto &a = x.transfers[i], &b = y.transfers[i];

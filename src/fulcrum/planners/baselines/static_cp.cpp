@@ -1,0 +1,57 @@
+#include "fulcrum/planners/baselines/static_cp.hpp"
+
+namespace fulcrum {
+namespace {
+
+// The packed sequence (documents in order) cut into 2n chunks of equal size (±1 token), chunk j on
+// rank j or 2n − 1 − j, as segments sorted by (doc, tokens).
+std::vector<Segment> zigzag_segments(const Batch& batch) {
+  const Tokens total = batch.total_tokens();
+  const int chunks = 2 * batch.ranks;
+  auto bound = [&](int j) { return total * j / chunks; };
+  auto owner = [&](int j) { return j < batch.ranks ? j : chunks - 1 - j; };
+  std::vector<Segment> segments;
+  Tokens offset = 0;  // where the document starts in the packed sequence
+  for (int d = 0; d < static_cast<int>(batch.documents.size()); ++d) {
+    const Range doc{offset, offset + batch.documents[d].length};
+    for (int j = 0; j < chunks; ++j) {
+      const Range piece = intersect(doc, Range{bound(j), bound(j + 1)});
+      if (!piece.empty()) segments.push_back({d, {piece.begin - offset, piece.end - offset}, owner(j)});
+    }
+    offset = doc.end;
+  }
+  return segments;
+}
+
+}  // namespace
+
+PlannerCapabilities StaticCpPlanner::capabilities() const {
+  return {.moves_attention = false,
+          .splits_documents = true,
+          .keeps_documents = true,
+          .keeps_placement = layout_ == CpLayout::kRing,
+          .masks = all_mask_kinds()};  // band masks exactly; index-list masks over their causal hull
+}
+
+Assignment StaticCpPlanner::plan(const Batch& batch) {
+  options_.validate(batch.tokens_per_rank);
+  Assignment a{.planner = std::string(name()), .batch = batch, .tasks = {}, .transfers = {}};
+  if (layout_ == CpLayout::kZigzag) a.batch.segments = zigzag_segments(batch);
+  // Step s of rank r: its rows against the chunk that arrives from rank r − s, where some row sees it.
+  for (const auto& rows : a.batch.segments) {
+    const auto& doc = a.batch.documents[rows.doc];
+    for (const auto& keys : a.batch.segments_of(rows.doc)) {
+      if (doc.mask.keys_needed(rows.tokens, keys.tokens, doc.length).empty()) continue;
+      a.tasks.push_back({rows.doc, {rows.tokens, Range{}}, keys.tokens, rows.rank});
+    }
+  }
+  // The ring passes every rank's K/V to every other rank, whatever the mask lets it use.
+  for (const auto& held : a.batch.segments) {
+    for (int r = 0; r < batch.ranks; ++r) {
+      if (r != held.rank) a.transfers.push_back({TensorKind::kKV, held.doc, held.tokens, held.rank, r});
+    }
+  }
+  return a;
+}
+
+}  // namespace fulcrum

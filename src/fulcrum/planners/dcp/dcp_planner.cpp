@@ -1,0 +1,69 @@
+#include "fulcrum/planners/dcp/dcp_planner.hpp"
+
+#include "fulcrum/planners/dcp/blocks.hpp"
+#include "fulcrum/planners/dcp/divisions.hpp"
+#include "fulcrum/planners/dcp/partitioner.hpp"
+
+namespace fulcrum {
+
+PlannerCapabilities DcpPlanner::capabilities() const {
+  return {.moves_attention = true,
+          .splits_documents = true,
+          .keeps_documents = true,
+          .keeps_placement = false,
+          .masks = all_mask_kinds()};  // band masks exactly; index-list masks over their causal hull
+}
+
+Assignment DcpPlanner::plan(const Batch& batch) {
+  options_.validate(batch.tokens_per_rank);
+  const auto blocks = dcp::make_blocks(batch, options_.dcp_block, options_.model);
+  const auto graph = dcp::placement_hypergraph(blocks, options_.model);
+  // Two levels only when the ranks fill whole machines; otherwise one level across all ranks.
+  const int per_machine = options_.devices_per_machine;
+  const bool two_levels = batch.ranks > per_machine && batch.ranks % per_machine == 0;
+  const dcp::HierarchyConfig hierarchy{.machines = two_levels ? batch.ranks / per_machine : 1,
+                                       .devices_per_machine = two_levels ? per_machine : batch.ranks,
+                                       .epsilon_machines = options_.dcp_epsilon_machines,
+                                       .epsilon_devices = options_.dcp_epsilon_devices,
+                                       .allow_heaviest_vertex = true,
+                                       .seed = options_.seed};
+  const auto device = dcp::partition_hierarchical(graph, hierarchy);
+  const int compute = static_cast<int>(blocks.compute.size());
+  const auto division = dcp::assign_divisions(blocks, device, options_.dcp_divisions, options_.model);
+
+  Assignment a{.planner = "dcp", .batch = {}, .tasks = {}, .transfers = {}};
+  a.batch.ranks = batch.ranks;
+  a.batch.tokens_per_rank = batch.tokens_per_rank;
+  a.batch.documents = batch.documents;
+  for (int b = 0; b < static_cast<int>(blocks.data.size()); ++b) {
+    const auto& block = blocks.data[b];
+    const int rank = device[compute + b];
+    auto& segments = a.batch.segments;
+    // Neighbouring blocks of one document on one device are one segment.
+    if (!segments.empty() && segments.back().doc == block.doc && segments.back().rank == rank) {
+      segments.back().tokens.end = block.tokens.end;
+    } else {
+      segments.push_back({block.doc, block.tokens, rank});
+    }
+  }
+  for (int c = 0; c < compute; ++c) {
+    const auto& block = blocks.compute[c];
+    const auto& q = blocks.data[block.q_block];
+    const Range keys = blocks.data[block.kv_block].tokens;
+    // A tile that continues the previous task's keys on the same device and division widens it (fewer
+    // kernel items).
+    if (!a.tasks.empty()) {
+      auto& last = a.tasks.back();
+      if (last.doc == q.doc && last.queries[0] == q.tokens && last.server == device[c] && last.keys.end == keys.begin &&
+          last.division == division[c]) {
+        last.keys.end = keys.end;
+        continue;
+      }
+    }
+    a.tasks.push_back({q.doc, {q.tokens, Range{}}, keys, device[c], division[c]});
+  }
+  a.transfers = minimal_transfers(a.batch, a.tasks);
+  return a;
+}
+
+}  // namespace fulcrum
