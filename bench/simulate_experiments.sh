@@ -20,7 +20,7 @@ run nopp-8b --model llama3-8b --pp 1 --search --iterations 4 --systems distca,wl
 run nopp-34b --model llama-34b --pp 1 --search --iterations 4 --systems distca,wlb --tokens-per-rank 65536 \
   --sweep gpus=64,128,256 --sweep max-doc-len=131072,262144,524288 --sweep dataset=pretrain,prolong
 # 2. With PP (4 stages, 8 micro-batches): DistCA's phase-aligned ticks against 1F1B.
-run pp-34b --model llama-34b --pp 4 --search --iterations 2 --systems distca,wlb,packed --tokens-per-rank 65536 \
+run pp-34b --model llama-34b --pp 4 --search --iterations 2 --systems distca,wlb,packed --tokens-per-rank 131072 \
   --sweep gpus=128,256,512 --sweep max-doc-len=131072,524288
 # 3. Communication ablation.
 run ablation --model llama3-8b --iterations 2 --systems distca --modes pingpong,single-stream,signal \

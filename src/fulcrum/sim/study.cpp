@@ -108,6 +108,13 @@ TrainingResult search_best(const TrainingConfig& config, const ModelShape& model
       const auto tokens = static_cast<Tokens>(global_tokens / (c.parallel.dp() * c.parallel.microbatch_count()));
       c.tokens_per_rank = std::max<Tokens>(16, tokens / 16 * 16);
     }
+    // A micro-batch smaller than the longest document cuts it (packing carries the rest into the next
+    // micro-batch as a new document), which removes attention work: a layout may not cut more than the
+    // given one does, or it would win by computing less.
+    const auto microbatch_tokens = [](const TrainingConfig& t) {
+      return std::min<double>(static_cast<double>(t.max_doc_len), static_cast<double>(t.rank_tokens()) * t.parallel.dp());
+    };
+    if (microbatch_tokens(c) < microbatch_tokens(config)) continue;
     std::vector<int> cps{1};
     if (uses_cp) {
       cps.clear();

@@ -4,7 +4,9 @@
 // With `search`, each system instead gets the best layout it can find at that point (the search
 // WLB-LLM's paper does for its CP/DP degrees): cp (perdoc-cp, wlb) over the powers of two that divide
 // dp and, unless pp is pinned, pp over the powers of two up to 8 that divide the layers, keeping the
-// GPUs, TP and the global batch (tokens per iteration) fixed; configurations that run out of memory lose.
+// GPUs, TP and the global batch (tokens per iteration) fixed, and skipping layouts whose micro-batches
+// (dp x tokens-per-rank) would cut documents the given layout keeps whole; layouts that run out of
+// memory lose.
 #pragma once
 
 #include "fulcrum/sim/training.hpp"
