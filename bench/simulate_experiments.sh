@@ -20,8 +20,8 @@ run nopp-8b --model llama3-8b --pp 1 --search --iterations 4 --systems distca,wl
 run nopp-34b --model llama-34b --pp 1 --search --iterations 4 --systems distca,wlb --tokens-per-rank 65536 \
   --sweep gpus=64,128,256 --sweep max-doc-len=131072,262144,524288 --sweep dataset=pretrain,prolong
 # 2. With PP (4 stages, 8 micro-batches): DistCA's phase-aligned ticks against 1F1B.
-run pp-34b --model llama-34b --pp 4 --search --iterations 2 --systems distca,wlb,packed --tokens-per-rank 131072 \
-  --sweep gpus=128,256,512 --sweep max-doc-len=131072,524288
+run pp-34b --model llama-34b --pp 4 --search --iterations 2 --systems distca,wlb,packed --tokens-per-rank 32768 \
+  --sweep gpus=128,256,512 --sweep max-doc-len=65536,131072
 # 3. Communication ablation.
 run ablation --model llama3-8b --iterations 2 --systems distca --modes pingpong,single-stream,signal \
   --tokens-per-rank 131072 --max-doc-len 524288 --sweep gpus=64,128,256

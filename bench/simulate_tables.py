@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Markdown tables for docs/experiments.md from the CSVs bench/simulate_experiments.sh writes.
 
-    python3 bench/simulate_tables.py [DIR]      (DIR: docs/figures)
+    python3 bench/simulate_tables.py [DIR [STUDY]]      (DIR: docs/figures; STUDY: only that one)
 """
 import csv
 import os
@@ -31,12 +31,12 @@ def speedup_table(name, reference):
     for p in points:
         at = {label(r): r for r in data if r["point"] == p}
         ref = at[reference]
-        layout = f"cp{ref['cp']} pp{ref['pp']}" + (" OOM" if ref["out_of_memory"] == "1" else "")
+        layout = f"cp{ref['cp']} pp{ref['pp']}" + (" OOM" if ref["out_of_memory"] == "true" else "")
         cells = []
         for s in systems:
             r = at[s]
             speedups[s].append(float(r["speedup"]))
-            cells.append(f"{float(r['speedup']):.2f}" + (" (OOM)" if r["out_of_memory"] == "1" else ""))
+            cells.append(f"{float(r['speedup']):.2f}" + (" (OOM)" if r["out_of_memory"] == "true" else ""))
         print(f"| {p} | {layout} | " + " | ".join(cells) + " |")
     for s in systems:
         v = speedups[s]
@@ -47,24 +47,26 @@ def speedup_table(name, reference):
 def breakdown_table(name, extra=()):
     data = rows(name)
     cols = ["iteration_s", "linear_s", "attention_s", "exposed_comm_s", "idle_s", "dp_sync_s"] + list(extra)
-    print("| point | system | " + " | ".join(cols) + " |")
-    print("|---|---|" + "---|" * len(cols))
+    print("| point | system | " + " | ".join(cols) + " | exposed % | idle % |")
+    print("|---|---|" + "---|" * (len(cols) + 2))
     for r in data:
         cells = []
         for c in cols:
             v = float(r[c])
             cells.append(f"{v / 1e12:.2f} TB" if c == "attention_bytes" else
                          f"{v / 2**30:.1f} GiB" if c == "memory_bytes" else f"{v:.3f}")
-        print(f"| {r['point']} | {label(r)} | " + " | ".join(cells) + " |")
+        shares = [f"{100 * float(r[c]) / float(r['iteration_s']):.1f}" for c in ("exposed_comm_s", "idle_s")]
+        print(f"| {r['point']} | {label(r)} | " + " | ".join(cells + shares) + " |")
 
 
 if __name__ == "__main__":
+    only = sys.argv[2] if len(sys.argv) > 2 else None
     for name, ref in (("nopp-8b", "wlb"), ("nopp-34b", "wlb"), ("pp-34b", "wlb")):
-        if os.path.exists(os.path.join(root, f"sim-{name}.csv")):
+        if os.path.exists(os.path.join(root, f"sim-{name}.csv")) and only in (None, name):
             print(f"\n#### {name}\n")
             speedup_table(name, ref)
     for name, extra in (("ablation", ("attention_bytes",)), ("tolerance", ("attention_bytes", "attention_imbalance")),
                         ("cp-growth", ("attention_bytes", "memory_bytes")), ("dp-growth", ("attention_imbalance",))):
-        if os.path.exists(os.path.join(root, f"sim-{name}.csv")):
+        if os.path.exists(os.path.join(root, f"sim-{name}.csv")) and only in (None, name):
             print(f"\n#### {name}\n")
             breakdown_table(name, extra)
