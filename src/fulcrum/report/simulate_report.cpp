@@ -16,7 +16,8 @@ std::string point_label(const sim::StudyRow& row) {
 }
 
 std::string system_label(const sim::TrainingResult& r) {
-  return r.config.system == "distca" ? fmt::format("distca/{}", to_string(r.config.mode)) : r.config.system;
+  return sim::overlaps_traffic(r.config.system) ? fmt::format("{}/{}", r.config.system, to_string(r.config.mode))
+                                                : r.config.system;
 }
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;

@@ -59,6 +59,8 @@ std::vector<int> powers_of_two_dividing(int n, int limit) {
 
 }  // namespace
 
+bool overlaps_traffic(const std::string& system) { return system == "distca" || system == "dcp"; }
+
 SweepAxis parse_sweep_axis(const std::string& text) {
   const auto eq = text.find('=');
   if (eq == std::string::npos || eq == 0 || eq + 1 == text.size()) {
@@ -146,7 +148,7 @@ Study run_study(const StudySpec& spec, const std::function<void(int, int)>& prog
   std::size_t points = 1;
   for (const auto& axis : spec.sweep) points *= axis.values.size();
   int runs_per_point = 0;
-  for (const auto& system : spec.systems) runs_per_point += system == "distca" ? static_cast<int>(spec.modes.size()) : 1;
+  for (const auto& system : spec.systems) runs_per_point += overlaps_traffic(system) ? static_cast<int>(spec.modes.size()) : 1;
   const int total = static_cast<int>(points) * runs_per_point;
   int done = 0;
   for (std::size_t p = 0; p < points; ++p) {
@@ -163,7 +165,7 @@ Study run_study(const StudySpec& spec, const std::function<void(int, int)>& prog
     const HardwareModel gpu = load_hardware(at.hardware);
     const std::size_t first = study.rows.size();
     for (const auto& system : spec.systems) {
-      for (CommMode mode : system == "distca" ? at.modes : std::vector<CommMode>{spec.baseline_mode}) {
+      for (CommMode mode : overlaps_traffic(system) ? at.modes : std::vector<CommMode>{spec.baseline_mode}) {
         TrainingConfig c = at.base;
         c.system = system;
         c.mode = mode;

@@ -22,6 +22,10 @@ struct SweepAxis {
                                     // dataset, model, hardware, seed, tolerance, mode, iterations
   std::vector<std::string> values;
 };
+/// Systems whose design overlaps their traffic with compute (DistCA's ping-pong, DCP's divisions): they
+/// run in every requested mode, the others in the baseline mode.
+bool overlaps_traffic(const std::string& system);
+
 /// "key=v1,v2,..." (the CLI's --sweep); errors name the key and list the allowed ones.
 SweepAxis parse_sweep_axis(const std::string& text);
 
@@ -32,9 +36,9 @@ struct StudySpec {
   std::string model = "llama3-8b";
   std::string hardware = "h200-dgx";
   std::vector<std::string> systems = {"distca", "wlb", "perdoc-cp", "packed"};
-  std::vector<CommMode> modes = {CommMode::kPingPong};  // DistCA's
+  std::vector<CommMode> modes = {CommMode::kPingPong};  // DistCA's and DCP's (overlaps_traffic)
   /// The baselines': single-stream, as they run (per-document CP all-gathers K/V, then computes);
-  /// DistCA's ping-pong nano-batches are its own contribution.
+  /// DistCA's ping-pong nano-batches and DCP's divisions are those systems' own contributions.
   CommMode baseline_mode = CommMode::kSingleStream;
   bool search = false;
   bool search_pp = true;  // with search: also vary pp (else only cp)
