@@ -76,7 +76,6 @@ struct IterationOutcome {
 };
 
 struct Context {
-  const TrainingConfig& config;
   LayerSetup setup;
   int dp, pp, microbatches;
   double stage_layers;
@@ -94,7 +93,7 @@ void note_pass(IterationOutcome& out, const PassTimes& t, double layers) {
 // pipeline (one TP group per stage) running 1F1B on its rank's layer times.
 IterationOutcome run_1f1b(const Context& cx, SystemPlanner& planner, MicrobatchSource& source) {
   IterationOutcome out(cx.pp * cx.dp);
-  std::vector<std::vector<std::vector<StageWork>>> work(cx.dp);  // [d][stage][m]
+  std::vector<std::vector<std::vector<StageWork>>> work(cx.dp, std::vector<std::vector<StageWork>>(cx.pp));  // [d][s][m]
   std::vector<double> max_tokens(cx.dp, 0);
   for (int m = 0; m < cx.microbatches; ++m) {
     const Assignment a = planner.plan(source.next());
@@ -106,7 +105,6 @@ IterationOutcome run_1f1b(const Context& cx, SystemPlanner& planner, MicrobatchS
     for (int d = 0; d < cx.dp; ++d) {
       max_tokens[d] = std::max(max_tokens[d], static_cast<double>(f.tokens[d]));
       for (int s = 0; s < cx.pp; ++s) {
-        work[d].resize(cx.pp);
         work[d][s].push_back({cx.stage_layers * f.end_s[d], cx.stage_layers * b.end_s[d]});
         out.slots.add(s * cx.dp + d, f, d, cx.stage_layers);
         out.slots.add(s * cx.dp + d, b, d, cx.stage_layers);
@@ -190,7 +188,7 @@ TrainingResult simulate_training(const TrainingConfig& config, const ModelShape&
   gpu.validate();
   config.validate(gpu, model);
   const ParallelConfig& par = config.parallel;
-  Context cx{config, {model, gpu, tp_group_hardware(gpu, par.tp), par.tp, config.mode}, par.dp(), par.pp,
+  Context cx{{model, gpu, tp_group_hardware(gpu, par.tp), par.tp, config.mode}, par.dp(), par.pp,
              par.microbatch_count(), static_cast<double>(model.layers / par.pp), 0};
   const double activation_bytes =
       static_cast<double>(config.rank_tokens()) * model.hidden * model.dtype_bytes / par.tp;
