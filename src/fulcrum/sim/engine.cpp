@@ -15,6 +15,11 @@ constexpr double kNever = std::numeric_limits<double>::infinity();
 constexpr double kDoneBytes = 1e-6;    // a flow with less left than this has arrived (rounding of rate x time)
 constexpr double kDoneSeconds = 1e-12;  // likewise for compute work, relative to the instruction's length
 
+// A remainder whose time to finish is below the clock's resolution at `now` (now + left == now) is done:
+// next_event would return `now` for it forever. Late in a long plan (now ~ 0.1 s, one ulp ~ 1e-17 s) a
+// 400 GB/s link leaves such remainders of a few bytes' millionths, above kDoneBytes.
+bool arrives_now(double now, double seconds_left) { return now + seconds_left <= now; }
+
 // What an item costs: its query rows and forward FLOPs (4 x head_dim x q_heads per visible pair).
 struct ItemShape {
   Tokens q_len = 0;
@@ -189,7 +194,10 @@ class Engine {
   void finish_computes(double now) {
     for (int r = 0; r < static_cast<int>(ranks_.size()); ++r) {
       Running& c = ranks_[r].compute;
-      if (!c.active || c.work_left_s > kDoneSeconds * std::max(1.0, c.work_s)) continue;
+      if (!c.active) continue;
+      const bool done = c.work_left_s <= kDoneSeconds * std::max(1.0, c.work_s) ||
+                        arrives_now(now, c.work_left_s / compute_rate(r));
+      if (!done) continue;
       c.active = false;
       auto& s = ranks_[r].result.summary;
       (c.flops > 0 ? s.attention_s : s.other_compute_s) += now - c.start_s;
@@ -282,7 +290,8 @@ class Engine {
 
   void finish_flows(double now) {
     for (auto& f : flows_) {
-      if (f.done || f.start_s > now || f.bytes_left > kDoneBytes) continue;
+      if (f.done || f.start_s > now) continue;
+      if (f.bytes_left > kDoneBytes && !arrives_now(now, f.bytes_left / f.rate)) continue;
       f.done = true;
       complete_side(f.src, f.send_launch, now);
       complete_side(f.dst, f.recv_launch, now);
