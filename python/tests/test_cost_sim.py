@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 
 import fulcrum
@@ -28,7 +30,10 @@ def test_hardware_models():
     h200 = fulcrum.hardware("h200-dgx")
     assert h200.name == "h200-dgx" and h200.devices_per_node == 8 and h200.peak_flops > 1e14
     assert fulcrum.HardwareModel.from_dict(h200.to_dict()).to_dict() == h200.to_dict()
-    assert h200.attention_forward_s(4096, 4096, 1e12) > 0 and h200.linear_s(1e12) > 0
+    assert h200.memory_bytes > 1e11 and h200.linear_s(1e12) > 0
+    assert h200.attention_backward_s(4096, 4096, 2.5e12) > h200.attention_forward_s(4096, 4096, 1e12) > 0
+    calibrated = fulcrum.hardware(str(Path(__file__).parents[2] / "data" / "hardware" / "cpu-local.json"))
+    assert calibrated.peak_flops > 0 and calibrated.name != "h200-dgx"
     with pytest.raises(fulcrum.InputError, match="a100-p4de"):
         fulcrum.hardware("tpu-v9")
 
@@ -43,6 +48,9 @@ def test_simulate_plan_is_deterministic(model, assignment):
         assert len(first.ranks) == plan.ranks
         assert 0 < max(r.total_s for r in first.ranks) <= first.makespan_s * (1 + 1e-9)
         assert sum(r.flops for r in first.ranks) > 0 and sum(r.bytes_sent for r in first.ranks) > 0
+        assert sum(r.bytes_received for r in first.ranks) == pytest.approx(sum(r.bytes_sent for r in first.ranks))
+        for r in first.ranks:
+            assert min(r.attention_s, r.other_compute_s, r.comm_s, r.exposed_comm_s, r.peer_wait_s) >= 0
         results[schedule] = first
     # Signal-only messages (1 byte) can only shorten the same plan.
     plan = fulcrum.compile_plan(assignment, model, dtype_bytes=2)
