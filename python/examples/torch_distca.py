@@ -19,6 +19,7 @@ import socket
 import sys
 import time
 from collections import defaultdict
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -80,14 +81,17 @@ def workspace_layout(assignment):
     return tasks, q_pieces, kv_pieces, q_rows, kv_rows
 
 
-def exchange(send_rows, recv_rows, width, pieces_out, pieces_in, gather, scatter):
-    """One all_to_all_single: rank r sends gather(piece) for each piece of pieces_out[dst] to dst, in
-    order, and scatter(piece, rows) places what it receives from each src in pieces_in[src]'s order."""
+def exchange(width, pieces_out, pieces_in, gather, scatter):
+    """One all_to_all_single of rows `width` floats wide: this rank sends gather(piece) for each piece of
+    pieces_out[dst] to dst, in order, and scatter(piece, rows) places what it receives from each src in
+    pieces_in[src]'s order. A piece is (doc, begin, end, workspace row)."""
     world = dist.get_world_size()
+    send_rows = [sum(p[2] - p[1] for p in pieces) for pieces in pieces_out]
+    recv_rows = [sum(p[2] - p[1] for p in pieces) for pieces in pieces_in]
     send = [gather(p) for dst in range(world) for p in pieces_out[dst]]
     send = torch.cat(send) if send else torch.empty(0, width)
     recv = torch.empty(sum(recv_rows), width)
-    dist.all_to_all_single(recv, send.reshape(-1, width).contiguous(), list(recv_rows), list(send_rows))
+    dist.all_to_all_single(recv, send.reshape(-1, width).contiguous(), recv_rows, send_rows)
     offset = 0
     for src in range(world):
         for p in pieces_in[src]:
@@ -98,7 +102,9 @@ def exchange(send_rows, recv_rows, width, pieces_out, pieces_in, gather, scatter
 
 def run_rank(rank: int, port: int) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=RANKS)
+    # Loopback only: in containers the hostname can resolve to an address gloo cannot connect through.
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    dist.init_process_group("gloo", rank=rank, world_size=RANKS, timeout=timedelta(seconds=120))
     torch.set_num_threads(1)
     world = dist.get_world_size()
 
@@ -127,15 +133,14 @@ def run_rank(rank: int, port: int) -> None:
                 return slice(start, start + hi - lo)
         raise RuntimeError(f"rank {rank} does not own doc {doc} [{lo}, {hi})")
 
-    cat_own = lambda i: torch.cat([data[s.doc][i][s.tokens[0] : s.tokens[1]] for s in own]).float()
-    q_local, k_local, v_local = cat_own(0), cat_own(1), cat_own(2)
+    q_local, k_local, v_local = (torch.cat([data[s.doc][i][s.tokens[0] : s.tokens[1]] for s in own]).float()
+                                 for i in range(3))
     kv_local = torch.cat([k_local, v_local], dim=1)  # [rows, 2 * kv_heads, dim]: one message for K and V
 
     tasks, q_pieces, kv_pieces, q_rows, kv_rows = workspace_layout(assignment)
     # Tasks whose query rows live on another rank than their server: the work DistCA moved.
     moved = sum(any(o != t.server for r in t.queries for o, _, _ in pieces_by_owner(batch, t.doc, r))
                 for t in assignment.tasks)
-    rows_of = lambda pieces: [sum(p[2] - p[1] for p in pieces) for pieces in pieces]
 
     # 1. dispatch Q and K/V to the servers' workspaces.
     wq = torch.zeros(q_rows[rank], Q_HEADS, HEAD_DIM)
@@ -149,8 +154,7 @@ def run_rank(rank: int, port: int) -> None:
         def scatter(p, rows, work=work):
             work[p[3] : p[3] + p[2] - p[1]] = rows.view(-1, *work.shape[1:])
 
-        exchange(rows_of(out), rows_of(into), width, out, into,
-                 lambda p, local=local: local[local_index(*p[:3])].reshape(-1, width), scatter)
+        exchange(width, out, into, lambda p, local=local: local[local_index(*p[:3])].reshape(-1, width), scatter)
 
     # 2. one fused attention call over every task this rank serves (NumPy views of the workspaces).
     wk, wv = wkv[:, :KV_HEADS].contiguous(), wkv[:, KV_HEADS:].contiguous()
@@ -180,8 +184,7 @@ def run_rank(rank: int, port: int) -> None:
         out_o[index] = out_o[index] * w_old + o_part * w_new
         out_lse[index] = lse_new
 
-    exchange(rows_of(back_out), rows_of(back_in), Q_HEADS * (HEAD_DIM + 1), back_out, back_in,
-             lambda p: wout[p[3] : p[3] + p[2] - p[1]], merge)
+    exchange(Q_HEADS * (HEAD_DIM + 1), back_out, back_in, lambda p: wout[p[3] : p[3] + p[2] - p[1]], merge)
     elapsed = time.perf_counter() - t0
 
     # Plain causal attention in fp64 over whole documents, for this rank's rows.
