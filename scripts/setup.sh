@@ -2,7 +2,7 @@
 # Installs the Debian packages Fulcrum builds with, if any is missing. Safe to run again.
 set -euo pipefail
 packages=(cmake ninja-build g++ python3 libgtest-dev libbenchmark-dev libfmt-dev nlohmann-json3-dev libcli11-dev
-          libomp-dev openmpi-bin libopenmpi-dev)
+          libomp-dev openmpi-bin libopenmpi-dev python3-dev python3-pip)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -13,4 +13,22 @@ if [ ${#missing[@]} -gt 0 ]; then
   [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
   $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# The Python module and its tests need these from PyPI (torch too: CI reaches PyPI but not
+# download.pytorch.org). Each is installed only when python3 cannot import it, so a warm machine pays
+# one import check each and torch's large download happens once.
+python_requirements=(pybind11:pybind11 numpy:numpy pytest:pytest scikit_build_core:scikit-build-core torch:torch)
+python_missing=()
+for entry in "${python_requirements[@]}"; do
+  python3 -c "import ${entry%%:*}" >/dev/null 2>&1 || python_missing+=("${entry#*:}")
+done
+if [ ${#python_missing[@]} -gt 0 ]; then
+  echo "setup: pip-installing ${python_missing[*]}"
+  pip_flags=(--quiet --disable-pip-version-check)
+  pip_help=$(python3 -m pip help install)
+  # Debian marks its interpreter externally managed (PEP 668); CI's machine is throwaway, so install into it.
+  grep -q -- --break-system-packages <<<"$pip_help" && pip_flags+=(--break-system-packages)
+  grep -q -- --root-user-action <<<"$pip_help" && pip_flags+=(--root-user-action=ignore)
+  python3 -m pip install "${pip_flags[@]}" "${python_missing[@]}"
 fi

@@ -1,0 +1,111 @@
+"""Planning ahead, as DCP's data loader does: while batch i trains, batches i+1..i+k are planned.
+
+The C++ planners release the GIL, so a worker thread plans in parallel with a training step that runs
+Python (or waits on a device) in the main thread.
+"""
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from typing import Iterable, Iterator, NamedTuple, Sequence
+
+from . import _core
+
+
+class PlannedBatch(NamedTuple):
+    index: int  # position in the stream of length lists
+    batch: _core.Batch  # the packed documents (ids are unique across the whole stream)
+    assignment: _core.Assignment  # the planner's output for `batch`
+    plan_s: float  # wall seconds the planner took (on the worker thread)
+
+
+_END = object()
+
+
+class PlanAheadLoader:
+    """Iterates PlannedBatch for each length list of ``lengths``, planned up to ``depth`` batches ahead.
+
+    ``planner`` is a planner name (``fulcrum.planner_names()``) built with ``options``, or any object with
+    a ``plan(batch)`` method. One planner serves the whole stream, in order, so stateful planners (wlb)
+    see the batches as they would in a serial loop. Errors raised while planning are re-raised by the
+    iterator at the batch where they happened. Use as a context manager (or call ``close``) to stop the
+    worker early.
+    """
+
+    def __init__(
+        self,
+        lengths: Iterable[Sequence[int]],
+        planner,
+        *,
+        ranks: int,
+        tokens_per_rank: int,
+        options: _core.PlannerOptions | None = None,
+        mask: str = "causal",
+        depth: int = 2,
+        verify: bool = False,
+    ):
+        if depth < 1:
+            raise _core.InputError(f"depth = {depth}: must be >= 1")
+        if isinstance(planner, str):
+            if options is None:
+                options = _core.PlannerOptions(_core.model_shape("llama3-8b"))
+            options.validate(tokens_per_rank)
+            planner = _core.make_planner(planner, options)
+        self._planner = planner
+        self._lengths = iter(lengths)
+        self._ranks = ranks
+        self._tokens_per_rank = tokens_per_rank
+        self._mask = _core.Mask(mask)
+        self._verify = verify
+        # `depth` permits: the worker takes one before planning a batch and the consumer returns one when
+        # it takes a batch, so at most `depth` planned batches wait while the current one trains.
+        self._slots = threading.Semaphore(depth)
+        self._ready: queue.Queue = queue.Queue()
+        self._stop = threading.Event()
+        self._worker = threading.Thread(target=self._run, name="fulcrum-plan-ahead", daemon=True)
+        self._worker.start()
+
+    def _run(self) -> None:
+        next_id = 0
+        try:
+            for index, lengths in enumerate(self._lengths):
+                while not self._slots.acquire(timeout=0.05):
+                    if self._stop.is_set():
+                        return
+                if self._stop.is_set():
+                    return
+                docs = [_core.Document(next_id + i, int(n), self._mask) for i, n in enumerate(lengths)]
+                next_id += len(docs)
+                start = time.perf_counter()
+                batch = _core.pack_batch(docs, self._ranks, self._tokens_per_rank)
+                assignment = self._planner.plan(batch)
+                if self._verify:
+                    report = _core.verify(assignment)
+                    if not report.ok:
+                        raise _core.Error(f"batch {index}: the plan fails verification: {report.summary()}")
+                self._ready.put(PlannedBatch(index, batch, assignment, time.perf_counter() - start))
+        except BaseException as error:  # handed to the consumer, raised where it iterates
+            self._ready.put(error)
+        self._ready.put(_END)
+
+    def __iter__(self) -> Iterator[PlannedBatch]:
+        while True:
+            item = self._ready.get()
+            if item is _END:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            self._slots.release()
+            yield item
+
+    def close(self) -> None:
+        """Stops the worker after the batch it is planning (a C++ call cannot be interrupted)."""
+        self._stop.set()
+        self._worker.join()
+
+    def __enter__(self) -> "PlanAheadLoader":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,35 @@
+// The pybind11 skin over the Fulcrum library: one bind_* function per library area, each in its own
+// file, plus the few conversions they share. Nothing here computes; every call forwards to the library.
+#pragma once
+#include "fulcrum/core/error.hpp"
+#include "fulcrum/core/interval.hpp"
+#include <nlohmann/json.hpp>
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <vector>
+
+namespace fulcrum::python {
+namespace py = pybind11;
+
+void bind_errors(py::module_& m);
+void bind_workload(py::module_& m);
+void bind_planners(py::module_& m);
+void bind_plan(py::module_& m);
+void bind_cost(py::module_& m);
+void bind_sim(py::module_& m);
+void bind_kernels(py::module_& m);
+
+/// Ranges cross the boundary as (begin, end) tuples, the form Python code slices with.
+inline py::tuple to_tuple(Range r) { return py::make_tuple(r.begin, r.end); }
+Range to_range(const py::handle& pair);
+std::vector<Range> to_ranges(const py::handle& pairs);
+
+/// A fresh int64 NumPy array of `shape` filled row by row from `values` (size = product of shape).
+py::array_t<std::int64_t> int_array(std::vector<py::ssize_t> shape, const std::vector<std::int64_t>& values);
+
+/// Plain-data results (hardware models, plans) go through their JSON form: one schema, already tested.
+py::object json_to_python(const nlohmann::json& json);
+nlohmann::json python_to_json(const py::handle& object);
+
+}  // namespace fulcrum::python

@@ -1,0 +1,65 @@
+// fulcrum._core: the compiled half of the `fulcrum` package (python/fulcrum re-exports it).
+#include "bindings.hpp"
+
+namespace fulcrum::python {
+
+Range to_range(const py::handle& pair) {
+  const auto seq = py::reinterpret_borrow<py::sequence>(pair);
+  if (py::len(seq) != 2) fail("range: got {} values, want 2 (begin, end)", py::len(seq));
+  return {seq[0].cast<Tokens>(), seq[1].cast<Tokens>()};
+}
+
+std::vector<Range> to_ranges(const py::handle& pairs) {
+  std::vector<Range> out;
+  for (const py::handle item : pairs) out.push_back(to_range(item));
+  return out;
+}
+
+py::array_t<std::int64_t> int_array(std::vector<py::ssize_t> shape, const std::vector<std::int64_t>& values) {
+  py::array_t<std::int64_t> out(shape);
+  FULCRUM_CHECK(static_cast<std::size_t>(out.size()) == values.size(), "array of {} values for {} slots",
+                values.size(), out.size());
+  std::copy(values.begin(), values.end(), out.mutable_data());
+  return out;
+}
+
+py::object json_to_python(const nlohmann::json& json) {
+  return py::module_::import("json").attr("loads")(json.dump());
+}
+
+nlohmann::json python_to_json(const py::handle& object) {
+  return nlohmann::json::parse(py::module_::import("json").attr("dumps")(object).cast<std::string>());
+}
+
+// fulcrum.Error is a RuntimeError carrying the library's message unchanged; bad input (ErrorKind::kBadInput)
+// raises its subclass fulcrum.InputError, which is also a ValueError, so callers can catch either idiom.
+void bind_errors(py::module_& m) {
+  // Exception types live as long as the interpreter; the references are deliberately never released.
+  static PyObject* error = PyErr_NewException("fulcrum.Error", PyExc_RuntimeError, nullptr);
+  static PyObject* input_error =
+      PyErr_NewException("fulcrum.InputError", py::make_tuple(py::handle(error), py::handle(PyExc_ValueError)).ptr(),
+                         nullptr);
+  m.attr("Error") = py::handle(error);
+  m.attr("InputError") = py::handle(input_error);
+  py::register_exception_translator([](std::exception_ptr thrown) {
+    try {
+      if (thrown) std::rethrow_exception(thrown);
+    } catch (const Error& e) {
+      PyErr_SetString(e.kind() == ErrorKind::kBadInput ? input_error : error, e.what());
+    }
+  });
+}
+
+}  // namespace fulcrum::python
+
+PYBIND11_MODULE(_core, m) {
+  using namespace fulcrum::python;
+  m.doc() = "Fulcrum's C++ engine: workloads, planners, plans, cost model, simulator and CPU kernels.";
+  bind_errors(m);
+  bind_workload(m);
+  bind_cost(m);
+  bind_planners(m);
+  bind_plan(m);
+  bind_sim(m);
+  bind_kernels(m);
+}

@@ -1,0 +1,66 @@
+// Verification and compilation: the Assignment verifier, compile to a per-rank Plan, verify_plan, and the
+// Plan's serialised forms (a dict of plain Python data via its JSON schema, or compact bytes).
+#include "bindings.hpp"
+#include "fulcrum/plan/compile.hpp"
+#include "fulcrum/plan/program_verify.hpp"
+#include "fulcrum/plan/serialize.hpp"
+#include "fulcrum/plan/verify.hpp"
+
+namespace fulcrum::python {
+
+void bind_plan(py::module_& m) {
+  py::class_<VerifyReport>(m, "VerifyReport", "Empty `errors` means the law holds.")
+      .def_readonly("errors", &VerifyReport::errors)
+      .def_property_readonly("ok", &VerifyReport::ok)
+      .def("summary", &VerifyReport::summary)
+      .def("__bool__", &VerifyReport::ok)
+      .def("__repr__", [](const VerifyReport& r) { return fmt::format("VerifyReport({})", r.summary()); });
+
+  const auto release = py::call_guard<py::gil_scoped_release>();
+  m.def(
+      "verify",
+      [](const Assignment& a, const Batch* input) { return input ? verify(a, *input) : verify(a); },
+      py::arg("assignment"), py::arg("input") = py::none(), release,
+      "Placement, exact coverage, FLOPs conservation and traffic; with `input`, also that the assignment "
+      "computes exactly the input batch's documents.");
+  m.def("verify_coverage", &verify_coverage, py::arg("assignment"), release,
+        "Placement, well-formed tasks and exact coverage only (transfers are not looked at).");
+
+  py::class_<Plan>(m, "Plan", "Per-rank Programs for one pass, as compiled from an Assignment.")
+      .def_property_readonly("pass_", [](const Plan& p) { return std::string(to_string(p.pass)); })
+      .def_readonly("planner", &Plan::planner)
+      .def_readonly("schedule", &Plan::schedule)
+      .def_property_readonly("ranks", &Plan::ranks)
+      .def("to_dict", [](const Plan& p) { return json_to_python(to_json(p)); },
+           "The whole plan as plain Python data (the JSON schema of `fulcrum plan --save`).")
+      .def_static("from_dict", [](const py::object& d) { return plan_from_json(python_to_json(d)); })
+      .def("to_bytes", [](const Plan& p) {
+        const std::vector<std::uint8_t> bytes = to_binary(p);
+        return py::bytes(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+      })
+      .def_static("from_bytes", [](const py::bytes& b) {
+        const std::string_view view = b;
+        return plan_from_binary({reinterpret_cast<const std::uint8_t*>(view.data()), view.size()});
+      })
+      .def("__eq__", [](const Plan& a, const Plan& b) { return a == b; });
+
+  m.def(
+      "compile_plan",
+      [](const Assignment& a, const ModelShape& model, std::string_view pass, std::string_view schedule,
+         int dtype_bytes) {
+        const HeadLayout heads = head_layout(model, dtype_bytes);
+        const Pass p = parse_pass(pass);
+        const Schedule s = parse_schedule(schedule);
+        py::gil_scoped_release unlocked;
+        return compile(a, heads, p, s);
+      },
+      py::arg("assignment"), py::arg("model"), py::arg("pass_") = "forward", py::arg("schedule") = "pingpong",
+      py::arg("dtype_bytes") = 4,
+      "Lowers a verified Assignment to per-rank Programs. pass_: forward | backward; schedule: pingpong | "
+      "single-stream; dtype_bytes: 4 (fp32) or 2 (bf16).");
+  m.def("verify_plan", &verify_plan, py::arg("plan"), py::arg("batch"), release,
+        "Runs every rank's Program symbolically: structure, matching messages, no deadlock, data flow, exact "
+        "coverage and exactly-once outputs. `batch` is the Assignment's batch.");
+}
+
+}  // namespace fulcrum::python

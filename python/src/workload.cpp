@@ -1,0 +1,103 @@
+// Workloads: model shapes, masks, documents, batches, length sources and the batch stream.
+#include "bindings.hpp"
+#include "fulcrum/workload/batch.hpp"
+#include "fulcrum/workload/length_source.hpp"
+#include "fulcrum/workload/model_shape.hpp"
+
+namespace fulcrum::python {
+
+void bind_workload(py::module_& m) {
+  py::class_<ModelShape>(m, "ModelShape", "Transformer shape: heads, head dim, hidden sizes, layers, dtype.")
+      .def(py::init<>())
+      .def_readwrite("name", &ModelShape::name)
+      .def_readwrite("layers", &ModelShape::layers)
+      .def_readwrite("hidden", &ModelShape::hidden)
+      .def_readwrite("q_heads", &ModelShape::q_heads)
+      .def_readwrite("kv_heads", &ModelShape::kv_heads)
+      .def_readwrite("head_dim", &ModelShape::head_dim)
+      .def_readwrite("ffn_hidden", &ModelShape::ffn_hidden)
+      .def_readwrite("dtype_bytes", &ModelShape::dtype_bytes)
+      .def("validate", &ModelShape::validate, "Raises fulcrum.InputError naming a bad field.")
+      .def("__repr__", [](const ModelShape& s) {
+        return fmt::format("ModelShape('{}', layers={}, q_heads={}, kv_heads={}, head_dim={})", s.name, s.layers,
+                           s.q_heads, s.kv_heads, s.head_dim);
+      });
+  m.def("model_shape", &model_shape_preset, py::arg("name"), "A preset ModelShape by name.");
+  m.def("model_shape_names", &model_shape_preset_names);
+
+  py::class_<MaskSpec>(m, "Mask", "An attention mask, written as in the CLI: 'causal', 'window:W', ...")
+      .def(py::init([](std::string_view text) { return MaskSpec::parse(text); }), py::arg("spec") = "causal")
+      .def_property_readonly("kind", [](const MaskSpec& s) { return s.to_string().substr(0, s.to_string().find(':')); })
+      .def("__str__", &MaskSpec::to_string)
+      .def("__repr__", [](const MaskSpec& s) { return fmt::format("Mask('{}')", s.to_string()); })
+      .def("__eq__", [](const MaskSpec& a, const MaskSpec& b) { return a.to_string() == b.to_string(); });
+  py::implicitly_convertible<std::string, MaskSpec>();
+
+  py::class_<Document>(m, "Document")
+      .def(py::init([](std::int64_t id, Tokens length, const MaskSpec& mask) { return Document{id, length, mask}; }),
+           py::arg("id"), py::arg("length"), py::arg("mask") = MaskSpec::causal())
+      .def_readwrite("id", &Document::id)
+      .def_readwrite("length", &Document::length)
+      .def_readwrite("mask", &Document::mask)
+      .def("__repr__", [](const Document& d) { return fmt::format("Document(id={}, length={})", d.id, d.length); });
+
+  py::class_<Segment>(m, "Segment", "Tokens [begin, end) of documents[doc] live on `rank`.")
+      .def_readonly("doc", &Segment::doc)
+      .def_property_readonly("tokens", [](const Segment& s) { return to_tuple(s.tokens); })
+      .def_readonly("rank", &Segment::rank);
+
+  py::class_<Batch>(m, "Batch", "Documents and where their tokens live (one Segment per piece on a rank).")
+      .def_readonly("ranks", &Batch::ranks)
+      .def_readonly("tokens_per_rank", &Batch::tokens_per_rank)
+      .def_readonly("documents", &Batch::documents)
+      .def_readonly("segments", &Batch::segments)
+      .def("total_tokens", &Batch::total_tokens)
+      .def(
+          "segment_array",
+          [](const Batch& b) {
+            std::vector<std::int64_t> values;
+            for (const Segment& s : b.segments) values.insert(values.end(), {s.doc, s.tokens.begin, s.tokens.end, s.rank});
+            return int_array({static_cast<py::ssize_t>(b.segments.size()), 4}, values);
+          },
+          "int64 [segments, 4]: document index, token begin, token end, rank.")
+      .def("__repr__", [](const Batch& b) {
+        return fmt::format("Batch(ranks={}, tokens_per_rank={}, documents={})", b.ranks, b.tokens_per_rank,
+                           b.documents.size());
+      });
+  m.def("pack_batch", &pack_batch, py::arg("documents"), py::arg("ranks"), py::arg("tokens_per_rank"),
+        "Packs documents in order into `ranks` budgets of `tokens_per_rank` tokens (DistCA's placement).");
+
+  // Shared ownership: a BatchStream keeps drawing from the source after Python drops its own handle.
+  py::class_<LengthSource, std::shared_ptr<LengthSource>>(m, "LengthSource", "A seeded source of document lengths.")
+      .def("next", &LengthSource::next)
+      .def(
+          "take",
+          [](LengthSource& s, py::ssize_t count) {
+            if (count < 0) fail("count = {}: must be >= 0", count);
+            std::vector<std::int64_t> values(static_cast<std::size_t>(count));
+            for (auto& v : values) v = s.next();
+            return int_array({count}, values);
+          },
+          py::arg("count"), "The next `count` lengths as an int64 array.")
+      .def("__iter__", [](py::object self) { return self; })
+      .def("__next__", &LengthSource::next);
+  m.def(
+      "make_length_source",
+      [](std::string_view spec, std::uint64_t seed, Tokens tokens_per_rank) {
+        return std::shared_ptr<LengthSource>(make_length_source(spec, seed, tokens_per_rank));
+      },
+      py::arg("spec"), py::arg("seed") = 0, py::arg("tokens_per_rank") = 65536,
+      "pretrain | prolong | uniform:MIN:MAX | lognormal:MU:SIGMA | file:PATH");
+
+  py::class_<BatchStream>(m, "BatchStream", "An endless stream of packed batches drawn from a LengthSource.")
+      .def(py::init([](std::shared_ptr<LengthSource> source, int ranks, Tokens tokens_per_rank, const MaskSpec& mask) {
+             validate_batch_shape(ranks, tokens_per_rank);
+             return BatchStream([source] { return source->next(); }, ranks, tokens_per_rank, mask);
+           }),
+           py::arg("source"), py::arg("ranks"), py::arg("tokens_per_rank"), py::arg("mask") = MaskSpec::causal())
+      .def("next", &BatchStream::next)
+      .def("__iter__", [](py::object self) { return self; })
+      .def("__next__", &BatchStream::next);
+}
+
+}  // namespace fulcrum::python

@@ -1,0 +1,37 @@
+"""Shared fixtures: a small model, a batch with a document split across ranks, and its plans."""
+import pytest
+
+import fulcrum
+
+RANKS = 4
+TOKENS_PER_RANK = 2048
+
+
+@pytest.fixture(scope="session")
+def model():
+    return fulcrum.model_shape("llama3-8b")
+
+
+@pytest.fixture(scope="session")
+def batch():
+    # One long document over three ranks, short ones on the last: DistCA must move attention shards.
+    return fulcrum.pack_batch(fulcrum.documents([6000, 300, 500, 400, 600, 200, 500]), RANKS, TOKENS_PER_RANK)
+
+
+@pytest.fixture(scope="session")
+def assignment(model, batch):
+    return fulcrum.make_planner("distca", fulcrum.PlannerOptions(model)).plan(batch)
+
+
+# A batch whose DistCA plan takes ~0.1 s on this project's 2-core machines (many ranks, fine shards): long
+# enough to see, in wall time, whether planning overlaps Python work and whether it holds the GIL.
+HEAVY_RANKS, HEAVY_TOKENS = 1024, 16384
+
+
+def heavy_lengths(seed):
+    source = fulcrum.make_length_source("uniform:100:4000", seed=seed, tokens_per_rank=HEAVY_TOKENS)
+    return source.take(HEAVY_RANKS * HEAVY_TOKENS // 1900).tolist()  # a little more than fills the batch
+
+
+def heavy_options():
+    return fulcrum.PlannerOptions(fulcrum.model_shape("llama3-8b"), tolerance=0.01, granularity=16)

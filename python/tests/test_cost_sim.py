@@ -1,0 +1,57 @@
+from pathlib import Path
+
+import pytest
+
+import fulcrum
+
+
+def test_pair_counts_and_flops(model):
+    n = 1000
+    assert fulcrum.attention_pairs("causal", [(0, n)], (0, n), n) == n * (n + 1) // 2
+    assert fulcrum.attention_pairs("full", [(0, 10), (90, 100)], (0, 100), 100) == 2000
+    per_pair = fulcrum.attention_forward_flops_per_pair(model)
+    assert per_pair == 4 * model.head_dim * model.q_heads
+    assert fulcrum.attention_forward_flops(model, fulcrum.Mask("causal"), [(0, n)], (0, n), n) == per_pair * n * (n + 1) // 2
+    assert fulcrum.BACKWARD_FLOPS_FACTOR == 2.5
+    assert fulcrum.linear_forward_flops_per_token(model) > 0 and fulcrum.activation_bytes_per_token(model) > 0
+    with pytest.raises(fulcrum.InputError, match="range"):
+        fulcrum.attention_pairs("causal", [(0, 1, 2)], (0, 1), 1)
+
+
+def test_token_bytes_follow_gqa_and_dtype(model):
+    b = fulcrum.token_bytes(model)
+    assert b.q == model.q_heads * model.head_dim * model.dtype_bytes
+    assert b.kv == 2 * model.kv_heads * model.head_dim * model.dtype_bytes
+    assert b.output() == b.o + b.lse
+
+
+def test_hardware_models():
+    assert {"h200-dgx", "a100-p4de"} <= set(fulcrum.hardware_names())
+    h200 = fulcrum.hardware("h200-dgx")
+    assert h200.name == "h200-dgx" and h200.devices_per_node == 8 and h200.peak_flops > 1e14
+    assert fulcrum.HardwareModel.from_dict(h200.to_dict()).to_dict() == h200.to_dict()
+    assert h200.memory_bytes > 1e11 and h200.linear_s(1e12) > 0
+    assert h200.attention_backward_s(4096, 4096, 2.5e12) > h200.attention_forward_s(4096, 4096, 1e12) > 0
+    calibrated = fulcrum.hardware(str(Path(__file__).parents[2] / "data" / "hardware" / "cpu-local.json"))
+    assert calibrated.peak_flops > 0 and calibrated.name != "h200-dgx"
+    with pytest.raises(fulcrum.InputError, match="a100-p4de"):
+        fulcrum.hardware("tpu-v9")
+
+
+def test_simulate_plan_is_deterministic(model, assignment):
+    hardware = fulcrum.hardware("h200-dgx")
+    results = {}
+    for schedule in ["pingpong", "single-stream"]:
+        plan = fulcrum.compile_plan(assignment, model, schedule=schedule, dtype_bytes=2)
+        first, again = fulcrum.simulate_plan(plan, hardware), fulcrum.simulate_plan(plan, hardware)
+        assert first.makespan_s == again.makespan_s > 0
+        assert len(first.ranks) == plan.ranks
+        assert 0 < max(r.total_s for r in first.ranks) <= first.makespan_s * (1 + 1e-9)
+        assert sum(r.flops for r in first.ranks) > 0 and sum(r.bytes_sent for r in first.ranks) > 0
+        assert sum(r.bytes_received for r in first.ranks) == pytest.approx(sum(r.bytes_sent for r in first.ranks))
+        for r in first.ranks:
+            assert min(r.attention_s, r.other_compute_s, r.comm_s, r.exposed_comm_s, r.peer_wait_s) >= 0
+        results[schedule] = first
+    # Signal-only messages (1 byte) can only shorten the same plan.
+    plan = fulcrum.compile_plan(assignment, model, dtype_bytes=2)
+    assert fulcrum.simulate_plan(plan, hardware, signal_only=True).makespan_s <= results["pingpong"].makespan_s

@@ -1,0 +1,72 @@
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import fulcrum
+from conftest import HEAVY_RANKS, HEAVY_TOKENS, heavy_lengths, heavy_options
+
+
+@pytest.mark.parametrize("name", fulcrum.planner_names())
+def test_every_planner_gives_a_verified_plan_as_arrays(name, model, batch):
+    planner = fulcrum.make_planner(name, fulcrum.PlannerOptions(model, cp_degree=2))
+    assert planner.name == name
+    caps = planner.capabilities
+    assert "causal" in caps.masks and isinstance(caps.moves_attention, bool)
+    assignment = planner.plan(batch)
+    assert assignment.planner == name
+    report = fulcrum.verify(assignment)
+    assert report.ok and bool(report) and report.errors == [], report.summary()
+    if caps.keeps_documents:
+        assert fulcrum.verify(assignment, batch).ok
+    assert fulcrum.verify_coverage(assignment).ok
+
+    arrays = assignment.task_arrays()
+    n = len(assignment.tasks)
+    assert {k: v.shape for k, v in arrays.items()} == {"doc": (n,), "queries": (n, 2, 2), "keys": (n, 2), "server": (n,)}
+    assert all(v.dtype == np.int64 for v in arrays.values())
+    for i, task in enumerate(assignment.tasks):
+        assert arrays["doc"][i] == task.doc and arrays["server"][i] == task.server
+        assert tuple(arrays["keys"][i]) == task.keys
+        assert [tuple(r) for r in arrays["queries"][i][: len(task.queries)]] == task.queries
+    assert ((arrays["server"] >= 0) & (arrays["server"] < batch.ranks)).all()
+
+    transfers = assignment.transfer_arrays()
+    assert transfers["tokens"].shape == (len(assignment.transfers), 2)
+    for i, t in enumerate(assignment.transfers):
+        assert (transfers["kind"][i], transfers["src"][i], transfers["dst"][i]) == (int(t.kind), t.src, t.dst)
+        assert tuple(transfers["tokens"][i]) == t.tokens
+
+
+def test_distca_moves_attention_and_is_deterministic(model, batch, assignment):
+    again = fulcrum.make_planner("distca", fulcrum.PlannerOptions(model)).plan(batch)
+    for name in ["doc", "queries", "keys", "server"]:
+        assert (assignment.task_arrays()[name] == again.task_arrays()[name]).all()
+    assert any(t.kind == fulcrum.TensorKind.Q for t in assignment.transfers)
+
+
+def test_bad_options_name_the_field(model):
+    with pytest.raises(fulcrum.InputError, match="tolerance"):
+        fulcrum.PlannerOptions(model, tolerance=-1).validate(1024)
+    with pytest.raises(fulcrum.InputError, match="planner"):
+        fulcrum.make_planner("nope", fulcrum.PlannerOptions(model))
+
+
+def test_planning_releases_the_gil(model):
+    # While a worker thread is inside the C++ planner, this thread keeps running Python. Were the GIL held
+    # for the call, this loop would stall for the whole planning time.
+    big = fulcrum.pack_batch(fulcrum.documents(heavy_lengths(9)), HEAVY_RANKS, HEAVY_TOKENS)
+    planner = fulcrum.make_planner("distca", heavy_options())
+    start = time.perf_counter()
+    planner.plan(big)
+    plan_s = time.perf_counter() - start
+    assert plan_s > 0.05, "the batch plans too fast to measure the GIL"
+    worker = threading.Thread(target=planner.plan, args=(big,))
+    stamps = [time.perf_counter()]  # counts the wait for the worker's start too
+    worker.start()
+    while worker.is_alive():
+        stamps.append(time.perf_counter())
+    worker.join()
+    gaps = np.diff(stamps)
+    assert len(stamps) > 100 and gaps.max() < plan_s / 2, (len(stamps), gaps.max(), plan_s)

@@ -1,0 +1,70 @@
+import numpy as np
+import pytest
+
+import fulcrum
+from conftest import RANKS, TOKENS_PER_RANK
+
+
+def test_model_shapes():
+    names = fulcrum.model_shape_names()
+    assert "llama3-8b" in names and "tiny" in names
+    shape = fulcrum.model_shape("tiny")
+    assert (shape.q_heads, shape.kv_heads, shape.head_dim) == (4, 2, 64)
+    shape.kv_heads = 3
+    with pytest.raises(fulcrum.InputError, match="kv_heads"):
+        shape.validate()
+
+
+def test_masks_round_trip_their_text():
+    for text in ["causal", "full", "window:64", "lambda:4:32", "blockwise:64:2", "vslash:0,5:0,1"]:
+        assert str(fulcrum.Mask(text)) == text
+    assert fulcrum.Mask("window:64").kind == "window"
+    assert fulcrum.Mask("causal") == fulcrum.Mask()
+    with pytest.raises(fulcrum.InputError, match="mask"):
+        fulcrum.Mask("nonsense")
+
+
+def test_documents_and_packing(batch):
+    assert batch.ranks == RANKS and batch.tokens_per_rank == TOKENS_PER_RANK
+    assert batch.total_tokens() == RANKS * TOKENS_PER_RANK
+    segments = batch.segment_array()
+    assert segments.dtype == np.int64 and segments.shape == (len(batch.segments), 4)
+    per_rank = np.bincount(segments[:, 3], weights=segments[:, 2] - segments[:, 1])
+    assert per_rank.tolist() == [TOKENS_PER_RANK] * RANKS
+    first = batch.segments[0]
+    assert (first.doc, *first.tokens, first.rank) == tuple(segments[0])
+    docs = fulcrum.documents([5, 7], mask="window:2", first_id=10)
+    assert [(d.id, d.length, str(d.mask)) for d in docs] == [(10, 5, "window:2"), (11, 7, "window:2")]
+
+
+def test_length_sources_are_seeded():
+    a = fulcrum.make_length_source("lognormal:7:1", seed=1).take(50)
+    b = fulcrum.make_length_source("lognormal:7:1", seed=1).take(50)
+    c = fulcrum.make_length_source("lognormal:7:1", seed=2).take(50)
+    assert a.dtype == np.int64 and (a == b).all() and not (a == c).all() and (a >= 1).all()
+    source = fulcrum.make_length_source("uniform:3:3", seed=0)
+    assert next(iter(source)) == 3 and source.next() == 3
+    for spec in ["pretrain", "prolong"]:
+        assert fulcrum.make_length_source(spec, seed=0, tokens_per_rank=65536).take(3).min() >= 1
+
+
+def test_batch_stream_carries_cut_documents():
+    stream = fulcrum.BatchStream(fulcrum.make_length_source("uniform:500:1500", seed=4), ranks=2, tokens_per_rank=1024)
+    first, second = stream.next(), next(stream)
+    assert first.total_tokens() == second.total_tokens() == 2048
+    ids = [d.id for d in first.documents] + [d.id for d in second.documents]
+    assert len(ids) == len(set(ids))
+
+
+def test_errors_carry_the_engine_message():
+    # The message is the C++ one, unchanged (length_source.cpp), and the class says it is bad input.
+    with pytest.raises(fulcrum.InputError) as caught:
+        fulcrum.make_length_source("bogus", seed=0)
+    assert str(caught.value) == (
+        "dataset = 'bogus': expected pretrain, prolong, uniform:MIN:MAX, lognormal:MU:SIGMA or file:PATH")
+    assert isinstance(caught.value, ValueError) and isinstance(caught.value, fulcrum.Error)
+    assert issubclass(fulcrum.Error, RuntimeError) and not issubclass(fulcrum.Error, ValueError)
+    with pytest.raises(fulcrum.InputError, match=r"^ranks = 0: must be >= 1$"):
+        fulcrum.pack_batch(fulcrum.documents([10]), 0, 16)
+    with pytest.raises(fulcrum.InputError, match="count = -1"):
+        fulcrum.make_length_source("uniform:1:2").take(-1)
