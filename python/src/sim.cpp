@@ -29,7 +29,9 @@ void bind_sim(py::module_& m) {
   m.def(
       "simulate_plan",
       [](const Plan& plan, const HardwareModel& hardware, bool signal_only) {
-        return sim::simulate_plan(plan, hardware, sim::SimOptions{signal_only});
+        sim::SimOptions options;
+        options.signal_only = signal_only;
+        return sim::simulate_plan(plan, hardware, options);
       },
       py::arg("plan"), py::arg("hardware"), py::arg("signal_only") = false, py::call_guard<py::gil_scoped_release>(),
       "Runs one Plan in virtual time; signal_only makes every message 1 byte (the `signal` ablation).");
