@@ -25,6 +25,10 @@ struct PartitionConfig {
   bool allow_heaviest_vertex = true;
   std::uint64_t seed = 0;
   int initial_tries = 8;  // seeded initial partitions (each bisection of a recursive one tries as many)
+  /// V-cycles after the first multilevel pass: coarsen again within the parts found (no cluster spans
+  /// two parts, so the partition carries over whole), refine on the way back up, keep the better one.
+  /// The bisections of the initial partition run at most one. 0: the partitioner without V-cycles.
+  int vcycles = 12;
 
   void validate() const;
 };
