@@ -33,6 +33,7 @@ def main():
     parser.add_argument("--block", type=int, default=1024)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tries", type=int, default=8, help="Fulcrum's initial partitions (the planner uses 8)")
+    parser.add_argument("--vcycles", type=int, default=None, help="Fulcrum's V-cycles (default: the planner's)")
     args = parser.parse_args()
 
     rows = []
@@ -42,7 +43,8 @@ def main():
                 name = f"{dataset}-{mask}"
                 out = subprocess.run([args.bin, "--dataset", dataset, "--mask", MASKS[mask], "--block", str(args.block),
                                       "--parts", str(args.parts), "--epsilon", str(args.epsilon), "--seed",
-                                      str(args.seed), "--tries", str(args.tries), "--out", tmp, "--name", name],
+                                      str(args.seed), "--tries", str(args.tries), "--out", tmp, "--name", name]
+                                     + ([] if args.vcycles is None else ["--vcycles", str(args.vcycles)]),
                                      check=True, capture_output=True, text=True).stdout
                 ours = json.loads(out.strip().splitlines()[-1])
                 graph = kahypar.createHypergraphFromFile(os.path.join(tmp, name + ".hgr"), args.parts)
@@ -59,7 +61,7 @@ def main():
                 rows.append((dataset, mask, ours, theirs, seconds, kahypar.imbalance(graph, context)))
 
     print(f"k = {args.parts}, epsilon = {args.epsilon}, block = {args.block} tokens, seed {args.seed}, "
-          f"Fulcrum initial tries {args.tries}\n")
+          f"Fulcrum initial tries {args.tries}, V-cycles {'default' if args.vcycles is None else args.vcycles}\n")
     print("| dataset | mask | vertices | pins | Fulcrum λ−1 (MiB) | Fulcrum s | imbalance | KaHyPar λ−1 (MiB) "
           "| KaHyPar s | imbalance | Fulcrum / KaHyPar |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")

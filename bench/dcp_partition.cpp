@@ -36,8 +36,9 @@ int main(int argc, char** argv) {
   app.add_option("--seed", seed);
   app.add_option("--out", out, "folder of the .hgr file");
   app.add_option("--name", name, "file name without .hgr");
-  int machines = 0, tries = 8;
+  int machines = 0, tries = 8, vcycles = dcp::PartitionConfig{}.vcycles;
   app.add_option("--tries", tries, "initial partitions tried (DCP's planner uses the default, 8)");
+  app.add_option("--vcycles", vcycles, "V-cycles after the first multilevel pass (DCP's planner uses the default)");
   app.add_option("--dcp-machines", machines,
                  "also report DCP's own partition: two constraints, machines x (parts / machines), eps 0.4 / --epsilon");
   CLI11_PARSE(app, argc, argv);
@@ -75,7 +76,8 @@ int main(int argc, char** argv) {
   file.close();
 
   const dcp::PartitionConfig config{
-      .parts = parts, .epsilon = epsilon, .allow_heaviest_vertex = false, .seed = seed, .initial_tries = tries};
+      .parts = parts, .epsilon = epsilon, .allow_heaviest_vertex = false, .seed = seed, .initial_tries = tries,
+      .vcycles = vcycles};
   const auto start = std::chrono::steady_clock::now();
   const auto partition = dcp::partition(h, config);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -7,7 +7,18 @@
 
 namespace fulcrum::dcp {
 
-CoarseLevel coarsen_once(const Hypergraph& h, const std::vector<double>& max_cluster_weight, std::uint64_t seed) {
+namespace {
+
+std::vector<int> parts_on_level(const CoarseLevel& level, const std::vector<int>& finer_parts) {
+  std::vector<int> coarse(static_cast<std::size_t>(level.graph.vertices()), 0);
+  for (std::size_t v = 0; v < finer_parts.size(); ++v) coarse[level.fine_to_coarse[v]] = finer_parts[v];
+  return coarse;
+}
+
+}  // namespace
+
+CoarseLevel coarsen_once(const Hypergraph& h, const std::vector<double>& max_cluster_weight, std::uint64_t seed,
+                         std::span<const int> parts) {
   const int n = h.vertices();
   const int constraints = h.constraints();
   std::vector<int> order(static_cast<std::size_t>(n));
@@ -40,7 +51,7 @@ CoarseLevel coarsen_once(const Hypergraph& h, const std::vector<double>& max_clu
       const double score = h.net_weight(e) / static_cast<double>(pins.size() - 1);
       for (int v : pins) {
         const int cluster = leader[v];
-        if (v == u || cluster == u) continue;
+        if (v == u || cluster == u || (!parts.empty() && parts[v] != parts[u])) continue;
         if (rating[cluster] == 0.0) touched.push_back(cluster);
         rating[cluster] += score;
       }
@@ -90,18 +101,25 @@ CoarseLevel coarsen_once(const Hypergraph& h, const std::vector<double>& max_clu
 }
 
 std::vector<CoarseLevel> coarsen(const Hypergraph& h, int target_vertices, const std::vector<double>& max_cluster_weight,
-                                 std::uint64_t seed) {
+                                 std::uint64_t seed, std::span<const int> parts) {
   std::vector<CoarseLevel> levels;
   constexpr std::size_t kMaxLevels = 64;  // each level at least 5% smaller, so this is never reached
   levels.reserve(kMaxLevels);             // `current` points into it
   const Hypergraph* current = &h;
+  std::vector<int> current_parts(parts.begin(), parts.end());
   while (current->vertices() > target_vertices && levels.size() < kMaxLevels) {
-    CoarseLevel next = coarsen_once(*current, max_cluster_weight, mix64(seed + levels.size()));
+    CoarseLevel next = coarsen_once(*current, max_cluster_weight, mix64(seed + levels.size()), current_parts);
     if (next.graph.vertices() > current->vertices() * 95 / 100) break;
+    if (!current_parts.empty()) current_parts = parts_on_level(next, current_parts);
     levels.push_back(std::move(next));
     current = &levels.back().graph;
   }
   return levels;
+}
+
+std::vector<int> project_to_coarsest(const std::vector<CoarseLevel>& levels, std::vector<int> parts) {
+  for (const auto& level : levels) parts = parts_on_level(level, parts);
+  return parts;
 }
 
 }  // namespace fulcrum::dcp

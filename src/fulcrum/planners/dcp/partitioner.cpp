@@ -18,6 +18,7 @@ void PartitionConfig::validate() const {
   if (parts < 1) fail("partition parts = {}: must be >= 1", parts);
   if (!(epsilon >= 0 && epsilon <= 10)) fail("epsilon = {}: must be in [0, 10]", epsilon);
   if (initial_tries < 1) fail("initial tries = {}: must be >= 1", initial_tries);
+  if (vcycles < 0) fail("vcycles = {}: must be >= 0", vcycles);
 }
 
 namespace {
@@ -196,9 +197,27 @@ bool better(const PartitionState& x, const PartitionState& y) {
 // How coarse the coarsest level gets, and how heavy a cluster may grow (share of a part's target).
 constexpr int kCoarsestPerPart = 30;
 constexpr double kMaxClusterShare = 0.05;
+// V-cycles' clusters may weigh this many times more (half the smallest part's target).
+constexpr double kVcycleClusterFactor = 10;
+constexpr int kBisectionVcycles = 1;
 
 std::vector<int> multilevel(const Hypergraph& h, int k, const Balance& balance, double bisection_epsilon,
                             const PartitionConfig& config);
+
+// `parts` of the (already refined) coarsest of `levels` projected level by level down to `h` and
+// refined k-way on each finer level.
+std::vector<int> uncoarsen(const Hypergraph& h, const std::vector<CoarseLevel>& levels, std::vector<int> parts, int k,
+                           const std::vector<double>& limits, std::uint64_t seed) {
+  for (std::size_t i = levels.size(); i-- > 0;) {
+    const Hypergraph& finer = i == 0 ? h : levels[i - 1].graph;
+    std::vector<int> projected(static_cast<std::size_t>(finer.vertices()));
+    for (int v = 0; v < finer.vertices(); ++v) projected[v] = parts[levels[i].fine_to_coarse[v]];
+    PartitionState state(finer, k, std::move(projected), limits);
+    fm_refine(state, mix64(seed + i));
+    parts = state.parts();
+  }
+  return parts;
+}
 
 // Recursive bisection into parts of the given shares: each bisection is a multilevel 2-way partition
 // with the looser per-level slack (1 + ε)^(1 / levels) − 1, then each side is split on its own.
@@ -215,6 +234,9 @@ std::vector<int> recursive_bisection(const Hypergraph& h, const std::vector<doub
   PartitionConfig two = config;
   two.parts = 2;
   two.seed = seed;
+  // A bisection runs tries x (k − 1) times per partition: one V-cycle there buys most of what more
+  // would (docs/experiments.md) at a fraction of the planner's time.
+  two.vcycles = std::min(config.vcycles, kBisectionVcycles);
   const auto side = multilevel(h, 2, share_balance(h, {left_share / total, right_share / total}, epsilon,
                                                    config.allow_heaviest_vertex),
                                epsilon, two);
@@ -266,14 +288,22 @@ std::vector<int> multilevel(const Hypergraph& h, int k, const Balance& balance, 
     }
     parts = best->parts();
   }
-  // Uncoarsening: project to the finer level and refine there.
-  for (std::size_t i = levels.size(); i-- > 0;) {
-    const Hypergraph& finer = i == 0 ? h : levels[i - 1].graph;
-    std::vector<int> projected(static_cast<std::size_t>(finer.vertices()));
-    for (int v = 0; v < finer.vertices(); ++v) projected[v] = parts[levels[i].fine_to_coarse[v]];
-    PartitionState state(finer, k, std::move(projected), balance.limit);
-    fm_refine(state, mix64(config.seed + i));
-    parts = state.parts();
+  parts = uncoarsen(h, levels, std::move(parts), k, balance.limit, config.seed);
+  // Clusters of V-cycles may be heavier than in the first pass: the balance is already met, and moving
+  // a whole row of tiles (a cluster) at once is what single-vertex FM cannot do across a local minimum.
+  std::vector<double> vcycle_cluster(max_cluster.size());
+  for (std::size_t c = 0; c < max_cluster.size(); ++c) vcycle_cluster[c] = max_cluster[c] * kVcycleClusterFactor;
+  // A fixed number of cycles: stopping at the first one that does not improve lost most of their gain
+  // (later cycles, with other seeds, still find better partitions).
+  for (int cycle = 0; cycle < config.vcycles; ++cycle) {
+    const std::uint64_t seed = mix64(config.seed ^ (0x5c1e0000u + static_cast<std::uint64_t>(cycle)));
+    const auto within = coarsen(h, k, vcycle_cluster, seed, parts);
+    if (within.empty()) break;
+    PartitionState coarsest_state(within.back().graph, k, project_to_coarsest(within, parts), balance.limit);
+    fm_refine(coarsest_state, seed);
+    auto candidate = uncoarsen(h, within, coarsest_state.parts(), k, balance.limit, seed);
+    const PartitionState before(h, k, parts, balance.limit), after(h, k, candidate, balance.limit);
+    if (better(after, before)) parts = std::move(candidate);
   }
   return parts;
 }

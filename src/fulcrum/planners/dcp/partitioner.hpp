@@ -1,13 +1,13 @@
 // DCP's placement solver: a multilevel balanced hypergraph partitioner (coarsening.hpp → initial
-// partition here → refinement.hpp on every level), and its hierarchical use: first across machines
-// with a looser balance, then across the devices of each machine.
+// partition here → refinement.hpp on every level, then V-cycles), and its hierarchical use: first
+// across machines with a looser balance, then across the devices of each machine.
 //
 // Why written here rather than taken from a library: the objective is connectivity (λ − 1), which
 // METIS (graphs, edge cut) can only approximate through a clique or star expansion, and DCP needs two
 // balance constraints (compute and memory) that KaHyPar's Python package does not offer. On
-// single-constraint versions of the same hypergraphs (k = 32, ε = 0.1) it reaches 1.38x KaHyPar's λ − 1
-// in a fifth of its time with the 8 initial partitions the planner uses, 1.11x in about its time with
-// 32 (docs/experiments.md, bench/compare_kahypar.py); KaHyPar's flow refinement is what it lacks.
+// single-constraint versions of the same hypergraphs (k = 32, ε = 0.1) it reaches 1.09x KaHyPar's λ − 1
+// (1.11x on held-out batches) in under half its time with the planner's settings (8 initial partitions,
+// 12 V-cycles; docs/experiments.md, bench/compare_kahypar.py); KaHyPar's flow refinement is what it lacks.
 #pragma once
 
 #include "fulcrum/planners/dcp/hypergraph.hpp"
@@ -25,6 +25,10 @@ struct PartitionConfig {
   bool allow_heaviest_vertex = true;
   std::uint64_t seed = 0;
   int initial_tries = 8;  // seeded initial partitions (each bisection of a recursive one tries as many)
+  /// V-cycles after the first multilevel pass: coarsen again within the parts found (no cluster spans
+  /// two parts, so the partition carries over whole), refine on the way back up, keep the better one.
+  /// The bisections of the initial partition run at most one. 0: the partitioner without V-cycles.
+  int vcycles = 12;
 
   void validate() const;
 };

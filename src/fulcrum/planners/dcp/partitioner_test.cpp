@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <limits>
+#include <numeric>
 
 namespace fulcrum::dcp {
 namespace {
@@ -122,6 +123,46 @@ TEST(Partitioner, CoarseningKeepsWeightsAndNeverCutsInsideAVertex) {
   std::vector<int> fine(500);
   for (int v = 0; v < 500; ++v) fine[v] = coarse[level.fine_to_coarse[v]];
   EXPECT_NEAR(connectivity_cost(level.graph, coarse, 4), connectivity_cost(h, fine, 4), 1e-9);
+}
+
+TEST(Partitioner, CoarseningWithinPartsKeepsThePartitionWhole) {
+  const auto h = random_hypergraph(9, 600, 800, 5, 2);
+  Rng rng(10);
+  std::vector<int> parts(600);
+  for (auto& p : parts) p = static_cast<int>(rng.uniform_int(0, 5));
+  const auto levels = coarsen(h, 6, {1e9, 1e9}, 9, parts);
+  ASSERT_FALSE(levels.empty());
+  std::vector<int> fine_to_coarsest(600);
+  std::iota(fine_to_coarsest.begin(), fine_to_coarsest.end(), 0);
+  for (const auto& level : levels) {
+    for (auto& v : fine_to_coarsest) v = level.fine_to_coarse[v];
+  }
+  const auto coarse = project_to_coarsest(levels, parts);
+  for (int v = 0; v < 600; ++v) ASSERT_EQ(coarse[fine_to_coarsest[v]], parts[v]) << "a cluster spans two parts";
+  EXPECT_NEAR(connectivity_cost(levels.back().graph, coarse, 6), connectivity_cost(h, parts, 6), 1e-9);
+}
+
+// With one V-cycle or more the first pass is the same (its bisections run one), so further cycles, each
+// kept only when better, can only lower the objective.
+TEST(Partitioner, MoreVcyclesNeverWorsenTheObjectiveAndKeepBalance) {
+  int improved = 0;
+  for (std::uint64_t seed = 0; seed < 4; ++seed) {
+    const auto h = random_hypergraph(20 + seed, 400, 520, 5, 1 + static_cast<int>(seed % 2));
+    for (int k : {4, 8}) {
+      PartitionConfig config{.parts = k, .epsilon = 0.05, .allow_heaviest_vertex = false, .seed = seed, .vcycles = 1};
+      const auto first = partition(h, config);
+      config.vcycles = 4;
+      const auto cycled = partition(h, config);
+      const auto limits = balance_limits(h, config);
+      ASSERT_TRUE(balanced(h, first, k, limits));
+      EXPECT_TRUE(balanced(h, cycled, k, limits)) << "seed " << seed << " k " << k;
+      const double before = connectivity_cost(h, first, k), after = connectivity_cost(h, cycled, k);
+      EXPECT_LE(after, before + 1e-9) << "seed " << seed << " k " << k;
+      improved += after < before;
+      EXPECT_EQ(cycled, partition(h, config)) << "same seed, same partition";
+    }
+  }
+  EXPECT_GT(improved, 0);  // they are not a no-op on these instances
 }
 
 TEST(Partitioner, HierarchicalKeepsMachinesTogetherAndIsDeterministic) {
