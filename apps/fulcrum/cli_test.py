@@ -15,7 +15,8 @@ failures = []
 
 
 def run(*args):
-    return subprocess.run([FULCRUM, *args], capture_output=True, text=True, timeout=120)
+    # Generous: under ASan on a loaded 2-core machine `bench kernels` alone takes about 2 minutes.
+    return subprocess.run([FULCRUM, *args], capture_output=True, text=True, timeout=600)
 
 
 def check(condition, message):
