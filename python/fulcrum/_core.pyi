@@ -231,6 +231,10 @@ class SimResult:
     def ranks(self) -> list[RankSummary]: ...
 
 def simulate_plan(plan: Plan, hardware: HardwareModel, signal_only: bool = False) -> SimResult: ...
+def simulate_training(system: str, model: ModelShape, hardware: HardwareModel, *, gpus: int = 64, tp: int = 8,
+                      pp: int = 1, cp: int = 1, microbatches: int = 0, mode: str = "pingpong",
+                      dataset: str = "pretrain", max_doc_len: int = 131072, tokens_per_rank: int = 0,
+                      iterations: int = 1, seed: int = 0, tolerance: float = 0.1) -> dict[str, Any]: ...
 
 # kernels: storage arrays are float32, or uint16 holding bf16 bits; never copied
 Storage = npt.NDArray[np.float32] | npt.NDArray[np.uint16]

@@ -1,7 +1,8 @@
-// The simulator: simulate_plan runs a Plan in virtual time on a HardwareModel. New simulator entry points
-// (the training-iteration models) get their m.def here, returning plain objects like SimResult's.
+// The simulator: simulate_plan runs a Plan in virtual time on a HardwareModel; simulate_training runs
+// training iterations (what `fulcrum simulate` prints one row of) and returns the row's JSON as a dict.
 #include "bindings.hpp"
 #include "fulcrum/sim/engine.hpp"
+#include "fulcrum/sim/training.hpp"
 
 namespace fulcrum::python {
 
@@ -35,6 +36,37 @@ void bind_sim(py::module_& m) {
       },
       py::arg("plan"), py::arg("hardware"), py::arg("signal_only") = false, py::call_guard<py::gil_scoped_release>(),
       "Runs one Plan in virtual time; signal_only makes every message 1 byte (the `signal` ablation).");
+
+  m.def(
+      "simulate_training",
+      [](const std::string& system, const ModelShape& model, const HardwareModel& hardware, int gpus, int tp, int pp,
+         int cp, int microbatches, const std::string& mode, const std::string& dataset, Tokens max_doc_len,
+         Tokens tokens_per_rank, int iterations, std::uint64_t seed, double tolerance) {
+        sim::TrainingConfig c;
+        c.system = system;
+        c.parallel = {gpus, tp, pp, cp, microbatches};
+        c.mode = sim::parse_comm_mode(mode);
+        c.dataset = dataset;
+        c.max_doc_len = max_doc_len;
+        c.tokens_per_rank = tokens_per_rank;
+        c.iterations = iterations;
+        c.seed = seed;
+        c.tolerance = tolerance;
+        nlohmann::json out;
+        {
+          py::gil_scoped_release release;
+          out = sim::simulate_training(c, model, hardware).to_json();
+        }
+        return json_to_python(out);
+      },
+      py::arg("system"), py::arg("model"), py::arg("hardware"), py::kw_only(), py::arg("gpus") = 64, py::arg("tp") = 8,
+      py::arg("pp") = 1, py::arg("cp") = 1, py::arg("microbatches") = 0, py::arg("mode") = "pingpong",
+      py::arg("dataset") = "pretrain", py::arg("max_doc_len") = 131072, py::arg("tokens_per_rank") = 0,
+      py::arg("iterations") = 1, py::arg("seed") = 0, py::arg("tolerance") = 0.1,
+      "Simulates training iterations of one system (distca, wlb, perdoc-cp, packed, dcp, ...) and returns\n"
+      "the result as a dict: mean_iteration_s, tokens_per_s, breakdown (linear_s, attention_s,\n"
+      "exposed_comm_s, idle_s, dp_sync_s; they add up to the iteration), attention_imbalance,\n"
+      "attention_bytes, memory (per GPU, with out_of_memory) and the layout.");
 }
 
 }  // namespace fulcrum::python

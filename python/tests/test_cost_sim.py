@@ -55,3 +55,21 @@ def test_simulate_plan_is_deterministic(model, assignment):
     # Signal-only messages (1 byte) can only shorten the same plan.
     plan = fulcrum.compile_plan(assignment, model, dtype_bytes=2)
     assert fulcrum.simulate_plan(plan, hardware, signal_only=True).makespan_s <= results["pingpong"].makespan_s
+
+
+def test_simulate_training_matches_its_breakdown_and_orders_the_systems():
+    llama, h200 = fulcrum.model_shape("llama3-8b"), fulcrum.hardware("h200-dgx")
+    runs = {system: fulcrum.simulate_training(system, llama, h200, gpus=32, dataset="lognormal:9.5:1.5",
+                                              max_doc_len=131072, tokens_per_rank=65536, iterations=2, seed=3)
+            for system in ("distca", "packed")}
+    for r in runs.values():
+        assert abs(sum(r["breakdown"].values()) - r["mean_iteration_s"]) <= 1e-9 * r["mean_iteration_s"]
+        assert r["tp"] == 8 and r["dp"] == 4 and r["memory"]["out_of_memory"] is False
+    # DistCA evens attention out where packing leaves it imbalanced, on the same documents.
+    assert runs["distca"]["attention_imbalance"] < runs["packed"]["attention_imbalance"]
+    assert runs["distca"]["tokens_per_s"] > runs["packed"]["tokens_per_s"]
+    assert runs["distca"]["tokens_per_iteration"] == runs["packed"]["tokens_per_iteration"]
+    with pytest.raises(fulcrum.InputError, match="tp = 3"):
+        fulcrum.simulate_training("distca", llama, h200, tp=3)
+    with pytest.raises(fulcrum.InputError, match="mode"):
+        fulcrum.simulate_training("distca", llama, h200, mode="smoke")
