@@ -24,6 +24,14 @@ def check(condition, message):
         failures.append(message)
 
 
+def check_bad_input(args, result, field):
+    """Bad input: exit code 2 and a single stderr line naming the field."""
+    lines = result.stderr.strip().splitlines()
+    check(result.returncode == 2, f"{args}: exit {result.returncode}, expected 2 ({result.stderr.strip()})")
+    check(len(lines) == 1, f"{args}: expected one stderr line, got {lines}")
+    check(field in result.stderr, f"{args}: message does not name '{field}': {result.stderr.strip()}")
+
+
 with tempfile.TemporaryDirectory() as tmp:
     out = os.path.join(tmp, "plan.json")
     result = run("plan", "--ranks", "4", "--tokens-per-rank", "8192", "--batches", "3", "--json", out)
@@ -74,10 +82,7 @@ with tempfile.TemporaryDirectory() as tmp:
     ]
     for args, field in bad_inputs:
         result = run("plan", "--tokens-per-rank", "4096", *args) if "--tokens-per-rank" not in args else run("plan", *args)
-        lines = result.stderr.strip().splitlines()
-        check(result.returncode == 2, f"{args}: exit {result.returncode}, expected 2 ({result.stderr.strip()})")
-        check(len(lines) == 1, f"{args}: expected one stderr line, got {lines}")
-        check(field in result.stderr, f"{args}: message does not name '{field}': {result.stderr.strip()}")
+        check_bad_input(args, result, field)
 
     # Kernel measurements: a tiny real run of each, and their bad input.
     out = os.path.join(tmp, "bench.json")
@@ -134,11 +139,7 @@ with tempfile.TemporaryDirectory() as tmp:
     ]
     for args, field in simulate_bad_inputs:
         base = ["--max-doc-len", "8192"] + ([] if "--gpus" in args else ["--gpus", "16"])
-        result = run("simulate", *base, *args)
-        lines = result.stderr.strip().splitlines()
-        check(result.returncode == 2, f"simulate {args}: exit {result.returncode}, expected 2 ({result.stderr.strip()})")
-        check(len(lines) == 1, f"simulate {args}: expected one stderr line, got {lines}")
-        check(field in result.stderr, f"simulate {args}: message does not name '{field}': {result.stderr.strip()}")
+        check_bad_input(["simulate", *args], run("simulate", *base, *args), field)
 
     kernel_bad_inputs = [
         (["bench", "kernels", "--dtype", "fp16"], "dtype"),
@@ -151,11 +152,7 @@ with tempfile.TemporaryDirectory() as tmp:
         (["profile", "--dtype", "int8"], "dtype"),
     ]
     for args, field in kernel_bad_inputs:
-        result = run(*args)
-        lines = result.stderr.strip().splitlines()
-        check(result.returncode == 2, f"{args}: exit {result.returncode}, expected 2 ({result.stderr.strip()})")
-        check(len(lines) == 1, f"{args}: expected one stderr line, got {lines}")
-        check(field in result.stderr, f"{args}: message does not name '{field}': {result.stderr.strip()}")
+        check_bad_input(args, run(*args), field)
 
 if failures:
     print("\n".join(failures))
