@@ -45,6 +45,10 @@ class Planner {
   virtual PlannerCapabilities capabilities() const = 0;
   /// Plans one batch. Stateful planners (wlb) carry deferred documents into the next call.
   virtual Assignment plan(const Batch& batch) = 0;
+  /// Documents held back for a later call (wlb's queues); planners that defer nothing keep 0.
+  virtual std::size_t deferred_documents() const { return 0; }
+  /// The end of a run: from now on release what is held back as soon as it fits.
+  virtual void drain() {}
 };
 
 std::unique_ptr<Planner> make_planner(std::string_view name, const PlannerOptions& options);

@@ -149,7 +149,7 @@ TEST(Planners, WlbDefersDocumentsButNeverLosesTokens) {
   EXPECT_GT(out, in * 9 / 10);  // deferral is the exception, not the rule
   // Draining on empty batches computes everything still waiting, a cap's worth per rank at a time.
   ASSERT_GT(wlb.deferred_documents(), 0u);
-  wlb.set_draining(true);
+  wlb.drain();
   Batch empty{4, 512, {}, {}};
   for (int b = 0; b < 100 && wlb.deferred_documents() > 0; ++b) out += wlb.plan(empty).batch.total_tokens();
   EXPECT_EQ(wlb.deferred_documents(), 0u);

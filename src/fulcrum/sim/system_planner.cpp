@@ -2,7 +2,6 @@
 
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/plan/verify.hpp"
-#include "fulcrum/planners/baselines/wlb.hpp"
 
 namespace fulcrum::sim {
 
@@ -15,14 +14,9 @@ SystemPlanner::SystemPlanner(std::string system, const PlannerOptions& options, 
   if (system_ == "wlb" && cp > 1) cp_planner_ = make_planner("perdoc-cp", o);
 }
 
-std::size_t SystemPlanner::deferred_documents() const {
-  const auto* wlb = dynamic_cast<const WlbPlanner*>(planner_.get());
-  return wlb ? wlb->deferred_documents() : 0;
-}
+std::size_t SystemPlanner::deferred_documents() const { return planner_->deferred_documents(); }
 
-void SystemPlanner::drain() {
-  if (auto* wlb = dynamic_cast<WlbPlanner*>(planner_.get())) wlb->set_draining(true);
-}
+void SystemPlanner::drain() { planner_->drain(); }
 
 Assignment SystemPlanner::plan(const Batch& batch) {
   if (batch.ranks % cp_ != 0) fail("cp = {}: must divide the batch's {} ranks", cp_, batch.ranks);

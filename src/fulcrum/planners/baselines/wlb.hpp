@@ -19,12 +19,12 @@ class WlbPlanner : public Planner {
   /// Packs the batch's documents (and those deferred earlier) into batch.ranks micro-batches.
   Assignment plan(const Batch& batch) override;
   /// Documents waiting for a later iteration (outlier queues and those that did not fit).
-  std::size_t deferred_documents() const;
+  std::size_t deferred_documents() const override;
   Tokens deferred_tokens() const;
   /// While draining (the end of a run), outlier queues release what they hold without waiting for a
   /// full round, so every document drawn is eventually computed and a finite run's throughput is not
   /// flattered by the long documents still waiting.
-  void set_draining(bool draining) { draining_ = draining; }
+  void drain() override { draining_ = true; }
 
  private:
   PlannerOptions options_;
