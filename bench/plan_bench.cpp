@@ -25,7 +25,7 @@ const Batch& cluster_batch() {
 void plan_benchmark(benchmark::State& state, const std::string& planner_name, double tolerance) {
   PlannerOptions options;
   options.model = model_shape_preset("llama3-8b");
-  options.tolerance = tolerance;
+  options.set("tolerance", tolerance);
   const Batch& batch = cluster_batch();
   Assignment last;
   for (auto _ : state) {

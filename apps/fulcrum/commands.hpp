@@ -20,7 +20,14 @@ Action add_run_command(CLI::App& app);
 Action add_demo_command(CLI::App& app);
 Action add_simulate_command(CLI::App& app);
 
-/// --dcp-block, --dcp-epsilon-machines, --dcp-epsilon-devices, --dcp-divisions, --devices-per-machine.
-void add_dcp_options(CLI::App& cmd, PlannerOptions& options);
+/// "distca, dcp, ...": the registered planners, for help texts.
+std::string planner_list();
+
+/// One flag per option of every registered planner (--tolerance, --granularity, --cp-degree, --dcp-block,
+/// ...), the same in every subcommand; values are range-checked as they are parsed.
+void add_planner_flags(CLI::App& cmd, PlannerOptions& options);
+/// --devices-per-machine: the machine size real runs and plans assume (the simulator takes it from the
+/// hardware model instead).
+void add_topology_flags(CLI::App& cmd, PlannerOptions& options);
 
 }  // namespace fulcrum::cli

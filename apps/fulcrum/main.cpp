@@ -39,6 +39,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "fulcrum: error: %s\n", e.what());
     return 2;
+  } catch (const fulcrum::Error& e) {  // a flag's value out of its declared range
+    std::fprintf(stderr, "fulcrum: error: %s\n", e.what());
+    return e.kind() == fulcrum::ErrorKind::kBadInput ? 2 : 1;
   }
   try {
     for (auto& [sub, action] : commands) {

@@ -25,16 +25,9 @@ Action add_plan_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--batches", config->batches, "batches to draw and plan")->capture_default_str();
   cmd->add_option("--seed", config->seed, "seed of the length source")->capture_default_str();
-  cmd->add_option("--planners", *planners, "comma-separated: distca, dcp, packed, perdoc-cp, wlb, ring, zigzag")->capture_default_str();
-  cmd->add_option("--tolerance", config->options.tolerance, "DistCA: stop when every server is within this x mean")
-      ->capture_default_str();
-  cmd->add_option("--granularity", config->options.granularity, "DistCA: shard sizes are multiples of this")
-      ->capture_default_str();
-  cmd->add_option("--cp-degree", config->options.cp_degree, "perdoc-cp: ranks per context-parallel group")
-      ->capture_default_str();
-  cmd->add_option("--wlb-token-cap", config->options.wlb_token_cap, "wlb: micro-batch token cap / tokens-per-rank")
-      ->capture_default_str();
-  add_dcp_options(*cmd, config->options);
+  cmd->add_option("--planners", *planners, "comma-separated: " + planner_list())->capture_default_str();
+  add_planner_flags(*cmd, config->options);
+  add_topology_flags(*cmd, config->options);
   cmd->add_option("--json", *json_path, "also write the results as JSON to this path");
   return [config, json_path, planners] {
     config->planners.clear();

@@ -19,13 +19,8 @@ void add_job_options(CLI::App& cmd, runtime::JobConfig& job) {
       ->capture_default_str();
   cmd.add_option("--tokens-per-rank", job.tokens_per_rank, "tokens each rank holds after packing")->capture_default_str();
   cmd.add_option("--seed", job.seed, "seed of the lengths and of the Q/K/V/dO values")->capture_default_str();
-  cmd.add_option("--tolerance", job.options.tolerance, "DistCA: stop when every server is within this x mean")
-      ->capture_default_str();
-  cmd.add_option("--granularity", job.options.granularity, "DistCA: shard sizes are multiples of this")
-      ->capture_default_str();
-  cmd.add_option("--cp-degree", job.options.cp_degree, "perdoc-cp: ranks per context-parallel group")
-      ->capture_default_str();
-  add_dcp_options(cmd, job.options);
+  add_planner_flags(cmd, job.options);
+  add_topology_flags(cmd, job.options);
   cmd.add_option("--reference", job.reference, "kernel (fused fp32, one process) | fp64 (materialised) | none")
       ->transform(CLI::CheckedTransformer(std::map<std::string, runtime::ReferenceKind>{
           {"kernel", runtime::ReferenceKind::kKernel}, {"fp64", runtime::ReferenceKind::kFp64},
@@ -41,13 +36,9 @@ std::vector<runtime::JobConfig> jobs_for(const runtime::JobConfig& base, const s
   std::vector<runtime::JobConfig> jobs;
   for (const auto& planner : split_fields(planners, ',')) {
     for (const auto& mode : split_fields(modes, ',')) {
-      if (mode != "pingpong" && mode != "single-stream" && mode != "signal") {
-        fail("modes: '{}' is not one of pingpong, single-stream, signal", mode);
-      }
       runtime::JobConfig job = base;
       job.planner = std::string(planner);
-      job.signal_only = mode == "signal";
-      job.schedule = parse_schedule(mode == "signal" ? "pingpong" : mode);
+      job.mode = parse_comm_mode(mode, "modes");
       jobs.push_back(job);
     }
   }
@@ -63,7 +54,7 @@ Action add_run_command(CLI::App& app) {
   auto session = std::make_shared<SessionOptions>();
   auto planners = std::make_shared<std::string>("distca");
   auto modes = std::make_shared<std::string>("pingpong");
-  cmd->add_option("--planners", *planners, "comma-separated: distca, dcp, packed, perdoc-cp, wlb, ring, zigzag")->capture_default_str();
+  cmd->add_option("--planners", *planners, "comma-separated: " + planner_list())->capture_default_str();
   cmd->add_option("--modes", *modes, "comma-separated: pingpong, single-stream, signal")->capture_default_str();
   add_job_options(*cmd, *job);
   session->add_to(*cmd);
@@ -79,7 +70,7 @@ Action add_demo_command(CLI::App& app) {
   // 4 ranks x 4096 tokens of `pretrain`; seed 36 draws a batch whose packed form is 2.1x imbalanced.
   job->tokens_per_rank = 4096;
   job->seed = 36;
-  job->options.tolerance = 0.05;  // DistCA within 5% of the mean, the setting docs/performance.md measures
+  job->options.set("tolerance", 0.05);  // DistCA within 5% of the mean, the setting docs/performance.md measures
   cmd->add_option("--out", session->report_dir, "report folder (JSON, Chrome trace, SVG, summary)")->capture_default_str();
   add_job_options(*cmd, *job);
   session->add_to(*cmd);

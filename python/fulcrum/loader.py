@@ -50,7 +50,6 @@ class PlanAheadLoader:
         if isinstance(planner, str):
             if options is None:
                 options = _core.PlannerOptions(_core.model_shape("llama3-8b"))
-            options.validate(tokens_per_rank)
             planner = _core.make_planner(planner, options)
         self._planner = planner
         self._lengths = iter(lengths)

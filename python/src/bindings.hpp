@@ -24,6 +24,8 @@ void bind_kernels(py::module_& m);
 inline py::tuple to_tuple(Range r) { return py::make_tuple(r.begin, r.end); }
 Range to_range(const py::handle& pair);
 std::vector<Range> to_ranges(const py::handle& pairs);
+/// A planner option's CLI name from a Python keyword: '_' becomes '-' (dcp_block -> dcp-block).
+std::string option_name(std::string name);
 
 /// A fresh int64 NumPy array of `shape` filled row by row from `values` (size = product of shape).
 py::array_t<std::int64_t> int_array(std::vector<py::ssize_t> shape, const std::vector<std::int64_t>& values);

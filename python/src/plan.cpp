@@ -29,7 +29,8 @@ void bind_plan(py::module_& m) {
   py::class_<Plan>(m, "Plan", "Per-rank Programs for one pass, as compiled from an Assignment.")
       .def_property_readonly("pass_", [](const Plan& p) { return std::string(to_string(p.pass)); })
       .def_readonly("planner", &Plan::planner)
-      .def_readonly("schedule", &Plan::schedule)
+      .def_property_readonly("mode", [](const Plan& p) { return std::string(to_string(p.mode)); })
+      .def_readonly("nano_batches", &Plan::nano_batches)
       .def_property_readonly("ranks", &Plan::ranks)
       .def("to_dict", [](const Plan& p) { return json_to_python(to_json(p)); },
            "The whole plan as plain Python data (the JSON schema of `fulcrum plan --save`).")
@@ -46,18 +47,18 @@ void bind_plan(py::module_& m) {
 
   m.def(
       "compile_plan",
-      [](const Assignment& a, const ModelShape& model, std::string_view pass, std::string_view schedule,
+      [](const Assignment& a, const ModelShape& model, std::string_view pass, std::string_view mode,
          int dtype_bytes) {
         const HeadLayout heads = head_layout(model, dtype_bytes);
         const Pass p = parse_pass(pass);
-        const Schedule s = parse_schedule(schedule);
+        const CommMode s = parse_comm_mode(mode);
         py::gil_scoped_release unlocked;
         return compile(a, heads, p, s);
       },
-      py::arg("assignment"), py::arg("model"), py::arg("pass_") = "forward", py::arg("schedule") = "pingpong",
+      py::arg("assignment"), py::arg("model"), py::arg("pass_") = "forward", py::arg("mode") = "pingpong",
       py::arg("dtype_bytes") = 4,
-      "Lowers a verified Assignment to per-rank Programs. pass_: forward | backward; schedule: pingpong | "
-      "single-stream; dtype_bytes: 4 (fp32) or 2 (bf16).");
+      "Lowers a verified Assignment to per-rank Programs. pass_: forward | backward; mode: pingpong | "
+      "single-stream | signal (pingpong with 1-byte messages); dtype_bytes: 4 (fp32) or 2 (bf16).");
   m.def("verify_plan", &verify_plan, py::arg("plan"), py::arg("batch"), release,
         "Runs every rank's Program symbolically: structure, matching messages, no deadlock, data flow, exact "
         "coverage and exactly-once outputs. `batch` is the Assignment's batch.");

@@ -46,26 +46,76 @@ py::dict transfer_arrays(const Assignment& a) {
 
 }  // namespace
 
+std::string option_name(std::string name) {
+  for (char& c : name) c = c == '_' ? '-' : c;
+  return name;
+}
+
 void bind_planners(py::module_& m) {
-  py::class_<PlannerOptions>(m, "PlannerOptions")
-      .def(py::init([](const ModelShape& model, double tolerance, Tokens granularity, int cp_degree,
-                       double wlb_token_cap) {
-             return PlannerOptions{model, tolerance, granularity, cp_degree, wlb_token_cap};
+  py::class_<OptionSpec>(m, "OptionSpec", "One planner option as its planner declares it (the CLI's --NAME).")
+      .def_property_readonly("name", [](const OptionSpec& s) { return std::string(s.name); })
+      .def_property_readonly("help", [](const OptionSpec& s) { return std::string(s.help); })
+      .def_readonly("default", &OptionSpec::default_value)
+      .def_readonly("min", &OptionSpec::min)
+      .def_readonly("max", &OptionSpec::max)
+      .def_readonly("integer", &OptionSpec::integer)
+      .def("__repr__", [](const OptionSpec& s) {
+        return fmt::format("OptionSpec({}, default {}, {})", s.name, s.default_text(), s.range_text());
+      });
+
+  py::class_<PlannerOptions>(m, "PlannerOptions",
+                             "The model, the machine size, a seed, and planner options by name: every option of "
+                             "every planner (planner_options()), as keyword arguments with '_' for '-', e.g. "
+                             "PlannerOptions(model, tolerance=0.05, dcp_block=512). Unset options take their "
+                             "declared defaults; values are range-checked (fulcrum.InputError names the option).")
+      .def(py::init([](const ModelShape& model, int devices_per_machine, std::uint64_t seed, const py::kwargs& kw) {
+             PlannerOptions o;
+             o.model = model;
+             o.devices_per_machine = devices_per_machine;
+             o.seed = seed;
+             for (const auto& [key, value] : kw) o.set(option_name(key.cast<std::string>()), value.cast<double>());
+             o.validate();
+             return o;
            }),
-           py::arg("model"), py::arg("tolerance") = 0.1, py::arg("granularity") = 128, py::arg("cp_degree") = 8,
-           py::arg("wlb_token_cap") = 1.5)
+           py::arg("model"), py::kw_only(), py::arg("devices_per_machine") = 8, py::arg("seed") = 0)
       .def_readwrite("model", &PlannerOptions::model)
-      .def_readwrite("tolerance", &PlannerOptions::tolerance)
-      .def_readwrite("granularity", &PlannerOptions::granularity)
-      .def_readwrite("cp_degree", &PlannerOptions::cp_degree)
-      .def_readwrite("wlb_token_cap", &PlannerOptions::wlb_token_cap)
-      .def("validate", &PlannerOptions::validate, py::arg("tokens_per_rank"));
+      .def_readwrite("devices_per_machine", &PlannerOptions::devices_per_machine)
+      .def_readwrite("seed", &PlannerOptions::seed)
+      .def(
+          "set", [](PlannerOptions& o, const std::string& name, double value) { o.set(option_name(name), value); },
+          py::arg("name"), py::arg("value"), "Sets one option ('tolerance', 'dcp_block' or 'dcp-block', ...).")
+      .def(
+          "get", [](const PlannerOptions& o, const std::string& name) { return o.get(find_planner_option(option_name(name))); },
+          py::arg("name"), "The option's value (its default when unset).")
+      .def("__getattr__",
+           [](const PlannerOptions& o, const std::string& name) {
+             for (const auto& spec : planner_option_specs()) {
+               if (spec.name == option_name(name)) return o.get(spec);
+             }
+             throw py::attribute_error(fmt::format("PlannerOptions has no option '{}'", name));
+           })
+      .def_property_readonly("values", [](const PlannerOptions& o) {
+        py::dict out;
+        for (const auto& spec : planner_option_specs()) out[py::str(std::string(spec.name))] = o.get(spec);
+        return out;
+      }, "Every option's value by its CLI name, defaults included.");
+  m.def("planner_options", &planner_option_specs, "Every planner option (name, help, default, range), once each.");
 
   py::class_<PlannerCapabilities>(m, "PlannerCapabilities")
       .def_readonly("moves_attention", &PlannerCapabilities::moves_attention)
       .def_readonly("splits_documents", &PlannerCapabilities::splits_documents)
       .def_readonly("keeps_documents", &PlannerCapabilities::keeps_documents)
       .def_readonly("keeps_placement", &PlannerCapabilities::keeps_placement)
+      .def_readonly("overlaps_traffic", &PlannerCapabilities::overlaps_traffic)
+      .def_readonly("pools_pipeline_stages", &PlannerCapabilities::pools_pipeline_stages)
+      .def_property_readonly("cp_groups", [](const PlannerCapabilities& c) {
+        switch (c.cp_groups) {
+          case CpGroups::kNone: return "none";
+          case CpGroups::kWithinGroup: return "within-group";
+          case CpGroups::kHoldsDocuments: return "holds-documents";
+        }
+        return "?";
+      })
       .def_property_readonly("masks", [](const PlannerCapabilities& c) {
         std::vector<std::string> names;
         for (MaskKind k : c.masks) names.push_back(kind_name(k));
@@ -112,7 +162,7 @@ void bind_planners(py::module_& m) {
 
   py::class_<Planner>(m, "Planner")
       .def_property_readonly("name", [](const Planner& p) { return std::string(p.name()); })
-      .def_property_readonly("capabilities", &Planner::capabilities)
+      .def_property_readonly("capabilities", &Planner::capabilities, py::return_value_policy::copy)
       .def("plan", &Planner::plan, py::arg("batch"), py::call_guard<py::gil_scoped_release>(),
            "Plans one batch (the GIL is released while it runs). Stateful planners (wlb) carry deferred "
            "documents into the next call, so one Planner serves one stream of batches.");

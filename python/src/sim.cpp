@@ -29,29 +29,27 @@ void bind_sim(py::module_& m) {
 
   m.def(
       "simulate_plan",
-      [](const Plan& plan, const HardwareModel& hardware, bool signal_only) {
-        sim::SimOptions options;
-        options.signal_only = signal_only;
-        return sim::simulate_plan(plan, hardware, options);
-      },
-      py::arg("plan"), py::arg("hardware"), py::arg("signal_only") = false, py::call_guard<py::gil_scoped_release>(),
-      "Runs one Plan in virtual time; signal_only makes every message 1 byte (the `signal` ablation).");
+      [](const Plan& plan, const HardwareModel& hardware) { return sim::simulate_plan(plan, hardware); },
+      py::arg("plan"), py::arg("hardware"), py::call_guard<py::gil_scoped_release>(),
+      "Runs one Plan in virtual time (a plan compiled in mode `signal` sends 1-byte messages).");
 
   m.def(
       "simulate_training",
       [](const std::string& system, const ModelShape& model, const HardwareModel& hardware, int gpus, int tp, int pp,
          int cp, int microbatches, const std::string& mode, const std::string& dataset, Tokens max_doc_len,
-         Tokens tokens_per_rank, int iterations, std::uint64_t seed, double tolerance) {
+         Tokens tokens_per_rank, int iterations, std::uint64_t seed, const py::dict& options) {
         sim::TrainingConfig c;
         c.system = system;
         c.parallel = {gpus, tp, pp, cp, microbatches};
-        c.mode = sim::parse_comm_mode(mode);
+        c.mode = parse_comm_mode(mode);
         c.dataset = dataset;
         c.max_doc_len = max_doc_len;
         c.tokens_per_rank = tokens_per_rank;
         c.iterations = iterations;
         c.seed = seed;
-        c.tolerance = tolerance;
+        for (const auto& [key, value] : options) {
+          c.planner_options.set(option_name(key.cast<std::string>()), value.cast<double>());
+        }
         nlohmann::json out;
         {
           py::gil_scoped_release release;
@@ -62,11 +60,12 @@ void bind_sim(py::module_& m) {
       py::arg("system"), py::arg("model"), py::arg("hardware"), py::kw_only(), py::arg("gpus") = 64, py::arg("tp") = 8,
       py::arg("pp") = 1, py::arg("cp") = 1, py::arg("microbatches") = 0, py::arg("mode") = "pingpong",
       py::arg("dataset") = "pretrain", py::arg("max_doc_len") = 131072, py::arg("tokens_per_rank") = 0,
-      py::arg("iterations") = 1, py::arg("seed") = 0, py::arg("tolerance") = 0.1,
-      "Simulates training iterations of one system (distca, wlb, perdoc-cp, packed, dcp, ...) and returns\n"
+      py::arg("iterations") = 1, py::arg("seed") = 0, py::arg("options") = py::dict(),
+      "Simulates training iterations of one system (any registered planner) and returns\n"
       "the result as a dict: mean_iteration_s, tokens_per_s, breakdown (linear_s, attention_s,\n"
       "exposed_comm_s, idle_s, dp_sync_s; they add up to the iteration), attention_imbalance,\n"
-      "attention_bytes, memory (per GPU, with out_of_memory) and the layout.");
+      "attention_bytes, memory (per GPU, with out_of_memory) and the layout. `options`: planner options by\n"
+      "name, e.g. {'tolerance': 0.05} (the model, machine size and cp come from the other arguments).");
 }
 
 }  // namespace fulcrum::python

@@ -41,8 +41,8 @@ def test_hardware_models():
 def test_simulate_plan_is_deterministic(model, assignment):
     hardware = fulcrum.hardware("h200-dgx")
     results = {}
-    for schedule in ["pingpong", "single-stream"]:
-        plan = fulcrum.compile_plan(assignment, model, schedule=schedule, dtype_bytes=2)
+    for mode in ["pingpong", "single-stream"]:
+        plan = fulcrum.compile_plan(assignment, model, mode=mode, dtype_bytes=2)
         first, again = fulcrum.simulate_plan(plan, hardware), fulcrum.simulate_plan(plan, hardware)
         assert first.makespan_s == again.makespan_s > 0
         assert len(first.ranks) == plan.ranks
@@ -51,10 +51,10 @@ def test_simulate_plan_is_deterministic(model, assignment):
         assert sum(r.bytes_received for r in first.ranks) == pytest.approx(sum(r.bytes_sent for r in first.ranks))
         for r in first.ranks:
             assert min(r.attention_s, r.other_compute_s, r.comm_s, r.exposed_comm_s, r.peer_wait_s) >= 0
-        results[schedule] = first
+        results[mode] = first
     # Signal-only messages (1 byte) can only shorten the same plan.
-    plan = fulcrum.compile_plan(assignment, model, dtype_bytes=2)
-    assert fulcrum.simulate_plan(plan, hardware, signal_only=True).makespan_s <= results["pingpong"].makespan_s
+    plan = fulcrum.compile_plan(assignment, model, mode="signal", dtype_bytes=2)
+    assert fulcrum.simulate_plan(plan, hardware).makespan_s <= results["pingpong"].makespan_s
 
 
 def test_simulate_training_matches_its_breakdown_and_orders_the_systems():

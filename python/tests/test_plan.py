@@ -4,10 +4,11 @@ import fulcrum
 
 
 @pytest.mark.parametrize("pass_", ["forward", "backward"])
-@pytest.mark.parametrize("schedule", ["pingpong", "single-stream"])
-def test_compiled_plans_verify_and_round_trip(model, assignment, pass_, schedule):
-    plan = fulcrum.compile_plan(assignment, model, pass_=pass_, schedule=schedule, dtype_bytes=2)
-    assert (plan.pass_, plan.schedule, plan.planner, plan.ranks) == (pass_, schedule, "distca", 4)
+@pytest.mark.parametrize("mode", ["pingpong", "single-stream", "signal"])
+def test_compiled_plans_verify_and_round_trip(model, assignment, pass_, mode):
+    plan = fulcrum.compile_plan(assignment, model, pass_=pass_, mode=mode, dtype_bytes=2)
+    assert (plan.pass_, plan.mode, plan.planner, plan.ranks) == (pass_, mode, "distca", 4)
+    assert plan.nano_batches == (1 if mode == "single-stream" else 2)
     report = fulcrum.verify_plan(plan, assignment.batch)
     assert report.ok, report.summary()
     data = plan.to_dict()
@@ -25,8 +26,8 @@ def test_verify_reports_a_broken_plan(model, assignment):
 
 
 def test_compile_errors_name_the_field(model, assignment):
-    with pytest.raises(fulcrum.InputError, match="schedule"):
-        fulcrum.compile_plan(assignment, model, schedule="zigzag")
+    with pytest.raises(fulcrum.InputError, match="mode = 'zigzag'"):
+        fulcrum.compile_plan(assignment, model, mode="zigzag")
     with pytest.raises(fulcrum.InputError, match="pass"):
         fulcrum.compile_plan(assignment, model, pass_="sideways")
     with pytest.raises(fulcrum.Error):

@@ -47,10 +47,24 @@ def test_distca_moves_attention_and_is_deterministic(model, batch, assignment):
 
 
 def test_bad_options_name_the_field(model):
-    with pytest.raises(fulcrum.InputError, match="tolerance"):
-        fulcrum.PlannerOptions(model, tolerance=-1).validate(1024)
+    with pytest.raises(fulcrum.InputError, match=r"tolerance = -1: must be in \[0, 10\]"):
+        fulcrum.PlannerOptions(model, tolerance=-1)
+    with pytest.raises(fulcrum.InputError, match="dcp-divisions = 2.5: must be a whole number"):
+        fulcrum.PlannerOptions(model, dcp_divisions=2.5)
+    with pytest.raises(fulcrum.InputError, match="planner option 'nope'"):
+        fulcrum.PlannerOptions(model, nope=1)
     with pytest.raises(fulcrum.InputError, match="planner"):
         fulcrum.make_planner("nope", fulcrum.PlannerOptions(model))
+
+
+def test_every_planner_option_is_settable_from_python(model):
+    specs = fulcrum.planner_options()
+    assert {"tolerance", "granularity", "cp-degree", "wlb-token-cap", "dcp-block", "dcp-divisions"} <= {s.name for s in specs}
+    for spec in specs:
+        value = spec.max if spec.integer else (spec.min + spec.max) / 2
+        options = fulcrum.PlannerOptions(model, **{spec.name.replace("-", "_"): value})
+        assert options.get(spec.name) == value and options.values[spec.name] == value
+        assert getattr(fulcrum.PlannerOptions(model), spec.name.replace("-", "_")) == spec.default
 
 
 def test_planning_releases_the_gil(model):

@@ -8,14 +8,18 @@
 
 namespace fulcrum {
 
-/// What kind of failure an Error reports; the CLI maps it to an exit code (bad input 2, runtime 1).
-enum class ErrorKind { kBadInput, kRuntime };
+/// What kind of failure an Error reports; the CLI maps it to an exit code (bad input 2, the others 1).
+///  - kInternal: a broken contract inside Fulcrum (a bug): FULCRUM_CHECK, and the default.
+///  - kBadInput: the user's input is out of range; raised only where user input is checked (fail()).
+///  - kRuntime: the environment failed (a rank died, a timeout, a file could not be written).
+enum class ErrorKind { kInternal, kBadInput, kRuntime };
+const char* to_string(ErrorKind kind);
 
 /// The one exception type Fulcrum throws. Messages name the offending field, its value and the allowed
 /// range, e.g. "ranks = 0: must be >= 1".
 class Error : public std::runtime_error {
  public:
-  explicit Error(const std::string& message, ErrorKind kind = ErrorKind::kBadInput)
+  explicit Error(const std::string& message, ErrorKind kind = ErrorKind::kInternal)
       : std::runtime_error(message), kind_(kind) {}
   ErrorKind kind() const noexcept { return kind_; }
 
@@ -42,7 +46,7 @@ namespace detail {
 
 }  // namespace fulcrum
 
-/// Internal invariant check: throws a runtime Error carrying file:line, the failed condition and a
+/// Internal invariant check: throws an internal Error carrying file:line, the failed condition and a
 /// formatted explanation. For validating user input use fulcrum::fail with a field-naming message.
 #define FULCRUM_CHECK(condition, ...)                                                             \
   do {                                                                                            \

@@ -25,8 +25,13 @@ TEST(Error, CheckNamesFileLineAndCondition) {
     EXPECT_NE(message.find("error_test.cpp"), std::string::npos);
     EXPECT_NE(message.find("x == 4"), std::string::npos);
     EXPECT_NE(message.find("x was 3"), std::string::npos);
-    EXPECT_EQ(e.kind(), ErrorKind::kRuntime);
+    EXPECT_EQ(e.kind(), ErrorKind::kInternal);
   }
+}
+
+TEST(Error, DefaultKindIsInternal) {
+  EXPECT_EQ(Error("x").kind(), ErrorKind::kInternal);
+  EXPECT_STREQ(to_string(ErrorKind::kInternal), "internal error");
 }
 
 TEST(Error, CheckPassesSilently) { EXPECT_NO_THROW(FULCRUM_CHECK(1 + 1 == 2, "math")); }

@@ -45,15 +45,15 @@ struct TaskGroup {
 
 class Compiler {
  public:
-  Compiler(const Assignment& a, const HeadLayout& heads, Pass pass, Schedule schedule)
-      : a_(a), pass_(pass), schedule_(schedule), fields_(pass_fields(pass)), owners_(a.batch) {
+  Compiler(const Assignment& a, const HeadLayout& heads, Pass pass, CommMode mode)
+      : a_(a), pass_(pass), pingpong_(overlaps(mode)), fields_(pass_fields(pass)), owners_(a.batch) {
     plan_.pass = pass;
     plan_.planner = a.planner;
-    plan_.schedule = to_string(schedule);
+    plan_.mode = mode;
     plan_.heads = heads;
     for (const auto& d : a.batch.documents) plan_.documents.push_back({d.length, d.mask});
-    nano_batches_ = schedule == Schedule::kPingPong ? 2 : 1;
-    if (schedule == Schedule::kPingPong && !a.tasks.empty() && a.tasks.front().division >= 0) {
+    nano_batches_ = pingpong_ ? 2 : 1;
+    if (pingpong_ && !a.tasks.empty() && a.tasks.front().division >= 0) {
       nano_batches_ = 0;
       for (const auto& t : a.tasks) {
         if (t.division < 0) fail("task of document {} has division = {}: all tasks or none must have one", t.doc, t.division);
@@ -63,7 +63,7 @@ class Compiler {
     for (int r = 0; r < a.batch.ranks; ++r) ranks_.emplace_back(r, owners_, pass, nano_batches_);
     tags_.assign(static_cast<std::size_t>(a.batch.ranks) * a.batch.ranks, 0);
     for (const auto& t : a.tasks) {
-      if (schedule == Schedule::kPingPong) {
+      if (pingpong_) {
         split_at_held_keys(t);
       } else {
         tasks_.push_back(t);
@@ -83,6 +83,7 @@ class Compiler {
     }
     emit_returns();
     for (auto& r : ranks_) plan_.programs.push_back(r.finish());
+    plan_.nano_batches = nano_batches_;
     return std::move(plan_);
   }
 
@@ -343,7 +344,7 @@ class Compiler {
 
   const Assignment& a_;
   Pass pass_;
-  Schedule schedule_;
+  bool pingpong_;  // ordered nano-batches (pingpong and signal) rather than one stream
   int nano_batches_ = 1;
   PassFields fields_;
   OwnerMap owners_;
@@ -356,22 +357,14 @@ class Compiler {
 
 }  // namespace
 
-const char* to_string(Schedule schedule) { return schedule == Schedule::kPingPong ? "pingpong" : "single-stream"; }
-
-Schedule parse_schedule(std::string_view text) {
-  if (text == "pingpong") return Schedule::kPingPong;
-  if (text == "single-stream") return Schedule::kSingleStream;
-  fail("schedule = '{}': must be pingpong or single-stream", text);
-}
-
 HeadLayout head_layout(const ModelShape& model, int dtype_bytes) {
   model.validate();
   if (dtype_bytes != 2 && dtype_bytes != 4) fail("dtype_bytes = {}: must be 2 (bf16) or 4 (fp32)", dtype_bytes);
   return {model.q_heads, model.kv_heads, model.head_dim, dtype_bytes};
 }
 
-Plan compile(const Assignment& assignment, const HeadLayout& heads, Pass pass, Schedule schedule) {
-  return Compiler(assignment, heads, pass, schedule).run();
+Plan compile(const Assignment& assignment, const HeadLayout& heads, Pass pass, CommMode mode) {
+  return Compiler(assignment, heads, pass, mode).run();
 }
 
 }  // namespace fulcrum

@@ -8,7 +8,7 @@
 // whose keys were split over several tasks is merged by LSE (forward) or summed (dQ); dK and dV of a
 // key read on several servers are summed at the key's owner.
 //
-// Schedules (the DistCA ablation's modes; `signal` is an executor mode on the pingpong plan):
+// Schedules (CommMode; `signal` is the pingpong plan whose messages carry 1 byte when run):
 //  - single-stream: dispatch, wait, compute everything, return, wait. No overlap.
 //  - pingpong: each server's tasks split into two nano-batches of equal work, each ordered so work that
 //    needs no traffic hides the traffic of work that does:
@@ -30,14 +30,11 @@
 
 namespace fulcrum {
 
-enum class Schedule { kPingPong, kSingleStream };
-const char* to_string(Schedule schedule);
-Schedule parse_schedule(std::string_view text);  // "pingpong" | "single-stream"
-
 /// HeadLayout of a model shape with storage of `dtype_bytes` (4: fp32, 2: bf16).
 HeadLayout head_layout(const ModelShape& model, int dtype_bytes);
 
 /// Lowers a verified Assignment (plan::verify) to per-rank Programs.
-Plan compile(const Assignment& assignment, const HeadLayout& heads, Pass pass, Schedule schedule);
+/// The Plan records `mode` and the nano-batches it made; signal compiles as pingpong.
+Plan compile(const Assignment& assignment, const HeadLayout& heads, Pass pass, CommMode mode);
 
 }  // namespace fulcrum

@@ -26,7 +26,7 @@ TEST(Compile, EveryPlanOfRandomAssignmentsVerifies) {
     const Assignment a = testing::random_assignment(seed, mask);
     ASSERT_TRUE(verify(a).ok()) << "seed " << seed << ": " << verify(a).summary();
     for (Pass pass : {Pass::kForward, Pass::kBackward}) {
-      for (Schedule schedule : {Schedule::kPingPong, Schedule::kSingleStream}) {
+      for (CommMode schedule : {CommMode::kPingPong, CommMode::kSingleStream}) {
         const Plan plan = compile(a, kHeads, pass, schedule);
         const auto report = verify_plan(plan, a.batch);
         ASSERT_TRUE(report.ok()) << "seed " << seed << " " << to_string(pass) << " " << to_string(schedule) << ": "
@@ -44,7 +44,7 @@ TEST(Compile, PlansWithPlannerDivisionsVerify) {
     const int divisions = static_cast<int>(rng.uniform_int(1, 5));
     for (auto& t : a.tasks) t.division = static_cast<int>(rng.uniform_int(0, divisions - 1));
     for (Pass pass : {Pass::kForward, Pass::kBackward}) {
-      const Plan plan = compile(a, kHeads, pass, Schedule::kPingPong);
+      const Plan plan = compile(a, kHeads, pass, CommMode::kPingPong);
       const auto report = verify_plan(plan, a.batch);
       ASSERT_TRUE(report.ok()) << "seed " << seed << " " << to_string(pass) << ": " << report.summary();
       for (const auto& program : plan.programs) {
@@ -55,7 +55,7 @@ TEST(Compile, PlansWithPlannerDivisionsVerify) {
   Assignment mixed = testing::random_assignment(3, MaskSpec::causal());
   mixed.tasks.front().division = 0;
   ASSERT_GT(mixed.tasks.size(), 1u);
-  EXPECT_THROW(compile(mixed, kHeads, Pass::kForward, Schedule::kPingPong), Error);
+  EXPECT_THROW(compile(mixed, kHeads, Pass::kForward, CommMode::kPingPong), Error);
 }
 
 // A document split over two ranks whose rows are all computed on rank 1: rank 0 sends its Q and K/V,
@@ -64,7 +64,7 @@ TEST(Compile, MovesExactlyWhatTheTaskNeeds) {
   Assignment a;
   a.batch = pack_batch({{0, 8, MaskSpec::causal()}}, 2, 4);
   a.tasks = {{0, {Range{0, 8}, Range{}}, {0, 8}, 1}};
-  const Plan plan = compile(a, kHeads, Pass::kForward, Schedule::kSingleStream);
+  const Plan plan = compile(a, kHeads, Pass::kForward, CommMode::kSingleStream);
   ASSERT_TRUE(verify_plan(plan, a.batch).ok());
   std::vector<std::string> sent;
   for (const auto& p : plan.programs) {
@@ -89,7 +89,7 @@ TEST(Compile, SplitKeysAreMergedAndSummedAtTheOwner) {
   a.transfers = minimal_transfers(a.batch, a.tasks);
   ASSERT_TRUE(verify(a).ok()) << verify(a).summary();
   for (Pass pass : {Pass::kForward, Pass::kBackward}) {
-    const Plan plan = compile(a, kHeads, pass, Schedule::kPingPong);
+    const Plan plan = compile(a, kHeads, pass, CommMode::kPingPong);
     ASSERT_TRUE(verify_plan(plan, a.batch).ok()) << verify_plan(plan, a.batch).summary();
     int reduces = 0;
     for (const auto& i : plan.programs[1].instructions) {
@@ -109,13 +109,14 @@ TEST(Compile, PingPongPutsWorkWithoutTrafficAroundTheRemoteWork) {
   // Rank 0 computes its own document and half of rank 1's; rank 1 the other half.
   a.tasks = {{0, {Range{0, 64}, Range{}}, {0, 64}, 0}, {1, {Range{0, 32}, Range{}}, {0, 64}, 0},
              {1, {Range{32, 64}, Range{}}, {0, 64}, 1}};
-  const Plan plan = compile(a, kHeads, Pass::kForward, Schedule::kPingPong);
+  const Plan plan = compile(a, kHeads, Pass::kForward, CommMode::kPingPong);
   ASSERT_TRUE(verify_plan(plan, a.batch).ok());
   std::string order;
   for (const auto& i : plan.programs[0].instructions) order += std::string(operation_name(i.op)) + " ";
   EXPECT_EQ(order, "launch copy copy copy attention wait attention launch wait copy copy ")
       << "local work first hides the dispatch";
-  EXPECT_THROW(parse_schedule("overlap"), Error);
+  EXPECT_EQ(plan.mode, CommMode::kPingPong);
+  EXPECT_EQ(plan.nano_batches, 2);
 }
 
 }  // namespace

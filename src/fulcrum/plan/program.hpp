@@ -6,11 +6,12 @@
 // token-major rows of one Field (its row width and element type follow from the field and the plan's
 // HeadLayout). Communication is split in two: a CommLaunch starts sends and receives, a later CommWait
 // blocks until they are done, so compute placed between them overlaps the traffic. Ping-pong is two
-// nano-batch streams interleaved in one Program; `Instruction::stream` says which one an instruction
-// belongs to (for timelines; execution is in program order).
+// (or more, a planner's divisions) nano-batch streams interleaved in one Program; `Instruction::stream`
+// says which one an instruction belongs to (for timelines; execution is in program order).
 #pragma once
 
 #include "fulcrum/core/interval.hpp"
+#include "fulcrum/plan/comm_mode.hpp"
 #include "fulcrum/workload/mask.hpp"
 
 #include <array>
@@ -150,7 +151,7 @@ const char* operation_name(const Operation& op);
 
 struct Instruction {
   Operation op;
-  int stream = 0;  // nano-batch 0 or 1 (ping-pong); 0 otherwise
+  int stream = 0;  // the nano-batch it belongs to, in [0, Plan::nano_batches)
   friend bool operator==(const Instruction&, const Instruction&) = default;
 };
 
@@ -189,7 +190,8 @@ struct PlanDocument {
 struct Plan {
   Pass pass = Pass::kForward;
   std::string planner;   // the planner that made the Assignment
-  std::string schedule;  // "pingpong" or "single-stream"
+  CommMode mode = CommMode::kPingPong;
+  int nano_batches = 2;  // ordered nano-batches: 1 single-stream, 2 halves, or the planner's divisions
   HeadLayout heads;
   std::vector<PlanDocument> documents;
   std::vector<Program> programs;  // one per rank, programs[r].rank == r

@@ -13,7 +13,7 @@ namespace {
 struct Fixture {
   Assignment a;
   Plan plan;
-  Fixture(Pass pass, Schedule schedule) {
+  Fixture(Pass pass, CommMode schedule) {
     a.batch = pack_batch({{0, 8, MaskSpec::causal()}, {1, 6, MaskSpec::causal()}}, 2, 7);
     a.tasks = {{0, {Range{4, 8}, Range{}}, {0, 4}, 0}, {0, {Range{4, 8}, Range{}}, {4, 8}, 1},
                {0, {Range{0, 4}, Range{}}, {0, 4}, 1}, {1, {Range{0, 6}, Range{}}, {0, 6}, 0}};
@@ -39,12 +39,12 @@ std::string first_error(const Fixture& f) {
 
 TEST(VerifyPlan, TheUnmutatedPlansAreValid) {
   for (Pass pass : {Pass::kForward, Pass::kBackward}) {
-    for (Schedule s : {Schedule::kPingPong, Schedule::kSingleStream}) EXPECT_EQ(first_error(Fixture(pass, s)), "valid");
+    for (CommMode s : {CommMode::kPingPong, CommMode::kSingleStream}) EXPECT_EQ(first_error(Fixture(pass, s)), "valid");
   }
 }
 
 TEST(VerifyPlan, FindsAMissingReceive) {
-  Fixture f(Pass::kForward, Schedule::kSingleStream);
+  Fixture f(Pass::kForward, CommMode::kSingleStream);
   mutate_first(f.plan, [](Program& p, std::size_t i) {
     auto* l = std::get_if<CommLaunch>(&p.instructions[i].op);
     if (!l || l->receives.empty()) return false;
@@ -55,7 +55,7 @@ TEST(VerifyPlan, FindsAMissingReceive) {
 }
 
 TEST(VerifyPlan, FindsAMissingWaitAndAReadBeforeWrite) {
-  Fixture f(Pass::kForward, Schedule::kSingleStream);
+  Fixture f(Pass::kForward, CommMode::kSingleStream);
   mutate_first(f.plan, [](Program& p, std::size_t i) {
     if (!std::holds_alternative<CommWait>(p.instructions[i].op)) return false;
     p.instructions.erase(p.instructions.begin() + static_cast<std::ptrdiff_t>(i));
@@ -65,7 +65,7 @@ TEST(VerifyPlan, FindsAMissingWaitAndAReadBeforeWrite) {
 }
 
 TEST(VerifyPlan, FindsADeadlock) {
-  Fixture f(Pass::kForward, Schedule::kSingleStream);
+  Fixture f(Pass::kForward, CommMode::kSingleStream);
   // Every rank waits for its dispatch before starting it: move each program's first wait to the front,
   // and the launch it waits for right after it. Waiting on an unstarted launch is malformed, so instead
   // split: rank r's receives stay in the launch, its sends move after the wait.
@@ -85,7 +85,7 @@ TEST(VerifyPlan, FindsADeadlock) {
 }
 
 TEST(VerifyPlan, FindsAnItemReadingTheWrongKeys) {
-  Fixture f(Pass::kForward, Schedule::kPingPong);
+  Fixture f(Pass::kForward, CommMode::kPingPong);
   // Shift the rows a K/V copy reads by one: the call then sees a neighbour token's key.
   mutate_first(f.plan, [](Program& p, std::size_t i) {
     auto* c = std::get_if<Copy>(&p.instructions[i].op);
@@ -98,7 +98,7 @@ TEST(VerifyPlan, FindsAnItemReadingTheWrongKeys) {
 
 TEST(VerifyPlan, FindsALostPartialResult) {
   for (Pass pass : {Pass::kForward, Pass::kBackward}) {
-    Fixture f(pass, Schedule::kPingPong);
+    Fixture f(pass, CommMode::kPingPong);
     mutate_first(f.plan, [](Program& p, std::size_t i) {
       auto* r = std::get_if<Reduce>(&p.instructions[i].op);
       if (!r || r->parts.size() < 2) return false;
@@ -111,7 +111,7 @@ TEST(VerifyPlan, FindsALostPartialResult) {
 }
 
 TEST(VerifyPlan, FindsAnOutputReducedTwice) {
-  Fixture f(Pass::kForward, Schedule::kSingleStream);
+  Fixture f(Pass::kForward, CommMode::kSingleStream);
   mutate_first(f.plan, [](Program& p, std::size_t i) {
     if (!std::holds_alternative<Reduce>(p.instructions[i].op)) return false;
     p.instructions.push_back(p.instructions[i]);
@@ -121,7 +121,7 @@ TEST(VerifyPlan, FindsAnOutputReducedTwice) {
 }
 
 TEST(VerifyPlan, FindsACallReadingRowsAPendingReceiveWrites) {
-  Fixture f(Pass::kForward, Schedule::kPingPong);
+  Fixture f(Pass::kForward, CommMode::kPingPong);
   // Run the attention call that follows a wait before that wait.
   mutate_first(f.plan, [](Program& p, std::size_t i) {
     if (i + 1 >= p.instructions.size() || !std::holds_alternative<CommWait>(p.instructions[i].op) ||
@@ -135,7 +135,7 @@ TEST(VerifyPlan, FindsACallReadingRowsAPendingReceiveWrites) {
 }
 
 TEST(VerifyPlan, FindsOperandsOfDifferentLengthsAndBadOwnedRows) {
-  Fixture f(Pass::kForward, Schedule::kSingleStream);
+  Fixture f(Pass::kForward, CommMode::kSingleStream);
   mutate_first(f.plan, [](Program& p, std::size_t) {
     const int o = p.find_buffer("ws0.remote.o");
     if (o < 0) return false;
@@ -143,13 +143,13 @@ TEST(VerifyPlan, FindsOperandsOfDifferentLengthsAndBadOwnedRows) {
     return true;
   });
   EXPECT_NE(first_error(f).find("operand 'ws0.remote.o' has"), std::string::npos) << first_error(f);
-  Fixture g(Pass::kForward, Schedule::kSingleStream);
+  Fixture g(Pass::kForward, CommMode::kSingleStream);
   g.plan.programs[1].owned.front().row = 1000;
   EXPECT_NE(first_error(g).find("leave buffer"), std::string::npos) << first_error(g);
 }
 
 TEST(VerifyPlan, FindsMissingCoverage) {
-  Fixture f(Pass::kBackward, Schedule::kSingleStream);
+  Fixture f(Pass::kBackward, CommMode::kSingleStream);
   mutate_first(f.plan, [](Program& p, std::size_t i) {
     auto* a = std::get_if<AttentionBackward>(&p.instructions[i].op);
     if (!a || a->items.size() < 2) return false;

@@ -4,8 +4,8 @@
 // naming the offending place. Whether the plan makes sense (buffers defined before use, sends matching
 // receives, coverage) is `verify`'s job, so a wrong-but-well-formed plan loads and can be inspected.
 //
-// JSON layout ("format": "fulcrum-plan", "version": 1):
-//   { "format", "version", "pass": "forward"|"backward", "planner", "schedule",
+// JSON layout ("format": "fulcrum-plan", "version": 2):
+//   { "format", "version", "pass": "forward"|"backward", "planner", "mode": to_string(CommMode), "nano_batches",
 //     "heads": {"q_heads", "kv_heads", "head_dim", "dtype_bytes"},
 //     "documents": [{"length", "mask": MaskSpec::to_string()}],
 //     "programs": [{"rank", "owned": [{"doc", "tokens": [begin, end], "row"}],
@@ -17,7 +17,7 @@
 //   attention {q, k, v, o, lse, items}, attention-backward {q, k, v, o, lse, d_o, dq, dk, dv, items},
 //   merge|sum {out, out_lse, parts, part_lse}, copy {src, dst}. Unknown keys are ignored.
 //
-// Binary layout (little-endian): "FCPL", u32 version = 1, then the plan's fields in declaration order:
+// Binary layout (little-endian): "FCPL", u32 version = 2, then the plan's fields in declaration order:
 // int as i32, Tokens as i64, enums, bools and the op's variant index as u8, strings and list lengths as
 // u32 count + contents, masks as their to_string() text. One schema function per type drives both the
 // writer and the reader (serialize_binary.cpp), so the two directions cannot drift apart.
@@ -35,7 +35,7 @@
 namespace fulcrum {
 
 /// The version both encodings write and the only one they read.
-inline constexpr int kPlanFormatVersion = 1;
+inline constexpr int kPlanFormatVersion = 2;  // 2: "mode" and "nano_batches" replace "schedule"
 
 nlohmann::json to_json(const Plan& plan);
 /// Errors name the JSON path, e.g. "plan.programs[2].instructions[5].op = 'foo': must be one of ...".

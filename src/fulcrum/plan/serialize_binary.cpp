@@ -312,7 +312,8 @@ template <class Ar>
 void schema(Ar& ar, Is<Plan> auto& plan) {
   ar.enumeration(plan.pass, Pass::kBackward, "pass");
   ar.string(plan.planner, "planner");
-  ar.string(plan.schedule, "schedule");
+  ar.enumeration(plan.mode, CommMode::kSignal, "mode");
+  ar.integer(plan.nano_batches, "nano_batches");
   ar.integer(plan.heads.q_heads, "heads.q_heads");
   ar.integer(plan.heads.kv_heads, "heads.kv_heads");
   ar.integer(plan.heads.head_dim, "heads.head_dim");

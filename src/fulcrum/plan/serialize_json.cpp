@@ -318,7 +318,8 @@ json to_json(const Plan& plan) {
           {"version", kPlanFormatVersion},
           {"pass", to_string(plan.pass)},
           {"planner", plan.planner},
-          {"schedule", plan.schedule},
+          {"mode", to_string(plan.mode)},
+          {"nano_batches", plan.nano_batches},
           {"heads", {{"q_heads", h.q_heads}, {"kv_heads", h.kv_heads}, {"head_dim", h.head_dim},
                      {"dtype_bytes", h.dtype_bytes}}},
           {"documents", std::move(documents)},
@@ -336,7 +337,8 @@ Plan plan_from_json(const json& j) {
   Plan plan;
   plan.pass = enum_at(j, path, "pass", parse_pass);
   plan.planner = string(member(j, path, "planner"), "plan.planner");
-  plan.schedule = string(member(j, path, "schedule"), "plan.schedule");
+  plan.mode = enum_at(j, path, "mode", [](std::string_view t) { return parse_comm_mode(t, "plan.mode"); });
+  plan.nano_batches = int_at<int>(j, path, "nano_batches");
   const json& heads = member(j, path, "heads");
   plan.heads.q_heads = int_at<int>(heads, "plan.heads", "q_heads");
   plan.heads.kv_heads = int_at<int>(heads, "plan.heads", "kv_heads");

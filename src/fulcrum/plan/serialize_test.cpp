@@ -74,8 +74,9 @@ struct PlanMaker {
   Plan plan(int ranks, int instructions) {
     Plan p;
     p.pass = rng.uniform() < 0.5 ? Pass::kForward : Pass::kBackward;
-    p.planner = "distca";
-    p.schedule = "pingpong \"quoted\" \xc3\xa9";  // quotes and UTF-8 survive both encodings
+    p.planner = "distca \"quoted\" \xc3\xa9";  // quotes and UTF-8 survive both encodings
+    p.mode = static_cast<CommMode>(rng.uniform_int(0, 2));
+    p.nano_batches = static_cast<int>(rng.uniform_int(1, 64));
     p.heads = {static_cast<int>(rng.uniform_int(1, 64)), 8, 128, 2};
     const std::vector<MaskSpec> masks = {
         MaskSpec::causal(),
@@ -126,7 +127,7 @@ TEST(Serialize, JsonRoundTripsRandomPlans) {
     const Plan plan = random_plan(seed);
     const json j = to_json(plan);
     EXPECT_EQ(j.at("format"), "fulcrum-plan");
-    EXPECT_EQ(j.at("version"), 1);
+    EXPECT_EQ(j.at("version"), 2);
     EXPECT_EQ(plan_from_json(j), plan) << "seed " << seed;
     EXPECT_EQ(plan_from_json(json::parse(j.dump())), plan) << "seed " << seed << " through text";
   }
@@ -185,8 +186,8 @@ TEST(Serialize, CorruptBinaryHeaderThrows) {
   bad[1] = 'X';
   expect_error([&] { plan_from_binary(bad); }, {"bad magic 'FXPL'"});
   bad = bytes;
-  bad[4] = 2;
-  expect_error([&] { plan_from_binary(bad); }, {"version = 2", "reads version 1"});
+  bad[4] = 3;
+  expect_error([&] { plan_from_binary(bad); }, {"version = 3", "reads version 2"});
   bad = bytes;
   bad[8] = 2;  // the pass, right after magic and version
   expect_error([&] { plan_from_binary(bad); }, {"plan.pass = 2", "must be in [0, 1]"});
@@ -280,7 +281,8 @@ TEST(Serialize, MalformedJsonThrowsNamingTheField) {
       {[](json& j) { j["pass"] = "sideways"; }, {"plan.pass", "'sideways'"}},
       {[](json& j) { j["heads"] = 4; }, {"plan.heads = 4: must be an object"}},
       {[](json& j) { j["programs"] = json::object(); }, {"plan.programs = {}: must be an array"}},
-      {[](json& j) { j["version"] = 2; }, {"plan.version = 2: this build reads version 1"}},
+      {[](json& j) { j["version"] = 3; }, {"plan.version = 3: this build reads version 2"}},
+      {[](json& j) { j["mode"] = "ring"; }, {"plan.mode = 'ring'"}},
       {[](json& j) { j["format"] = "other"; }, {"plan.format = 'other': must be 'fulcrum-plan'"}},
       {[](json& j) { j = json::array(); }, {"plan = []: must be an object"}},
   };

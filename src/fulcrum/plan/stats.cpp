@@ -23,6 +23,16 @@ double transfer_bytes(const Transfer& transfer, const ModelShape& model) {
   return per_token * static_cast<double>(transfer.tokens.size());
 }
 
+double placement_imbalance(const Batch& batch, const ModelShape& model) {
+  std::vector<double> flops(static_cast<std::size_t>(batch.ranks), 0.0);
+  for (const auto& s : batch.segments) {
+    const auto& doc = batch.documents[s.doc];
+    const Range rows[] = {s.tokens};
+    flops[s.rank] += attention_forward_flops(model, doc.mask, rows, {0, doc.length}, doc.length);
+  }
+  return max_over_mean(flops);
+}
+
 AssignmentStats compute_stats(const Assignment& a, const ModelShape& model) {
   const auto ranks = static_cast<std::size_t>(a.batch.ranks);
   AssignmentStats s;

@@ -23,6 +23,10 @@ struct AssignmentStats {
 
 double transfer_bytes(const Transfer& transfer, const ModelShape& model);
 AssignmentStats compute_stats(const Assignment& assignment, const ModelShape& model);
+/// max / mean forward FLOPs per rank when every rank computes the rows it holds: the balance the
+/// batch's own placement gives (what the `packed` planner plans).
+double placement_imbalance(const Batch& batch, const ModelShape& model);
+
 /// max / mean of positive-sum values (1 for an all-zero vector).
 double max_over_mean(const std::vector<double>& values);
 

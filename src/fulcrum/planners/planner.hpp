@@ -1,11 +1,17 @@
-// The planner interface and registry: every strategy turns a Batch into an Assignment under the same
-// cost model, and declares what it can do so tests can hold it to its word.
+// The planner contract and registry. Every strategy turns a Batch into an Assignment under the same cost
+// model. `Planner::plan` is the one entry point: it validates the batch, runs the strategy's `do_plan`,
+// and checks the result against the contract every planner keeps (tasks inside their documents, servers
+// in range) and the capabilities it declared. The registry is a table: a strategy is one folder plus one
+// registration (name, capabilities, options, factory) in registry.cpp. What the simulator and the
+// runtime do differently per strategy they read from the capabilities, never from a planner's name.
 #pragma once
 
 #include "fulcrum/plan/assignment.hpp"
+#include "fulcrum/planners/options.hpp"
 #include "fulcrum/workload/model_shape.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -13,46 +19,75 @@
 
 namespace fulcrum {
 
-struct PlannerOptions {
-  ModelShape model;
-  double tolerance = 0.1;     // DistCA: stop when every server is within tolerance x the mean load
-  Tokens granularity = 128;   // DistCA: shard sizes are multiples of this (the kernel tile)
-  int cp_degree = 8;          // perdoc-cp: ranks per context-parallel group (one node)
-  double wlb_token_cap = 1.5; // wlb: micro-batch token cap S_max, in units of tokens-per-rank
-  Tokens dcp_block = 1024;            // dcp: tokens per data block
-  double dcp_epsilon_machines = 0.4;  // dcp: balance slack of the partition across machines
-  double dcp_epsilon_devices = 0.1;   // dcp: balance slack across the devices of a machine
-  int dcp_divisions = 4;              // dcp: ordered divisions whose traffic overlaps compute
-  int devices_per_machine = 8;        // dcp: ranks per machine (two partition levels when ranks fill machines)
-  std::uint64_t seed = 0;             // dcp: partitioner seed
-
-  /// Throws fulcrum::Error naming the option when it is out of range for batches of this shape.
-  void validate(Tokens tokens_per_rank) const;
+/// How a planner uses context-parallel groups of ranks (the shared `cp-degree` option).
+enum class CpGroups : std::uint8_t {
+  kNone,            // plans over all ranks at once
+  kWithinGroup,     // spreads each document over its group (per-document CP: a node's worth by default)
+  kHoldsDocuments,  // packs whole documents per group, so a group must hold the longest document (WLB-LLM)
 };
 
 struct PlannerCapabilities {
-  bool moves_attention = false;   // CA-tasks may run on a rank that does not own their tokens
+  bool moves_attention = false;   // CA-tasks may run on a rank that does not own their rows
   bool splits_documents = false;  // one document's rows may be computed on several ranks
   bool keeps_documents = true;    // computes exactly the input batch's documents (else defers some)
   bool keeps_placement = true;    // leaves tokens where the packing put them
   std::vector<MaskKind> masks;    // masks it plans for
+  bool overlaps_traffic = false;  // orders its own work to overlap traffic (worth running in every mode)
+  bool pools_pipeline_stages = false;  // with pipeline stages, every stage's CA-tasks share all ranks
+  CpGroups cp_groups = CpGroups::kNone;
+};
+
+class Planner;
+
+struct PlannerRegistration {
+  std::string_view name;
+  std::string_view summary;  // one line, for --help and docs
+  PlannerCapabilities capabilities;
+  std::vector<OptionSpec> options;  // the options it reads
+  std::function<std::unique_ptr<Planner>(const PlannerOptions&)> make;
 };
 
 class Planner {
  public:
   virtual ~Planner() = default;
-  virtual std::string_view name() const = 0;
-  virtual PlannerCapabilities capabilities() const = 0;
-  /// Plans one batch. Stateful planners (wlb) carry deferred documents into the next call.
-  virtual Assignment plan(const Batch& batch) = 0;
+  std::string_view name() const;
+  const PlannerCapabilities& capabilities() const;
+  /// Plans one batch and checks the contract (see the top of this file). Bad batches throw a bad-input
+  /// Error; a result that breaks the contract throws an internal one naming the planner. Stateful
+  /// planners (wlb) carry deferred documents into the next call.
+  Assignment plan(const Batch& batch);
   /// Documents held back for a later call (wlb's queues); planners that defer nothing keep 0.
   virtual std::size_t deferred_documents() const { return 0; }
   /// The end of a run: from now on release what is held back as soon as it fits.
   virtual void drain() {}
+  /// The longest document kept whole when each rank holds `tokens_per_rank` tokens and groups have `cp`
+  /// ranks (packing planners cut longer ones into pieces, losing the attention between them).
+  virtual Tokens longest_whole_document(Tokens tokens_per_rank, int cp) const;
+
+ protected:
+  virtual Assignment do_plan(const Batch& batch) = 0;
+
+ private:
+  friend std::unique_ptr<Planner> make_planner(std::string_view name, const PlannerOptions& options);
+  const PlannerRegistration* registration_ = nullptr;
 };
 
+/// Every registered planner, in the order the CLI lists them.
+const std::vector<PlannerRegistration>& planner_registry();
+/// The registration called `name`; fails naming the known ones.
+const PlannerRegistration& find_planner(std::string_view name);
 std::unique_ptr<Planner> make_planner(std::string_view name, const PlannerOptions& options);
 std::vector<std::string> planner_names();
+/// Every registered planner's options, each once (an option several planners read, e.g. cp-degree, is
+/// declared once and registered by each), in registry order.
+std::vector<OptionSpec> planner_option_specs();
+/// The option called `name`; fails naming the known ones.
+const OptionSpec& find_planner_option(std::string_view name);
+
+/// Plans `batch` and checks the result with the exact-coverage verifier (plan::verify, against the input
+/// batch when the planner keeps its documents): the one "plan, then verify" of the CLI, the simulator and
+/// the runtime. A plan that fails it throws an internal Error naming the planner and the first problem.
+Assignment plan_verified(Planner& planner, const Batch& batch);
 
 /// The smallest key range that holds every key the rows `queries` of `doc` can see.
 Range visible_key_hull(const Document& doc, std::span<const Range> queries);

@@ -16,10 +16,9 @@ namespace fulcrum {
 void PlanConfig::validate() const {
   validate_batch_shape(ranks, tokens_per_rank);
   if (batches < 1) fail("batches = {}: must be >= 1", batches);
-  if (planners.empty()) fail("planners: name at least one of distca, packed, perdoc-cp, wlb");
+  if (planners.empty()) fail("planners: name at least one");
   auto opts = options;
   opts.model = model_shape_preset(model);
-  opts.validate(tokens_per_rank);
   MaskSpec::parse(mask);
   for (const auto& p : planners) make_planner(p, opts);  // rejects unknown names
 }
@@ -37,8 +36,7 @@ PlanComparison compare_planners(const PlanConfig& config) {
 
   PlanComparison out;
   out.config = config;
-  auto packed = make_planner("packed", options);
-  for (const auto& batch : batches) out.packed_imbalance += compute_stats(packed->plan(batch), options.model).imbalance;
+  for (const auto& batch : batches) out.packed_imbalance += placement_imbalance(batch, options.model);
   out.packed_imbalance /= static_cast<double>(batches.size());
 
   for (const auto& name : config.planners) {
@@ -86,10 +84,8 @@ nlohmann::json PlanComparison::to_json() const {
                  {"tokens_per_rank", config.tokens_per_rank},
                  {"batches", config.batches},
                  {"seed", config.seed},
-                 {"tolerance", config.options.tolerance},
-                 {"granularity", config.options.granularity},
-                 {"cp_degree", config.options.cp_degree},
-                 {"wlb_token_cap", config.options.wlb_token_cap}};
+                 {"devices_per_machine", config.options.devices_per_machine}};
+  for (const auto& spec : planner_option_specs()) j["config"]["options"][spec.name] = config.options.get(spec);
   j["packed_imbalance"] = packed_imbalance;
   for (const auto& p : planners) {
     j["planners"][p.name] = {{"imbalance", p.imbalance},

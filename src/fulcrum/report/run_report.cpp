@@ -19,7 +19,7 @@ std::string error_text(double e) { return e < 0 ? "n/a" : fmt::format("{:.1e}", 
 }  // namespace
 
 const char* mode_name(const runtime::JobConfig& config) {
-  return config.signal_only ? "signal" : to_string(config.schedule);
+  return to_string(config.mode);
 }
 
 RunMetrics run_metrics(const runtime::JobResult& job) {

@@ -35,7 +35,6 @@ double SimValidation::iteration_error() const { return relative(predicted_iterat
 
 SimValidation validate_with_simulator(const runtime::JobResult& job, const HardwareModel& hardware) {
   sim::SimOptions options;
-  options.signal_only = job.config.signal_only;
   const auto forward = sim::simulate_plan(job.forward_plan, hardware, options);
   const auto backward = sim::simulate_plan(job.backward_plan, hardware, options);
   SimValidation v;

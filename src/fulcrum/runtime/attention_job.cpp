@@ -5,7 +5,6 @@
 #include "fulcrum/plan/program_verify.hpp"
 #include "fulcrum/plan/serialize.hpp"
 #include "fulcrum/plan/stats.hpp"
-#include "fulcrum/plan/verify.hpp"
 #include "fulcrum/workload/length_source.hpp"
 
 #include <omp.h>
@@ -107,7 +106,7 @@ void save_plans(const JobConfig& config, const Plan& forward, const Plan& backwa
   const std::filesystem::path folder(config.save_plans);
   std::filesystem::create_directories(folder);
   const bool json = folder.extension() == ".json";
-  const std::string mode = config.signal_only ? "signal" : to_string(config.schedule);
+  const char* mode = to_string(config.mode);
   for (const Plan* plan : {&forward, &backward}) {
     const auto name = fmt::format("{}.{}.{}.{}", config.planner, mode, to_string(plan->pass), json ? "json" : "fcpl");
     save_plan(*plan, (folder / name).string());
@@ -120,7 +119,6 @@ void JobConfig::validate(int ranks) const {
   validate_batch_shape(ranks, tokens_per_rank);
   auto opts = options;
   opts.model = model_shape_preset(model);
-  opts.validate(tokens_per_rank);
   MaskSpec::parse(mask);
   make_length_source(dataset, seed, tokens_per_rank);
   make_planner(planner, opts);
@@ -141,13 +139,11 @@ JobResult run_attention_job(const JobConfig& config, Communicator& comm) {
   BatchStream stream([&] { return source->next(); }, comm.size(), config.tokens_per_rank, MaskSpec::parse(config.mask));
   const Batch batch = stream.next();
   auto planner = make_planner(config.planner, options);
-  const Assignment a = planner->plan(batch);
-  const auto report = planner->capabilities().keeps_documents ? verify(a, batch) : verify(a);
-  if (!report.ok()) fail_runtime("planner {}: the assignment fails plan::verify: {}", config.planner, report.summary());
+  const Assignment a = plan_verified(*planner, batch);
 
   const HeadLayout heads = head_layout(options.model, 4);
-  const Plan forward = compile(a, heads, Pass::kForward, config.schedule);
-  const Plan backward = compile(a, heads, Pass::kBackward, config.schedule);
+  const Plan forward = compile(a, heads, Pass::kForward, config.mode);
+  const Plan backward = compile(a, heads, Pass::kBackward, config.mode);
   // Every rank compiled the same plans, so one check is enough; a failure there aborts the job, and the
   // others wait for it at the barrier before the first pass.
   if (comm.rank() == 0) {
@@ -160,12 +156,12 @@ JobResult run_attention_job(const JobConfig& config, Communicator& comm) {
   result.config = config;
   result.ranks = comm.size();
   result.planned_imbalance = compute_stats(a, options.model).imbalance;
-  result.packed_imbalance = compute_stats(make_planner("packed", options)->plan(batch), options.model).imbalance;
+  result.packed_imbalance = placement_imbalance(batch, options.model);
   result.tasks = a.tasks.size();
   result.messages = count_messages(forward) + count_messages(backward);
 
   comm.barrier();
-  const ExecuteOptions exec{config.signal_only, Communicator::now_s()};
+  const ExecuteOptions exec{Communicator::now_s()};
   std::vector<RankSummary> f_runs, b_runs;
   std::vector<double> f_idle, b_idle;
   std::vector<TimelineEvent> events;
@@ -200,7 +196,7 @@ JobResult run_attention_job(const JobConfig& config, Communicator& comm) {
 
   // Errors: the largest difference and reference value per tensor over all ranks.
   result.relative_error.fill(-1);
-  if (!config.signal_only && config.reference != ReferenceKind::kNone) {
+  if (moves_data(config.mode) && config.reference != ReferenceKind::kNone) {
     const auto parts = compare_with_reference(forward, *fb, backward, *bb, a.batch, config.seed, config.reference);
     std::vector<double> mine(parts.max_diff.begin(), parts.max_diff.end());
     mine.insert(mine.end(), parts.max_ref.begin(), parts.max_ref.end());

@@ -22,10 +22,9 @@ struct JobConfig {
   std::string mask = "causal";
   Tokens tokens_per_rank = 16384;
   std::uint64_t seed = 0;
-  std::string planner = "distca";
+  std::string planner;  // a registered planner
   PlannerOptions options;  // model is filled from `model`
-  Schedule schedule = Schedule::kPingPong;
-  bool signal_only = false;
+  CommMode mode = CommMode::kPingPong;
   ReferenceKind reference = ReferenceKind::kKernel;
   int repeats = 1;  // timed runs of each pass; per-rank times are medians over them
   int threads = 0;  // kernel threads per rank; 0 = hardware threads / ranks (at least 1)

@@ -146,7 +146,7 @@ class Runner {
     std::vector<WireMessage> out;
     out.reserve(messages.size());
     for (const auto& m : messages) {
-      const std::size_t bytes = options_.signal_only ? 1 : buffers_.bytes(m.slice);
+      const std::size_t bytes = moves_data(plan_.mode) ? buffers_.bytes(m.slice) : 1;  // signal: 1 byte
       out.push_back({m.peer, m.tag, buffers_.row(m.slice), bytes});
       total_bytes += static_cast<double>(bytes);
     }

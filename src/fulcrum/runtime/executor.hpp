@@ -13,9 +13,6 @@
 namespace fulcrum::runtime {
 
 struct ExecuteOptions {
-  /// DistCA's `signal` ablation: every message carries 1 byte instead of its slice, so the run keeps
-  /// the schedule's synchronisation but moves no data (its results are not meaningful).
-  bool signal_only = false;
   double start_s = 0;  // the job's common start on Communicator::now_s(); timeline times are relative
 };
 

@@ -21,18 +21,18 @@ constexpr double kTolerance = 1e-5;
 const HeadLayout kHeads{4, 2, 16, 4};
 
 // Runs both passes of `a` on its ranks and returns the largest relative error of the five tensors.
-double run_and_compare(const Assignment& a, Schedule schedule, bool signal_only = false) {
+double run_and_compare(const Assignment& a, CommMode schedule) {
   const Plan forward = compile(a, kHeads, Pass::kForward, schedule);
   const Plan backward = compile(a, kHeads, Pass::kBackward, schedule);
   std::vector<ErrorParts> parts(static_cast<std::size_t>(a.batch.ranks));
   run_local_ranks(a.batch.ranks, [&](Communicator& comm) {
     RankBuffers fb(forward.programs[comm.rank()], kHeads);
     fill_inputs(forward, a.batch, 7, fb);
-    execute(forward, fb, comm, {signal_only, 0});
+    execute(forward, fb, comm, {0});
     RankBuffers bb(backward.programs[comm.rank()], kHeads);
     fill_inputs(backward, a.batch, 7, bb);
     for (const char* name : {"o", "lse"}) bb.copy_from(fb, name);  // forward outputs, backward inputs
-    execute(backward, bb, comm, {signal_only, 0});
+    execute(backward, bb, comm, {0});
     parts[comm.rank()] = compare_with_reference(forward, fb, backward, bb, a.batch, 7, ReferenceKind::kFp64);
   });
   double worst = 0;
@@ -52,7 +52,7 @@ TEST(Executor, RandomAssignmentsEqualTheReference) {
                             MaskSpec::shared_question(3, 20), MaskSpec::vertical_slash({0, 3, 50}, {0, 1, 17})};
   for (std::uint64_t seed = 0; seed < 40; ++seed) {
     const Assignment a = testing::random_assignment(seed, masks[seed % std::size(masks)]);
-    for (Schedule s : {Schedule::kPingPong, Schedule::kSingleStream}) {
+    for (CommMode s : {CommMode::kPingPong, CommMode::kSingleStream}) {
       EXPECT_LE(run_and_compare(a, s), kTolerance) << "seed " << seed << " " << to_string(s);
     }
   }
@@ -61,12 +61,12 @@ TEST(Executor, RandomAssignmentsEqualTheReference) {
 // Signal mode keeps the schedule's synchronisation but moves 1 byte per message.
 TEST(Executor, SignalModeMovesOneBytePerMessage) {
   const Assignment a = testing::random_assignment(5, MaskSpec::causal());
-  const Plan forward = compile(a, kHeads, Pass::kForward, Schedule::kPingPong);
+  const Plan forward = compile(a, kHeads, Pass::kForward, CommMode::kSignal);
   std::vector<double> sent(static_cast<std::size_t>(a.batch.ranks), -1), messages(sent.size(), 0);
   run_local_ranks(a.batch.ranks, [&](Communicator& comm) {
     RankBuffers fb(forward.programs[comm.rank()], kHeads);
     fill_inputs(forward, a.batch, 7, fb);
-    sent[comm.rank()] = execute(forward, fb, comm, {true, 0}).summary.bytes_sent;
+    sent[comm.rank()] = execute(forward, fb, comm, {0}).summary.bytes_sent;
   });
   for (const auto& p : forward.programs) {
     for (const auto& i : p.instructions) {
@@ -85,8 +85,8 @@ TEST(AttentionJob, EveryPlannerOnThreadRanksEqualsTheReference) {
       c.tokens_per_rank = 256;
       c.seed = static_cast<std::uint64_t>(ranks);
       c.planner = planner;
-      c.options.granularity = 16;
-      c.options.cp_degree = 2;
+      c.options.set("granularity", 16);
+      c.options.set("cp-degree", 2);
       c.reference = ReferenceKind::kFp64;
       c.threads = 1;
       std::mutex mutex;
@@ -116,7 +116,7 @@ TEST(AttributeWaits, SplitsBlockedTimeAtTheLastPeersStart) {
   Assignment a;
   a.batch = pack_batch({{0, 8, MaskSpec::causal()}}, 2, 4);
   a.tasks = {{0, {Range{0, 4}, Range{}}, {0, 4}, 1}, {0, {Range{4, 8}, Range{}}, {0, 8}, 1}};
-  const Plan plan = compile(a, kHeads, Pass::kForward, Schedule::kSingleStream);
+  const Plan plan = compile(a, kHeads, Pass::kForward, CommMode::kSingleStream);
   ExecutionResult r;
   r.launches = {{0, 0.0, 0.0, 0.1, 0.1}, {1, 0.2, 1.0, 3.6, 3.5}};
   const std::vector<std::vector<double>> launched = {{0.0, 0.2}, {0.0, 3.0}};

@@ -233,12 +233,12 @@ class Engine {
     launch_kind_[{r, l.id}] = l.kind;
     launch_stream_[{r, l.id}] = stream_of(r);
     for (const auto& m : l.sends) {
-      const double bytes = options_.signal_only ? 1.0 : row_bytes(r, m.slice);
+      const double bytes = moves_data(plan_.mode) ? row_bytes(r, m.slice) : 1.0;  // signal: 1 byte
       st.result.summary.bytes_sent += bytes;
       post(r, m.peer, m.tag, l.id, true, bytes, now);
     }
     for (const auto& m : l.receives) {
-      const double bytes = options_.signal_only ? 1.0 : row_bytes(r, m.slice);
+      const double bytes = moves_data(plan_.mode) ? row_bytes(r, m.slice) : 1.0;  // signal: 1 byte
       st.result.summary.bytes_received += bytes;
       post(m.peer, r, m.tag, l.id, false, bytes, now);
     }

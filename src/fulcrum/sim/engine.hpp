@@ -18,7 +18,6 @@
 namespace fulcrum::sim {
 
 struct SimOptions {
-  bool signal_only = false;  // every message carries 1 byte (the `signal` ablation)
   /// Other compute (the layer's matrix work) on a rank's compute stream, outside the Program: per rank,
   /// a list of {before_instruction, seconds} sorted by instruction (an index equal to the program's
   /// length runs after it). Empty means none. Recorded as "linear" events in other_compute_s.

@@ -23,10 +23,11 @@ TEST(SimEngineClock, LongPlansOnFastLinksFinish) {
   std::vector<Document> docs;
   for (int i = 0; i < 400; ++i) docs.push_back({i, source->next(), MaskSpec::causal()});
   const Batch batch = pack_batch(docs, 8, 65536);
-  PlannerOptions options{model};
-  options.tolerance = 0.05;
+  PlannerOptions options;
+  options.model = model;
+  options.set("tolerance", 0.05);
   const Assignment assignment = make_planner("distca", options)->plan(batch);
-  const Plan plan = compile(assignment, head_layout(model, 2), Pass::kForward, Schedule::kPingPong);
+  const Plan plan = compile(assignment, head_layout(model, 2), Pass::kForward, CommMode::kPingPong);
   for (const char* name : {"a100-p4de", "h200-dgx"}) {
     // A hang must fail the test, not stall ctest: the simulation runs on a thread we may abandon.
     auto result = std::async(std::launch::async, [&] { return simulate_plan(plan, hardware_preset(name)); });

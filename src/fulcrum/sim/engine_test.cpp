@@ -154,7 +154,7 @@ TEST(SimEngine, DeterministicAndMonotoneInBandwidth) {
   for (std::uint64_t seed = 0; seed < 60; ++seed) {
     const Assignment a = testing::random_assignment(seed, MaskSpec::causal(), 4);
     for (Pass pass : {Pass::kForward, Pass::kBackward}) {
-      const Plan plan = compile(a, heads, pass, seed % 2 ? Schedule::kPingPong : Schedule::kSingleStream);
+      const Plan plan = compile(a, heads, pass, seed % 2 ? CommMode::kPingPong : CommMode::kSingleStream);
       const auto slow = flat_hardware(1e6, 1e-5, 1e9, 2);
       const auto first = simulate_plan(plan, slow), second = simulate_plan(plan, slow);
       const auto e1 = all_events(first), e2 = all_events(second);

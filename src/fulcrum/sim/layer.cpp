@@ -9,22 +9,6 @@
 
 namespace fulcrum::sim {
 
-const char* to_string(CommMode mode) {
-  switch (mode) {
-    case CommMode::kPingPong: return "pingpong";
-    case CommMode::kSingleStream: return "single-stream";
-    case CommMode::kSignal: return "signal";
-  }
-  return "?";
-}
-
-CommMode parse_comm_mode(std::string_view text) {
-  if (text == "pingpong") return CommMode::kPingPong;
-  if (text == "single-stream") return CommMode::kSingleStream;
-  if (text == "signal") return CommMode::kSignal;
-  fail("mode = '{}': must be one of pingpong, single-stream, signal", text);
-}
-
 namespace {
 
 // Megatron-LM's tensor parallelism all-reduces the layer's activations twice per pass (after the
@@ -46,8 +30,8 @@ double workspace_bytes(const Plan& plan, int rank) {
 // Ping-pong: each nano-batch's half, the second after nano-batch 0's dispatch is launched, so nano-batch
 // 1's matrix work hides nano-batch 0's traffic, as DistCA's ping-pong does (in the running model, the
 // second half is nano-batch 1's MLP of the previous layer and QKV projection of this one).
-std::vector<SimOptions::ExtraCompute> matrix_work(const Program& program, double seconds, Schedule schedule) {
-  if (schedule == Schedule::kPingPong) {
+std::vector<SimOptions::ExtraCompute> matrix_work(const Program& program, double seconds, CommMode schedule) {
+  if (schedule == CommMode::kPingPong) {
     for (std::size_t i = 0; i < program.instructions.size(); ++i) {
       const Instruction& in = program.instructions[i];
       if (in.stream == 1 && std::holds_alternative<CommLaunch>(in.op)) return {{0, seconds / 2}, {i, seconds / 2}};
@@ -81,15 +65,13 @@ PassTimes simulate_pass(const Assignment& assignment, const LayerSetup& setup, P
 
   const bool forward = pass == Pass::kForward;
   SimOptions options;
-  options.signal_only = setup.mode == CommMode::kSignal;
-  const Schedule schedule = setup.mode == CommMode::kSingleStream ? Schedule::kSingleStream : Schedule::kPingPong;
-  const Plan plan = compile(assignment, head_layout(setup.model, setup.model.dtype_bytes), pass, schedule);
+  const Plan plan = compile(assignment, head_layout(setup.model, setup.model.dtype_bytes), pass, setup.mode);
   std::vector<double> linear(static_cast<std::size_t>(ranks), 0);
   for (int r = 0; r < ranks; ++r) {
     if (active.empty() || active[r]) {  // ranks that only serve attention do no matrix work
       linear[r] = forward ? layer_linear_forward_s(setup, t.tokens[r]) : layer_linear_backward_s(setup, t.tokens[r]);
     }
-    options.extra_compute.push_back(matrix_work(plan.programs[r], linear[r], schedule));
+    options.extra_compute.push_back(matrix_work(plan.programs[r], linear[r], setup.mode));
   }
   t.timeline = simulate_plan(plan, setup.group, options);
   for (int r = 0; r < ranks; ++r) {

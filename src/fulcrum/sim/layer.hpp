@@ -14,12 +14,6 @@
 
 namespace fulcrum::sim {
 
-/// The DistCA ablation's communication modes: the pingpong plan, the single-stream plan, or the
-/// pingpong plan with 1-byte messages (what compute alone would give if traffic were free).
-enum class CommMode { kPingPong, kSingleStream, kSignal };
-const char* to_string(CommMode mode);
-CommMode parse_comm_mode(std::string_view text);  // "pingpong" | "single-stream" | "signal"
-
 struct LayerSetup {
   ModelShape model;
   HardwareModel gpu;    // one GPU

@@ -13,9 +13,15 @@
 namespace fulcrum::sim {
 namespace {
 
-const std::vector<std::string> kSweepKeys = {"gpus",    "tp",    "pp",       "cp",        "microbatches",
-                                             "max-doc-len", "tokens-per-rank", "dataset", "model", "hardware",
-                                             "seed",    "tolerance", "mode",  "iterations"};
+// The sweep keys of the layout and the data; every planner option (planner_option_specs) is one too.
+const std::vector<std::string> kLayoutKeys = {"gpus", "tp", "pp", "cp", "microbatches", "max-doc-len", "tokens-per-rank",
+                                              "dataset", "model", "hardware", "seed", "mode", "iterations"};
+
+std::vector<std::string> sweep_keys() {
+  std::vector<std::string> keys = kLayoutKeys;
+  for (const auto& spec : planner_option_specs()) keys.emplace_back(spec.name);
+  return keys;
+}
 
 int parse_int(const std::string& text, const std::string& key) {
   const Tokens v = mask_detail::parse_tokens(text, key);
@@ -43,10 +49,9 @@ void apply(StudySpec& spec, const std::string& key, const std::string& value) {
   else if (key == "model") spec.model = value;
   else if (key == "hardware") spec.hardware = value;
   else if (key == "seed") c.seed = static_cast<std::uint64_t>(mask_detail::parse_tokens(value, key));
-  else if (key == "tolerance") c.tolerance = parse_double(value, key);
-  else if (key == "mode") spec.modes = {parse_comm_mode(value)};
+  else if (key == "mode") spec.modes = {parse_comm_mode(value, key)};
   else if (key == "iterations") c.iterations = parse_int(value, key);
-  else fail("sweep key '{}': unknown; choose from {}", key, fmt::join(kSweepKeys, ", "));
+  else c.planner_options.set(key, parse_double(value, key));  // fails naming unknown keys
 }
 
 std::vector<int> powers_of_two_dividing(int n, int limit) {
@@ -59,16 +64,17 @@ std::vector<int> powers_of_two_dividing(int n, int limit) {
 
 }  // namespace
 
-bool overlaps_traffic(const std::string& system) { return system == "distca" || system == "dcp"; }
+bool overlaps_traffic(const std::string& system) { return find_planner(system).capabilities.overlaps_traffic; }
 
 SweepAxis parse_sweep_axis(const std::string& text) {
   const auto eq = text.find('=');
   if (eq == std::string::npos || eq == 0 || eq + 1 == text.size()) {
-    fail("sweep = '{}': must be KEY=V1,V2,... with KEY one of {}", text, fmt::join(kSweepKeys, ", "));
+    fail("sweep = '{}': must be KEY=V1,V2,... with KEY one of {}", text, fmt::join(sweep_keys(), ", "));
   }
   SweepAxis axis{text.substr(0, eq), {}};
-  if (std::find(kSweepKeys.begin(), kSweepKeys.end(), axis.key) == kSweepKeys.end()) {
-    fail("sweep key '{}': unknown; choose from {}", axis.key, fmt::join(kSweepKeys, ", "));
+  const auto keys = sweep_keys();
+  if (std::find(keys.begin(), keys.end(), axis.key) == keys.end()) {
+    fail("sweep key '{}': unknown; choose from {}", axis.key, fmt::join(keys, ", "));
   }
   for (auto v : split_fields(std::string_view(text).substr(eq + 1), ',')) {
     if (v.empty()) fail("sweep = '{}': empty value", text);
@@ -77,18 +83,23 @@ SweepAxis parse_sweep_axis(const std::string& text) {
   return axis;
 }
 
-// WLB-LLM cuts a document longer than its micro-batch cap (wlb_token_cap x cp x tokens-per-rank) into
-// separate pieces, which drops the attention between them: it uses context parallelism so that no
-// document is cut, so its CP degrees are those whose cap holds the longest document.
-bool wlb_keeps_documents_whole(const TrainingConfig& c, int cp) {
-  return c.wlb_token_cap * cp * static_cast<double>(c.rank_tokens()) >= static_cast<double>(c.max_doc_len);
+// A packing planner (WLB-LLM) cuts a document longer than its micro-batch cap into separate pieces,
+// which drops the attention between them: it uses context parallelism so that no document is cut, so
+// its CP degrees are those whose groups hold the longest document whole.
+bool keeps_documents_whole(const TrainingConfig& c, const ModelShape& model, const HardwareModel& gpu, int cp) {
+  const auto planner = make_planner(c.system, training_planner_options(c, model, gpu));
+  return planner->longest_whole_document(c.rank_tokens(), cp) >= c.max_doc_len;
 }
 
-int default_cp(const TrainingConfig& c) {
+// CP groups spanning a node of up to 8 TP groups (per-document CP), or the least CP degree whose groups
+// hold the longest document whole (WLB-LLM).
+int default_cp(const TrainingConfig& c, const ModelShape& model, const HardwareModel& gpu) {
   const auto options = powers_of_two_dividing(c.parallel.dp(), 64);
-  if (c.system == "perdoc-cp") return powers_of_two_dividing(c.parallel.dp(), 8).back();
+  if (find_planner(c.system).capabilities.cp_groups == CpGroups::kWithinGroup) {
+    return powers_of_two_dividing(c.parallel.dp(), 8).back();
+  }
   for (int cp : options) {
-    if (wlb_keeps_documents_whole(c, cp)) return cp;
+    if (keeps_documents_whole(c, model, gpu, cp)) return cp;
   }
   return options.back();
 }
@@ -98,7 +109,7 @@ TrainingResult search_best(const TrainingConfig& config, const ModelShape& model
   const ParallelConfig& given = config.parallel;
   const double global_tokens =
       static_cast<double>(config.rank_tokens()) * given.dp() * given.microbatch_count();
-  const bool uses_cp = config.system == "wlb" || config.system == "perdoc-cp";
+  const bool uses_cp = find_planner(config.system).capabilities.cp_groups != CpGroups::kNone;
   TrainingResult best;
   bool found = false;
   for (int pp : search_pp ? powers_of_two_dividing(model.layers, 8) : std::vector<int>{given.pp}) {
@@ -121,9 +132,9 @@ TrainingResult search_best(const TrainingConfig& config, const ModelShape& model
     if (uses_cp) {
       cps.clear();
       for (int cp : powers_of_two_dividing(c.parallel.dp(), 64)) {
-        if (c.system != "wlb" || wlb_keeps_documents_whole(c, cp)) cps.push_back(cp);
+        if (keeps_documents_whole(c, model, gpu, cp)) cps.push_back(cp);
       }
-      if (cps.empty()) cps.push_back(default_cp(c));
+      if (cps.empty()) cps.push_back(default_cp(c, model, gpu));
     }
     for (int cp : cps) {
       c.parallel.cp = cp;
@@ -143,8 +154,8 @@ Study run_study(const StudySpec& spec, const std::function<void(int, int)>& prog
   if (spec.systems.empty()) fail("systems: none given");
   if (spec.modes.empty()) fail("modes: none given");
   Study study{spec, {}, {}};
-  study.reference = std::find(spec.systems.begin(), spec.systems.end(), "wlb") != spec.systems.end()
-                        ? "wlb" : spec.systems.front();
+  study.reference = std::find(spec.systems.begin(), spec.systems.end(), spec.reference) != spec.systems.end()
+                        ? spec.reference : spec.systems.front();
   std::size_t points = 1;
   for (const auto& axis : spec.sweep) points *= axis.values.size();
   int runs_per_point = 0;
@@ -169,10 +180,10 @@ Study run_study(const StudySpec& spec, const std::function<void(int, int)>& prog
         TrainingConfig c = at.base;
         c.system = system;
         c.mode = mode;
-        if (system != "wlb" && system != "perdoc-cp") {
+        if (find_planner(system).capabilities.cp_groups == CpGroups::kNone) {
           c.parallel.cp = 1;
         } else if (c.parallel.cp == 0) {
-          c.parallel.cp = default_cp(c);
+          c.parallel.cp = default_cp(c, model, gpu);
         }
         study.rows.push_back({point, spec.search ? search_best(c, model, gpu, spec.search_pp) : simulate_training(c, model, gpu), 0});
         if (progress) progress(++done, total);

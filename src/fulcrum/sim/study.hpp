@@ -19,23 +19,25 @@ namespace fulcrum::sim {
 
 struct SweepAxis {
   std::string key;                  // gpus, tp, pp, cp, microbatches, max-doc-len, tokens-per-rank,
-                                    // dataset, model, hardware, seed, tolerance, mode, iterations
+                                    // dataset, model, hardware, seed, mode, iterations, or a planner option
   std::vector<std::string> values;
 };
-/// Systems whose design overlaps their traffic with compute (DistCA's ping-pong, DCP's divisions): they
-/// run in every requested mode, the others in the baseline mode.
+/// Systems whose planner declares that it overlaps its own traffic with compute (DistCA's ping-pong,
+/// DCP's divisions): they run in every requested mode, the others in the baseline mode.
 bool overlaps_traffic(const std::string& system);
 
 /// "key=v1,v2,..." (the CLI's --sweep); errors name the key and list the allowed ones.
 SweepAxis parse_sweep_axis(const std::string& text);
 
 struct StudySpec {
-  // base.parallel.cp = 0 picks per system: perdoc-cp over up to 8 TP groups; wlb the smallest CP degree
-  // whose micro-batch cap holds the longest document (WLB-LLM would otherwise cut documents).
+  // base.parallel.cp = 0 picks per system, by its planner's CpGroups: a node of up to 8 TP groups
+  // (per-document CP), or the smallest CP degree whose groups hold the longest document whole (WLB-LLM
+  // would otherwise cut documents).
   TrainingConfig base;
   std::string model = "llama3-8b";
   std::string hardware = "h200-dgx";
-  std::vector<std::string> systems = {"distca", "wlb", "perdoc-cp", "packed"};
+  std::vector<std::string> systems;  // registered planners
+  std::string reference;             // speedups are relative to it when it runs, else to the first system
   std::vector<CommMode> modes = {CommMode::kPingPong};  // DistCA's and DCP's (overlaps_traffic)
   /// The baselines': single-stream, as they run (per-document CP all-gathers K/V, then computes);
   /// DistCA's ping-pong nano-batches and DCP's divisions are those systems' own contributions.
@@ -54,7 +56,7 @@ struct StudyRow {
 
 struct Study {
   StudySpec spec;
-  std::string reference;  // the system speedups are relative to: wlb if it ran, else the first
+  std::string reference;  // the system speedups are relative to: spec.reference if it ran, else the first
   std::vector<StudyRow> rows;
 };
 
@@ -62,7 +64,7 @@ struct Study {
 Study run_study(const StudySpec& spec, const std::function<void(int, int)>& progress = {});
 
 /// The configuration `search` picks for `config.system` (exposed for tests): cp over the powers of two
-/// dividing dp (for wlb only those that keep documents whole), and pp too when `search_pp`.
+/// dividing dp (only those whose groups keep documents whole), and pp too when `search_pp`.
 TrainingResult search_best(const TrainingConfig& config, const ModelShape& model, const HardwareModel& gpu,
                            bool search_pp = true);
 

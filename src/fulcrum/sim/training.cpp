@@ -2,7 +2,7 @@
 
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/sim/pipeline.hpp"
-#include "fulcrum/sim/system_planner.hpp"
+#include "fulcrum/planners/baselines/perdoc_cp.hpp"
 #include "fulcrum/workload/length_source.hpp"
 
 #include <fmt/format.h>
@@ -21,8 +21,8 @@ void TrainingConfig::validate(const HardwareModel& gpu, const ModelShape& model)
     fail("tokens-per-rank = {}: must be in [0, {}] (0: max-doc-len)", tokens_per_rank, kMaxLength);
   }
   if (iterations < 1 || iterations > 1000) fail("iterations = {}: must be in [1, 1000]", iterations);
-  if (system != "wlb" && system != "perdoc-cp" && parallel.cp != 1) {
-    fail("cp = {}: only perdoc-cp and wlb use context-parallel groups (system {})", parallel.cp, system);
+  if (find_planner(system).capabilities.cp_groups == CpGroups::kNone && parallel.cp != 1) {
+    fail("cp = {}: system {} does not plan in context-parallel groups (cp must be 1)", parallel.cp, system);
   }
 }
 
@@ -91,12 +91,12 @@ void note_pass(IterationOutcome& out, const PassTimes& t, double layers) {
 
 // Baselines (and DistCA without PP): every micro-batch planned over one stage's dp groups, each
 // pipeline (one TP group per stage) running 1F1B on its rank's layer times.
-IterationOutcome run_1f1b(const Context& cx, SystemPlanner& planner, MicrobatchSource& source) {
+IterationOutcome run_1f1b(const Context& cx, Planner& planner, MicrobatchSource& source) {
   IterationOutcome out(cx.pp * cx.dp);
   std::vector<std::vector<std::vector<StageWork>>> work(cx.dp, std::vector<std::vector<StageWork>>(cx.pp));  // [d][s][m]
   std::vector<double> max_tokens(cx.dp, 0);
   for (int m = 0; m < cx.microbatches; ++m) {
-    const Assignment a = planner.plan(source.next());
+    const Assignment a = plan_verified(planner, source.next());
     const PassTimes f = simulate_pass(a, cx.setup, Pass::kForward);
     const PassTimes b = simulate_pass(a, cx.setup, Pass::kBackward);
     note_pass(out, f, cx.pp * cx.stage_layers);
@@ -144,7 +144,7 @@ Batch pooled_batch(const Tick& tick, const std::vector<Batch>& microbatches, int
   return pooled;
 }
 
-IterationOutcome run_phase_aligned(const Context& cx, SystemPlanner& planner, MicrobatchSource& source) {
+IterationOutcome run_phase_aligned(const Context& cx, Planner& planner, MicrobatchSource& source) {
   IterationOutcome out(cx.pp * cx.dp);
   std::vector<Batch> microbatches;
   double max_tokens = 0;
@@ -160,7 +160,7 @@ IterationOutcome run_phase_aligned(const Context& cx, SystemPlanner& planner, Mi
   double now = 0;
   for (const Tick& tick : phase_aligned_ticks(cx.pp, cx.microbatches)) {
     std::vector<bool> active;
-    const Assignment a = planner.plan(pooled_batch(tick, microbatches, cx.dp, active));
+    const Assignment a = plan_verified(planner, pooled_batch(tick, microbatches, cx.dp, active));
     const PassTimes t = simulate_pass(a, cx.setup, tick.backward ? Pass::kBackward : Pass::kForward, active);
     note_pass(out, t, cx.stage_layers);
     for (int r = 0; r < cx.pp * cx.dp; ++r) {
@@ -183,6 +183,23 @@ IterationOutcome run_phase_aligned(const Context& cx, SystemPlanner& planner, Mi
 
 }  // namespace
 
+PlannerOptions training_planner_options(const TrainingConfig& config, const ModelShape& model,
+                                        const HardwareModel& gpu) {
+  PlannerOptions options = config.planner_options;
+  options.model = model;
+  // The simulator's ranks are TP groups, so a machine holds devices_per_node / tp of them.
+  options.devices_per_machine = std::max(1, gpu.devices_per_node / config.parallel.tp);
+  const PlannerRegistration& planner = find_planner(config.system);
+  if (planner.capabilities.cp_groups != CpGroups::kNone) options.set(cp_degree_option().name, config.parallel.cp);
+  // Shards no larger than a rank's tokens: short micro-batches (a layout search) stay plannable.
+  for (const OptionSpec& spec : planner.options) {
+    if (spec.name == "granularity") {
+      options.set(spec.name, std::min(options.get(spec), static_cast<double>(config.rank_tokens())));
+    }
+  }
+  return options;
+}
+
 TrainingResult simulate_training(const TrainingConfig& config, const ModelShape& model, const HardwareModel& gpu) {
   model.validate();
   gpu.validate();
@@ -194,14 +211,9 @@ TrainingResult simulate_training(const TrainingConfig& config, const ModelShape&
       static_cast<double>(config.rank_tokens()) * model.hidden * model.dtype_bytes / par.tp;
   cx.p2p_s = gpu.inter_node.transfer_s(activation_bytes);
 
-  PlannerOptions options;
-  options.model = model;
-  options.tolerance = config.tolerance;
-  options.wlb_token_cap = config.wlb_token_cap;
-  options.granularity = std::min<Tokens>(options.granularity, config.rank_tokens());
-  SystemPlanner planner(config.system, options, par.cp);
+  const auto planner = make_planner(config.system, training_planner_options(config, model, gpu));
   MicrobatchSource source(config, cx.dp);
-  const bool phase_aligned = config.system == "distca" && par.pp > 1;
+  const bool phase_aligned = planner->capabilities().pools_pipeline_stages && par.pp > 1;
 
   // Gradients (bf16) of the GPU's share of the parameters, reduced over all dp groups of the stage (as
   // Megatron-LM reduces over data x context parallel ranks); they sit in different nodes once a stage's
@@ -217,20 +229,20 @@ TrainingResult simulate_training(const TrainingConfig& config, const ModelShape&
   const int slots = cx.pp * cx.dp;
   std::vector<IterationOutcome> outcomes;
   for (int it = 0; it < config.iterations; ++it) {
-    outcomes.push_back(phase_aligned ? run_phase_aligned(cx, planner, source) : run_1f1b(cx, planner, source));
+    outcomes.push_back(phase_aligned ? run_phase_aligned(cx, *planner, source) : run_1f1b(cx, *planner, source));
   }
   // A system that holds documents back (WLB-LLM) computes them before the run ends, in iterations
   // without new data: otherwise a short run would leave out its most expensive documents.
-  if (planner.deferred_documents() > 0) {
-    planner.drain();
+  if (planner->deferred_documents() > 0) {
+    planner->drain();
     source.drain();
     constexpr int kMaxDrainIterations = 1000;
-    while (planner.deferred_documents() > 0) {
+    while (planner->deferred_documents() > 0) {
       if (static_cast<int>(outcomes.size()) - config.iterations >= kMaxDrainIterations) {
         fail_runtime("system {}: documents still deferred after {} draining iterations", config.system,
                      kMaxDrainIterations);
       }
-      outcomes.push_back(run_1f1b(cx, planner, source));
+      outcomes.push_back(run_1f1b(cx, *planner, source));
       ++result.drain_iterations;
     }
   }

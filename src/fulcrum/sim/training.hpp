@@ -18,6 +18,7 @@
 // overlapped with the backward: the same cost for every system). Memory per GPU: sim/memory.hpp.
 #pragma once
 
+#include "fulcrum/planners/planner.hpp"
 #include "fulcrum/runtime/timeline.hpp"
 #include "fulcrum/sim/layer.hpp"
 #include "fulcrum/sim/memory.hpp"
@@ -32,7 +33,7 @@
 namespace fulcrum::sim {
 
 struct TrainingConfig {
-  std::string system = "distca";  // any planner: distca, packed, perdoc-cp, wlb, ...
+  std::string system;  // any registered planner
   CommMode mode = CommMode::kPingPong;
   ParallelConfig parallel;
   std::string dataset = "pretrain";
@@ -41,8 +42,10 @@ struct TrainingConfig {
   Tokens tokens_per_rank = 0;   // per TP group and micro-batch; 0 means max_doc_len
   int iterations = 1;
   std::uint64_t seed = 0;
-  double tolerance = 0.1;       // DistCA's scheduler tolerance
-  double wlb_token_cap = 1.5;   // WLB-LLM's micro-batch token cap, in tokens_per_rank
+  /// Values of planner options (any registered planner's, by name). The model, the machine size and
+  /// the CP degree are not read from here: simulate_training sets them from the model, the hardware's
+  /// node size over tp, and parallel.cp (training_planner_options).
+  PlannerOptions planner_options;
 
   Tokens rank_tokens() const { return tokens_per_rank > 0 ? tokens_per_rank : max_doc_len; }
   /// Throws fulcrum::Error naming the field.
@@ -75,5 +78,11 @@ struct TrainingResult {
 };
 
 TrainingResult simulate_training(const TrainingConfig& config, const ModelShape& model, const HardwareModel& gpu);
+
+/// The options the system's planner gets: config.planner_options with the model, a machine of
+/// gpu.devices_per_node / tp TP groups (the simulator's ranks), cp-degree = parallel.cp for planners that
+/// plan in CP groups, and DistCA's granularity no larger than a rank's tokens.
+PlannerOptions training_planner_options(const TrainingConfig& config, const ModelShape& model,
+                                        const HardwareModel& gpu);
 
 }  // namespace fulcrum::sim

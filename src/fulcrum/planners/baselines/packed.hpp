@@ -7,14 +7,10 @@
 namespace fulcrum {
 
 class PackedPlanner : public Planner {
- public:
-  explicit PackedPlanner(const PlannerOptions& options) : options_(options) {}
-  std::string_view name() const override { return "packed"; }
-  PlannerCapabilities capabilities() const override;
-  Assignment plan(const Batch& batch) override;
-
- private:
-  PlannerOptions options_;
+ protected:
+  Assignment do_plan(const Batch& batch) override;
 };
+
+PlannerRegistration packed_registration();
 
 }  // namespace fulcrum

@@ -1,22 +1,25 @@
 #include "fulcrum/planners/baselines/perdoc_cp.hpp"
 
+#include "fulcrum/core/error.hpp"
+
 #include <algorithm>
 #include <map>
 
 namespace fulcrum {
 
-PlannerCapabilities PerDocCpPlanner::capabilities() const {
-  return {.moves_attention = false,
-          .splits_documents = true,
-          .keeps_documents = true,
-          .keeps_placement = false,
-          .masks = all_mask_kinds()};  // band masks exactly; index-list masks over their causal hull
+const OptionSpec& cp_degree_option() {
+  static const OptionSpec spec{"cp-degree",
+                               "perdoc-cp, wlb: ranks per context-parallel group (0: perdoc-cp 8, wlb 1)", 0, 0,
+                               1 << 20, true};
+  return spec;
 }
 
-Assignment PerDocCpPlanner::plan(const Batch& batch) {
-  options_.validate(batch.tokens_per_rank);
-  const int cp = std::min(options_.cp_degree, batch.ranks);
-  Assignment a{.planner = "perdoc-cp", .batch = batch, .tasks = {}, .transfers = {}};
+Assignment PerDocCpPlanner::do_plan(const Batch& batch) { return per_document_cp(batch, cp_); }
+
+Assignment per_document_cp(const Batch& batch, int cp_degree) {
+  FULCRUM_CHECK(cp_degree >= 1, "cp = {}", cp_degree);
+  const int cp = std::min(cp_degree, batch.ranks);
+  Assignment a{.planner = {}, .batch = batch, .tasks = {}, .transfers = {}};
   a.batch.segments.clear();
   struct Piece {
     int doc;
@@ -68,6 +71,19 @@ Assignment PerDocCpPlanner::plan(const Batch& batch) {
     if (t.kind != TensorKind::kKV || !gathered[{t.dst, t.doc}].covers(t.tokens)) a.transfers.push_back(t);
   }
   return a;
+}
+
+PlannerRegistration perdoc_cp_registration() {
+  return {.name = "perdoc-cp",
+          .summary = "per-document context parallelism: 2 cp chunks per document, K/V all-gathered per group",
+          .capabilities = {.moves_attention = false,
+                           .splits_documents = true,
+                           .keeps_documents = true,
+                           .keeps_placement = false,
+                           .masks = all_mask_kinds(),  // band masks exactly; index-list masks over their hull
+                           .cp_groups = CpGroups::kWithinGroup},
+          .options = {cp_degree_option()},
+          .make = [](const PlannerOptions& o) { return std::make_unique<PerDocCpPlanner>(o.get_int(cp_degree_option())); }};
 }
 
 }  // namespace fulcrum

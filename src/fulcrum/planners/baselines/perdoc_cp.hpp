@@ -10,13 +10,21 @@ namespace fulcrum {
 
 class PerDocCpPlanner : public Planner {
  public:
-  explicit PerDocCpPlanner(const PlannerOptions& options) : options_(options) {}
-  std::string_view name() const override { return "perdoc-cp"; }
-  PlannerCapabilities capabilities() const override;
-  Assignment plan(const Batch& batch) override;
+  /// `cp`: ranks per group (0: 8, a node's worth); a last group may be smaller.
+  explicit PerDocCpPlanner(int cp) : cp_(cp == 0 ? 8 : cp) {}
+
+ protected:
+  Assignment do_plan(const Batch& batch) override;
 
  private:
-  PlannerOptions options_;
+  int cp_;
 };
+
+PlannerRegistration perdoc_cp_registration();
+/// Per-document CP over groups of `cp` ranks (the last may be smaller): what PerDocCpPlanner plans, and
+/// what wlb runs inside its groups.
+Assignment per_document_cp(const Batch& batch, int cp);
+/// `cp-degree`, read by perdoc-cp and wlb: ranks per context-parallel group (0: each planner's default).
+const OptionSpec& cp_degree_option();
 
 }  // namespace fulcrum

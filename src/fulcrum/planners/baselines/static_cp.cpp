@@ -25,17 +25,8 @@ std::vector<Segment> zigzag_segments(const Batch& batch) {
 
 }  // namespace
 
-PlannerCapabilities StaticCpPlanner::capabilities() const {
-  return {.moves_attention = false,
-          .splits_documents = true,
-          .keeps_documents = true,
-          .keeps_placement = layout_ == CpLayout::kRing,
-          .masks = all_mask_kinds()};  // band masks exactly; index-list masks over their causal hull
-}
-
-Assignment StaticCpPlanner::plan(const Batch& batch) {
-  options_.validate(batch.tokens_per_rank);
-  Assignment a{.planner = std::string(name()), .batch = batch, .tasks = {}, .transfers = {}};
+Assignment StaticCpPlanner::do_plan(const Batch& batch) {
+  Assignment a{.planner = {}, .batch = batch, .tasks = {}, .transfers = {}};
   if (layout_ == CpLayout::kZigzag) a.batch.segments = zigzag_segments(batch);
   // Step s of rank r: its rows against the chunk that arrives from rank r − s, where some row sees it.
   for (const auto& rows : a.batch.segments) {
@@ -52,6 +43,32 @@ Assignment StaticCpPlanner::plan(const Batch& batch) {
     }
   }
   return a;
+}
+
+namespace {
+
+PlannerRegistration static_cp_registration(std::string_view name, std::string_view summary, CpLayout layout) {
+  return {.name = name,
+          .summary = summary,
+          .capabilities = {.moves_attention = false,
+                           .splits_documents = true,
+                           .keeps_documents = true,
+                           .keeps_placement = layout == CpLayout::kRing,
+                           .masks = all_mask_kinds()},  // band masks exactly; index-list masks over their hull
+          .options = {},
+          .make = [layout](const PlannerOptions&) { return std::make_unique<StaticCpPlanner>(layout); }};
+}
+
+}  // namespace
+
+PlannerRegistration ring_registration() {
+  return static_cp_registration("ring", "static ring CP: contiguous chunks, every rank's K/V to every rank",
+                                CpLayout::kRing);
+}
+
+PlannerRegistration zigzag_registration() {
+  return static_cp_registration("zigzag", "static zigzag CP: 2 x ranks chunks, every rank's K/V to every rank",
+                                CpLayout::kZigzag);
 }
 
 }  // namespace fulcrum

@@ -14,14 +14,16 @@ enum class CpLayout { kRing, kZigzag };
 
 class StaticCpPlanner : public Planner {
  public:
-  StaticCpPlanner(const PlannerOptions& options, CpLayout layout) : options_(options), layout_(layout) {}
-  std::string_view name() const override { return layout_ == CpLayout::kRing ? "ring" : "zigzag"; }
-  PlannerCapabilities capabilities() const override;
-  Assignment plan(const Batch& batch) override;
+  explicit StaticCpPlanner(CpLayout layout) : layout_(layout) {}
+
+ protected:
+  Assignment do_plan(const Batch& batch) override;
 
  private:
-  PlannerOptions options_;
   CpLayout layout_;
 };
+
+PlannerRegistration ring_registration();
+PlannerRegistration zigzag_registration();
 
 }  // namespace fulcrum

@@ -12,7 +12,11 @@ namespace fulcrum {
 namespace {
 
 // The shared validation wants the DistCA granularity within the 100 tokens per rank used here.
-PlannerOptions tiny_options() { return {.model = model_shape_preset("tiny"), .granularity = 16}; }
+PlannerOptions tiny_options() {
+  PlannerOptions o;
+  o.model = model_shape_preset("tiny");
+  return o;
+}
 
 // One causal document of 4 x 100 tokens on 4 ranks.
 Batch one_long_document() { return pack_batch({Document{0, 400, MaskSpec::causal()}}, 4, 100); }
@@ -20,7 +24,7 @@ Batch one_long_document() { return pack_batch({Document{0, 400, MaskSpec::causal
 TEST(StaticCp, RingSendsEveryChunkToEveryRankWhateverTheMaskNeeds) {
   const auto o = tiny_options();
   const Batch batch = one_long_document();
-  const Assignment a = StaticCpPlanner(o, CpLayout::kRing).plan(batch);
+  const Assignment a = make_planner("ring", o)->plan(batch);
   ASSERT_TRUE(verify(a, batch).ok()) << verify(a, batch).summary();
   // Causal: rank 0 needs no other chunk, yet all 3 others reach it; 4 x 3 chunks of 100 tokens in all.
   const auto stats = compute_stats(a, o.model);
@@ -33,7 +37,7 @@ TEST(StaticCp, RingSendsEveryChunkToEveryRankWhateverTheMaskNeeds) {
 TEST(StaticCp, ZigzagHoldsChunksRAndTwoNMinusOneMinusR) {
   const auto o = tiny_options();
   const Batch batch = one_long_document();
-  const Assignment a = StaticCpPlanner(o, CpLayout::kZigzag).plan(batch);
+  const Assignment a = make_planner("zigzag", o)->plan(batch);
   ASSERT_TRUE(verify(a, batch).ok()) << verify(a, batch).summary();
   ASSERT_EQ(a.batch.segments.size(), 8u);
   const int owner[] = {0, 1, 2, 3, 3, 2, 1, 0};
@@ -43,7 +47,7 @@ TEST(StaticCp, ZigzagHoldsChunksRAndTwoNMinusOneMinusR) {
   }
   // The zigzag balances a causal document: max/mean rank FLOPs within 1.1, where ring's is 1.75.
   EXPECT_LT(compute_stats(a, o.model).imbalance, 1.1);
-  EXPECT_GT(compute_stats(StaticCpPlanner(o, CpLayout::kRing).plan(batch), o.model).imbalance, 1.7);
+  EXPECT_GT(compute_stats(make_planner("ring", o)->plan(batch), o.model).imbalance, 1.7);
 }
 
 TEST(StaticCp, CompiledPlansVerify) {
@@ -53,9 +57,9 @@ TEST(StaticCp, CompiledPlansVerify) {
                             Document{2, 80, MaskSpec::causal_blockwise(16, 1)}},
                            4, 100);
   for (CpLayout layout : {CpLayout::kRing, CpLayout::kZigzag}) {
-    const Assignment a = StaticCpPlanner(o, layout).plan(batch);
+    const Assignment a = make_planner(layout == CpLayout::kRing ? "ring" : "zigzag", o)->plan(batch);
     for (Pass pass : {Pass::kForward, Pass::kBackward}) {
-      const auto report = verify_plan(compile(a, heads, pass, Schedule::kPingPong), a.batch);
+      const auto report = verify_plan(compile(a, heads, pass, CommMode::kPingPong), a.batch);
       EXPECT_TRUE(report.ok()) << a.planner << ": " << report.summary();
     }
   }

@@ -1,5 +1,6 @@
 #include "fulcrum/planners/baselines/wlb.hpp"
 
+#include "fulcrum/core/error.hpp"
 #include "fulcrum/cost/attention_cost.hpp"
 #include "fulcrum/cost/model_cost.hpp"
 
@@ -8,12 +9,18 @@
 
 namespace fulcrum {
 
-PlannerCapabilities WlbPlanner::capabilities() const {
-  return {.moves_attention = false,
-          .splits_documents = false,  // except documents longer than S_max, cut into S_max pieces
-          .keeps_documents = false,
-          .keeps_placement = false,
-          .masks = all_mask_kinds()};  // band masks exactly; index-list masks over their causal hull
+namespace {
+
+const OptionSpec kTokenCap{"wlb-token-cap", "wlb: micro-batch token cap S_max, in units of tokens-per-rank", 1.5, 1,
+                           1000};
+
+}  // namespace
+
+WlbPlanner::WlbPlanner(const PlannerOptions& options)
+    : model_(options.model), token_cap_(options.get(kTokenCap)), cp_(std::max(1, options.get_int(cp_degree_option()))) {}
+
+Tokens WlbPlanner::longest_whole_document(Tokens tokens_per_rank, int cp) const {
+  return static_cast<Tokens>(std::floor(token_cap_ * static_cast<double>(tokens_per_rank * cp)));
 }
 
 std::size_t WlbPlanner::deferred_documents() const {
@@ -31,13 +38,30 @@ Tokens WlbPlanner::deferred_tokens() const {
   return n;
 }
 
-Assignment WlbPlanner::plan(const Batch& batch) {
-  options_.validate(batch.tokens_per_rank);
+Assignment WlbPlanner::do_plan(const Batch& batch) {
+  if (cp_ == 1) return pack(batch);
+  if (batch.ranks % cp_ != 0) fail("cp-degree = {}: must divide the batch's {} ranks (wlb)", cp_, batch.ranks);
+  // WLB-LLM packs documents into one micro-batch per CP group ...
+  Batch groups = batch;
+  groups.ranks = batch.ranks / cp_;
+  groups.tokens_per_rank = batch.tokens_per_rank * cp_;
+  for (auto& s : groups.segments) s.rank /= cp_;
+  const Assignment packed = pack(groups);
+  // ... whose documents per-document CP then spreads over the group's cp ranks (it re-cuts every
+  // document a group holds into 2 cp chunks, so placing them on the group's first rank suffices).
+  Batch spread = packed.batch;
+  spread.ranks = batch.ranks;
+  spread.tokens_per_rank = batch.tokens_per_rank;
+  for (auto& s : spread.segments) s.rank *= cp_;
+  return per_document_cp(spread, cp_);
+}
+
+Assignment WlbPlanner::pack(const Batch& batch) {
   const int ranks = batch.ranks;
-  const auto cap = static_cast<Tokens>(std::floor(options_.wlb_token_cap * static_cast<double>(batch.tokens_per_rank)));
-  const double linear = linear_forward_flops_per_token(options_.model);
+  const Tokens cap = longest_whole_document(batch.tokens_per_rank, 1);
+  const double linear = linear_forward_flops_per_token(model_);
   auto work = [&](const Document& d) {
-    return attention_forward_flops(options_.model, d.mask, std::array<Range, 1>{Range{0, d.length}}, {0, d.length},
+    return attention_forward_flops(model_, d.mask, std::array<Range, 1>{Range{0, d.length}}, {0, d.length},
                                    d.length) +
            linear * static_cast<double>(d.length);
   };
@@ -97,7 +121,7 @@ Assignment WlbPlanner::plan(const Batch& batch) {
     tokens[r] += d.length;
   }
 
-  Assignment a{.planner = "wlb", .batch = {}, .tasks = {}, .transfers = {}};
+  Assignment a{.planner = {}, .batch = {}, .tasks = {}, .transfers = {}};
   a.batch.ranks = ranks;
   a.batch.tokens_per_rank = batch.tokens_per_rank;
   for (int r = 0; r < ranks; ++r) {
@@ -110,6 +134,19 @@ Assignment WlbPlanner::plan(const Batch& batch) {
     }
   }
   return a;
+}
+
+PlannerRegistration wlb_registration() {
+  return {.name = "wlb",
+          .summary = "WLB-LLM: whole documents packed per CP group by estimated work, outliers delayed",
+          .capabilities = {.moves_attention = false,
+                           .splits_documents = true,  // with cp > 1 (per-document CP), and pieces longer than S_max
+                           .keeps_documents = false,
+                           .keeps_placement = false,
+                           .masks = all_mask_kinds(),  // band masks exactly; index-list masks over their hull
+                           .cp_groups = CpGroups::kHoldsDocuments},
+          .options = {cp_degree_option(), kTokenCap},
+          .make = [](const PlannerOptions& o) { return std::make_unique<WlbPlanner>(o); }};
 }
 
 }  // namespace fulcrum

@@ -6,7 +6,7 @@
 namespace fulcrum::dcp {
 
 Blocks make_blocks(const Batch& batch, Tokens block_tokens, const ModelShape& model) {
-  if (block_tokens < 1) fail("dcp-block = {}: must be >= 1 token", block_tokens);
+  FULCRUM_CHECK(block_tokens >= 1, "block of {} tokens (the dcp-block option checks its range)", block_tokens);
   Blocks blocks;
   for (int d = 0; d < static_cast<int>(batch.documents.size()); ++d) {
     const auto& doc = batch.documents[d];

@@ -6,32 +6,34 @@
 
 namespace fulcrum {
 
-PlannerCapabilities DcpPlanner::capabilities() const {
-  return {.moves_attention = true,
-          .splits_documents = true,
-          .keeps_documents = true,
-          .keeps_placement = false,
-          .masks = all_mask_kinds()};  // band masks exactly; index-list masks over their causal hull
-}
+namespace {
 
-Assignment DcpPlanner::plan(const Batch& batch) {
-  options_.validate(batch.tokens_per_rank);
-  const auto blocks = dcp::make_blocks(batch, options_.dcp_block, options_.model);
+const OptionSpec kBlock{"dcp-block", "DCP: tokens per data block", 1024, 1, 1 << 24, true};
+const OptionSpec kEpsilonMachines{"dcp-epsilon-machines", "DCP: balance slack of the partition across machines", 0.4,
+                                  0, 10};
+const OptionSpec kEpsilonDevices{"dcp-epsilon-devices", "DCP: balance slack across the devices of a machine", 0.1, 0,
+                                 10};
+const OptionSpec kDivisions{"dcp-divisions", "DCP: ordered divisions whose traffic overlaps compute", 4, 1, 64, true};
+
+}  // namespace
+
+Assignment DcpPlanner::do_plan(const Batch& batch) {
+  const auto blocks = dcp::make_blocks(batch, options_.get_tokens(kBlock), options_.model);
   const auto graph = dcp::placement_hypergraph(blocks, options_.model);
   // Two levels only when the ranks fill whole machines; otherwise one level across all ranks.
   const int per_machine = options_.devices_per_machine;
   const bool two_levels = batch.ranks > per_machine && batch.ranks % per_machine == 0;
   const dcp::HierarchyConfig hierarchy{.machines = two_levels ? batch.ranks / per_machine : 1,
                                        .devices_per_machine = two_levels ? per_machine : batch.ranks,
-                                       .epsilon_machines = options_.dcp_epsilon_machines,
-                                       .epsilon_devices = options_.dcp_epsilon_devices,
+                                       .epsilon_machines = options_.get(kEpsilonMachines),
+                                       .epsilon_devices = options_.get(kEpsilonDevices),
                                        .allow_heaviest_vertex = true,
                                        .seed = options_.seed};
   const auto device = dcp::partition_hierarchical(graph, hierarchy);
   const int compute = static_cast<int>(blocks.compute.size());
-  const auto division = dcp::assign_divisions(blocks, device, options_.dcp_divisions, options_.model);
+  const auto division = dcp::assign_divisions(blocks, device, options_.get_int(kDivisions), options_.model);
 
-  Assignment a{.planner = "dcp", .batch = {}, .tasks = {}, .transfers = {}};
+  Assignment a{.planner = {}, .batch = {}, .tasks = {}, .transfers = {}};
   a.batch.ranks = batch.ranks;
   a.batch.tokens_per_rank = batch.tokens_per_rank;
   a.batch.documents = batch.documents;
@@ -64,6 +66,19 @@ Assignment DcpPlanner::plan(const Batch& batch) {
   }
   a.transfers = minimal_transfers(a.batch, a.tasks);
   return a;
+}
+
+PlannerRegistration dcp_registration() {
+  return {.name = "dcp",
+          .summary = "blockwise dynamic CP: blocks placed by hierarchical hypergraph partitioning, ordered divisions",
+          .capabilities = {.moves_attention = true,
+                           .splits_documents = true,
+                           .keeps_documents = true,
+                           .keeps_placement = false,
+                           .masks = all_mask_kinds(),  // band masks exactly; index-list masks over their hull
+                           .overlaps_traffic = true},
+          .options = {kBlock, kEpsilonMachines, kEpsilonDevices, kDivisions},
+          .make = [](const PlannerOptions& o) { return std::make_unique<DcpPlanner>(o); }};
 }
 
 }  // namespace fulcrum

@@ -12,12 +12,14 @@ namespace fulcrum {
 class DcpPlanner : public Planner {
  public:
   explicit DcpPlanner(const PlannerOptions& options) : options_(options) {}
-  std::string_view name() const override { return "dcp"; }
-  PlannerCapabilities capabilities() const override;
-  Assignment plan(const Batch& batch) override;
+
+ protected:
+  Assignment do_plan(const Batch& batch) override;
 
  private:
   PlannerOptions options_;
 };
+
+PlannerRegistration dcp_registration();
 
 }  // namespace fulcrum

@@ -11,11 +11,12 @@
 namespace fulcrum {
 namespace {
 
+constexpr Tokens kBlock = 32;
+
 PlannerOptions small_options() {
   PlannerOptions o;
   o.model = model_shape_preset("tiny");
-  o.dcp_block = 32;
-  o.granularity = 16;
+  o.set("dcp-block", kBlock);
   return o;
 }
 
@@ -39,12 +40,12 @@ TEST(DcpPlanner, CompiledPlansVerifyForEveryMaskAndDivisionCount) {
   for (const auto& mask : kMasks) {
     for (int divisions : {1, 2, 4}) {
       auto o = small_options();
-      o.dcp_divisions = divisions;
+      o.set("dcp-divisions", divisions);
       const Batch batch = small_batch(4, mask, 7);
-      const Assignment a = DcpPlanner(o).plan(batch);
+      const Assignment a = make_planner("dcp", o)->plan(batch);
       ASSERT_TRUE(verify(a, batch).ok()) << mask.to_string() << ": " << verify(a, batch).summary();
       for (Pass pass : {Pass::kForward, Pass::kBackward}) {
-        for (Schedule schedule : {Schedule::kPingPong, Schedule::kSingleStream}) {
+        for (CommMode schedule : {CommMode::kPingPong, CommMode::kSingleStream}) {
           const auto report = verify_plan(compile(a, heads, pass, schedule), a.batch);
           ASSERT_TRUE(report.ok()) << mask.to_string() << " T=" << divisions << ": " << report.summary();
         }
@@ -58,17 +59,17 @@ TEST(DcpPlanner, CompiledPlansVerifyForEveryMaskAndDivisionCount) {
 TEST(DcpPlanner, DataBlocksStayWholeAndTasksAreTiles) {
   const auto o = small_options();
   const Batch batch = small_batch(4, MaskSpec::causal(), 3);
-  const Assignment a = DcpPlanner(o).plan(batch);
+  const Assignment a = make_planner("dcp", o)->plan(batch);
   for (const auto& s : a.batch.segments) {
-    EXPECT_EQ(s.tokens.begin % o.dcp_block, 0);
-    EXPECT_TRUE(s.tokens.end % o.dcp_block == 0 || s.tokens.end == a.batch.documents[s.doc].length);
+    EXPECT_EQ(s.tokens.begin % kBlock, 0);
+    EXPECT_TRUE(s.tokens.end % kBlock == 0 || s.tokens.end == a.batch.documents[s.doc].length);
   }
   for (const auto& t : a.tasks) {
-    EXPECT_EQ(t.queries[0].begin % o.dcp_block, 0);
-    EXPECT_LE(t.queries[0].size(), o.dcp_block);
+    EXPECT_EQ(t.queries[0].begin % kBlock, 0);
+    EXPECT_LE(t.queries[0].size(), kBlock);
     EXPECT_TRUE(t.queries[1].empty());
     EXPECT_GE(t.division, 0);
-    EXPECT_LT(t.division, o.dcp_divisions);
+    EXPECT_LT(t.division, o.get(find_planner_option("dcp-divisions")));
   }
 }
 
@@ -80,11 +81,11 @@ TEST(DcpPlanner, BalancesAFullSizeBatchAcrossMachines) {
   auto source = make_length_source("pretrain", 1, 4096);
   BatchStream stream([&] { return source->next(); }, 32, 4096);
   const Batch batch = stream.next();
-  const Assignment a = DcpPlanner(o).plan(batch);
+  const Assignment a = make_planner("dcp", o)->plan(batch);
   ASSERT_TRUE(verify(a, batch).ok()) << verify(a, batch).summary();
   const auto dcp = compute_stats(a, o.model);
   const auto ring = compute_stats(make_planner("ring", o)->plan(batch), o.model);
-  EXPECT_LE(dcp.imbalance, (1 + o.dcp_epsilon_machines) * (1 + o.dcp_epsilon_devices) + 0.05);
+  EXPECT_LE(dcp.imbalance, (1 + o.get(find_planner_option("dcp-epsilon-machines"))) * (1 + o.get(find_planner_option("dcp-epsilon-devices"))) + 0.05);
   EXPECT_LT(dcp.comm_bytes_total, ring.comm_bytes_total / 2);
 }
 

@@ -37,7 +37,7 @@ double fetch_bytes(const Blocks& blocks, std::span<const int> device, int c, con
 
 std::vector<int> assign_divisions(const Blocks& blocks, std::span<const int> device, int divisions,
                                   const ModelShape& model) {
-  if (divisions < 1) fail("dcp-divisions = {}: must be >= 1", divisions);
+  FULCRUM_CHECK(divisions >= 1, "{} divisions (the dcp-divisions option checks its range)", divisions);
   const int compute = static_cast<int>(blocks.compute.size());
   const auto bytes = token_bytes(model);
   int devices = 0;

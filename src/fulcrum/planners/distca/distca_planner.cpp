@@ -1,24 +1,43 @@
 #include "fulcrum/planners/distca/distca_planner.hpp"
 
+#include "fulcrum/core/error.hpp"
 #include "fulcrum/planners/distca/scheduler.hpp"
 
 namespace fulcrum {
 
-PlannerCapabilities DistcaPlanner::capabilities() const {
-  return {.moves_attention = true,
-          .splits_documents = true,
-          .keeps_documents = true,
-          .keeps_placement = true,
-          .masks = all_mask_kinds()};  // band masks exactly; index-list masks over their causal hull
-}
+namespace {
 
-Assignment DistcaPlanner::plan(const Batch& batch) {
-  options_.validate(batch.tokens_per_rank);
-  auto result = distca::schedule(batch, options_.model, {options_.tolerance, options_.granularity});
-  Assignment a{.planner = "distca", .batch = batch, .tasks = distca::items_to_tasks(batch, result.items),
-               .transfers = {}};
+const OptionSpec kTolerance{"tolerance", "DistCA: stop when every server is within this x the mean load", 0.1, 0, 10};
+const OptionSpec kGranularity{"granularity", "DistCA: shard sizes are multiples of this many tokens (the kernel tile)",
+                              128, 1, 1 << 24, true};
+
+}  // namespace
+
+DistcaPlanner::DistcaPlanner(const PlannerOptions& options)
+    : model_(options.model), tolerance_(options.get(kTolerance)), granularity_(options.get_tokens(kGranularity)) {}
+
+Assignment DistcaPlanner::do_plan(const Batch& batch) {
+  if (granularity_ > batch.tokens_per_rank) {
+    fail("granularity = {}: must be in [1, tokens-per-rank = {}]", granularity_, batch.tokens_per_rank);
+  }
+  auto result = distca::schedule(batch, model_, {tolerance_, granularity_});
+  Assignment a{.planner = {}, .batch = batch, .tasks = distca::items_to_tasks(batch, result.items), .transfers = {}};
   a.transfers = minimal_transfers(a.batch, a.tasks);
   return a;
+}
+
+PlannerRegistration distca_registration() {
+  return {.name = "distca",
+          .summary = "core-attention disaggregation: CA-task shards moved to balance attention FLOPs",
+          .capabilities = {.moves_attention = true,
+                           .splits_documents = true,
+                           .keeps_documents = true,
+                           .keeps_placement = true,
+                           .masks = all_mask_kinds(),  // band masks exactly; index-list masks over their hull
+                           .overlaps_traffic = true,
+                           .pools_pipeline_stages = true},
+          .options = {kTolerance, kGranularity},
+          .make = [](const PlannerOptions& o) { return std::make_unique<DistcaPlanner>(o); }};
 }
 
 }  // namespace fulcrum

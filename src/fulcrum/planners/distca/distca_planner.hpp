@@ -9,13 +9,17 @@ namespace fulcrum {
 
 class DistcaPlanner : public Planner {
  public:
-  explicit DistcaPlanner(const PlannerOptions& options) : options_(options) {}
-  std::string_view name() const override { return "distca"; }
-  PlannerCapabilities capabilities() const override;
-  Assignment plan(const Batch& batch) override;
+  explicit DistcaPlanner(const PlannerOptions& options);
+
+ protected:
+  Assignment do_plan(const Batch& batch) override;
 
  private:
-  PlannerOptions options_;
+  ModelShape model_;
+  double tolerance_;
+  Tokens granularity_;
 };
+
+PlannerRegistration distca_registration();
 
 }  // namespace fulcrum

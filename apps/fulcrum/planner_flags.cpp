@@ -1,0 +1,28 @@
+// The planners' option flags, generated from their declarations (planners/registry): `plan`, `run` and
+// `simulate` get the same --NAME, help, default and range for every option of every planner.
+#include "commands.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace fulcrum::cli {
+
+std::string planner_list() { return fmt::format("{}", fmt::join(planner_names(), ", ")); }
+
+void add_planner_flags(CLI::App& cmd, PlannerOptions& options) {
+  for (const OptionSpec& spec : planner_option_specs()) {
+    const std::string name(spec.name);
+    cmd.add_option_function<double>(
+           "--" + name, [&options, name](double value) { options.set(name, value); },
+           fmt::format("{} (default {}; {})", spec.help, spec.default_text(), spec.range_text()))
+        ->group("Planner options");
+  }
+}
+
+void add_topology_flags(CLI::App& cmd, PlannerOptions& options) {
+  cmd.add_option("--devices-per-machine", options.devices_per_machine,
+                 "ranks per machine (DCP partitions machines, then their devices)")
+      ->capture_default_str();
+}
+
+}  // namespace fulcrum::cli

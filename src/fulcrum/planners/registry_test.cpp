@@ -1,0 +1,66 @@
+#include "fulcrum/core/error.hpp"
+#include "fulcrum/planners/planner.hpp"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+namespace fulcrum {
+namespace {
+
+TEST(PlannerRegistry, EveryRegistrationIsComplete) {
+  std::set<std::string> names;
+  for (const auto& r : planner_registry()) {
+    EXPECT_TRUE(names.insert(std::string(r.name)).second) << "duplicate " << r.name;
+    EXPECT_FALSE(r.summary.empty()) << r.name;
+    EXPECT_FALSE(r.capabilities.masks.empty()) << r.name;
+    PlannerOptions options;
+    options.model = model_shape_preset("tiny");
+    const auto planner = make_planner(r.name, options);
+    EXPECT_EQ(planner->name(), r.name);
+    EXPECT_EQ(&planner->capabilities(), &r.capabilities);
+  }
+  EXPECT_EQ(planner_names().size(), planner_registry().size());
+}
+
+TEST(PlannerRegistry, OptionsAreDeclaredOnceWithSaneDefaults) {
+  std::set<std::string> names;
+  for (const auto& spec : planner_option_specs()) {
+    EXPECT_TRUE(names.insert(std::string(spec.name)).second) << spec.name;
+    EXPECT_NO_THROW(spec.check(spec.default_value)) << spec.name;
+    EXPECT_EQ(&find_planner_option(spec.name), &find_planner_option(spec.name));
+    EXPECT_FALSE(spec.help.empty()) << spec.name;
+  }
+  // cp-degree is read by two planners and listed once.
+  EXPECT_EQ(names.count("cp-degree"), 1u);
+  int readers = 0;
+  for (const auto& r : planner_registry()) {
+    for (const auto& o : r.options) readers += o.name == "cp-degree";
+  }
+  EXPECT_EQ(readers, 2);
+}
+
+TEST(PlannerRegistry, OptionsKeepTheirValues) {
+  PlannerOptions o;
+  const OptionSpec& block = find_planner_option("dcp-block");
+  EXPECT_EQ(o.get(block), block.default_value);
+  o.set("dcp-block", 256);
+  EXPECT_EQ(o.get_tokens(block), 256);
+  EXPECT_EQ(o.values().size(), 1u);
+  EXPECT_EQ(block.range_text(), "a whole number in [1, 16777216]");
+  EXPECT_EQ(find_planner_option("tolerance").range_text(), "in [0, 10]");
+}
+
+TEST(PlannerRegistry, UnknownPlannerNamesTheChoices) {
+  try {
+    make_planner("ring-attention", PlannerOptions{});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
+    EXPECT_NE(std::string(e.what()).find("planner = 'ring-attention': unknown; choose from distca, dcp"),
+              std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace fulcrum
