@@ -154,6 +154,31 @@ with tempfile.TemporaryDirectory() as tmp:
     for args, field in kernel_bad_inputs:
         check_bad_input(args, run(*args), field)
 
+    # Planner options are declared once (planners/registry): plan, run and simulate list the same flags with
+    # the same help, defaults and ranges, and each accepts every one of them.
+    def planner_option_lines(command):
+        text = run(command, "--help").stdout
+        check("Planner options:" in text, f"{command} --help has no planner options")
+        return text.split("Planner options:")[1].split("\n\n")[0].strip().splitlines()
+
+    option_help = planner_option_lines("plan")
+    for command in ("run", "simulate"):
+        check(planner_option_lines(command) == option_help, f"{command} --help lists other planner options than plan")
+    flags = [line.split()[0] for line in option_help if line.lstrip().startswith("--")]
+    for flag in ("--tolerance", "--granularity", "--cp-degree", "--wlb-token-cap", "--dcp-block", "--dcp-divisions",
+                 "--dcp-epsilon-machines", "--dcp-epsilon-devices"):
+        check(flag in flags, f"planner option {flag} missing from --help")
+    # Every flag is accepted by every command (its default is in range), and a value out of range is bad
+    # input naming the option, from any command.
+    for flag in flags:
+        line = next(l for l in option_help if l.lstrip().startswith(flag + " "))
+        default = line.split("(default ")[1].split(";")[0] if "(default " in line else \
+            option_help[option_help.index(line) + 1].split("(default ")[1].split(";")[0]
+        result = run("plan", "--ranks", "4", "--tokens-per-rank", "2048", "--planners", "packed", flag, default)
+        check(result.returncode == 0, f"plan {flag} {default}: exit {result.returncode}: {result.stderr.strip()}")
+        for command in ("plan", "run", "simulate"):
+            check_bad_input([command, flag, "-1"], run(command, flag, "-1"), flag[2:])
+
 if failures:
     print("\n".join(failures))
     sys.exit(1)

@@ -15,6 +15,7 @@ void add_planner_flags(CLI::App& cmd, PlannerOptions& options) {
     cmd.add_option_function<double>(
            "--" + name, [&options, name](double value) { options.set(name, value); },
            fmt::format("{} (default {}; {})", spec.help, spec.default_text(), spec.range_text()))
+        ->type_name(spec.integer ? "INT" : "FLOAT")
         ->group("Planner options");
   }
 }

@@ -17,16 +17,19 @@ void PlanConfig::validate() const {
   validate_batch_shape(ranks, tokens_per_rank);
   if (batches < 1) fail("batches = {}: must be >= 1", batches);
   if (planners.empty()) fail("planners: name at least one");
-  auto opts = options;
-  opts.model = model_shape_preset(model);
   MaskSpec::parse(mask);
-  for (const auto& p : planners) make_planner(p, opts);  // rejects unknown names
+  for (const auto& p : planners) make_planner(p, planner_options());  // rejects unknown names
+}
+
+PlannerOptions PlanConfig::planner_options() const {
+  PlannerOptions o = options;
+  o.model = model_shape_preset(model);
+  return o;
 }
 
 PlanComparison compare_planners(const PlanConfig& config) {
   config.validate();
-  PlannerOptions options = config.options;
-  options.model = model_shape_preset(config.model);
+  const PlannerOptions options = config.planner_options();
   const MaskSpec mask = MaskSpec::parse(config.mask);
 
   auto source = make_length_source(config.dataset, config.seed, config.tokens_per_rank);

@@ -24,6 +24,8 @@ struct PlanConfig {
   PlannerOptions options;  // model is filled from `model`
 
   void validate() const;
+  /// What the planners get: `options` with the model of `model`.
+  PlannerOptions planner_options() const;
 };
 
 struct PlannerSummary {

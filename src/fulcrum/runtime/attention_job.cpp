@@ -117,13 +117,17 @@ void save_plans(const JobConfig& config, const Plan& forward, const Plan& backwa
 
 void JobConfig::validate(int ranks) const {
   validate_batch_shape(ranks, tokens_per_rank);
-  auto opts = options;
-  opts.model = model_shape_preset(model);
   MaskSpec::parse(mask);
   make_length_source(dataset, seed, tokens_per_rank);
-  make_planner(planner, opts);
+  make_planner(planner, planner_options());
   if (repeats < 1 || repeats > 1000) fail("repeats = {}: must be in [1, 1000]", repeats);
   if (threads < 0 || threads > 1024) fail("threads = {}: must be in [0, 1024] (0 = automatic)", threads);
+}
+
+PlannerOptions JobConfig::planner_options() const {
+  PlannerOptions o = options;
+  o.model = model_shape_preset(model);
+  return o;
 }
 
 double JobResult::max_error() const { return *std::max_element(relative_error.begin(), relative_error.end()); }
@@ -133,8 +137,7 @@ JobResult run_attention_job(const JobConfig& config, Communicator& comm) {
   const int rank = comm.rank();
   omp_set_num_threads(config.threads > 0 ? config.threads : std::max(1, omp_get_num_procs() / comm.size()));
 
-  PlannerOptions options = config.options;
-  options.model = model_shape_preset(config.model);
+  const PlannerOptions options = config.planner_options();
   auto source = make_length_source(config.dataset, config.seed, config.tokens_per_rank);
   BatchStream stream([&] { return source->next(); }, comm.size(), config.tokens_per_rank, MaskSpec::parse(config.mask));
   const Batch batch = stream.next();

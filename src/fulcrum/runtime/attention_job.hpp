@@ -31,6 +31,8 @@ struct JobConfig {
   std::string save_plans;  // a folder: rank 0 writes the compiled plans there (binary, or JSON if it ends in .json)
 
   void validate(int ranks) const;
+  /// What the planner gets: `options` with the model of `model`.
+  PlannerOptions planner_options() const;
 };
 
 /// Per rank, per pass, plus the job-wide results. Identical on every rank after the job.

@@ -144,6 +144,24 @@ TEST(Training, MemoryFollowsTheFormulaAndReportsOutOfMemory) {
   EXPECT_FALSE(simulate_training(small_config("distca"), tiny(), h200()).memory.out_of_memory());
 }
 
+// A simulated rank is a TP group, so a node of 8 GPUs holds 8 / tp of them: DCP's machine level follows
+// the topology, and cp-degree follows the layout for planners that plan in CP groups.
+TEST(Training, PlannersGetTheTopologysMachineSize) {
+  for (int tp : {1, 2, 8}) {
+    TrainingConfig c = small_config("dcp");
+    c.parallel = {.gpus = 16, .tp = tp, .pp = 1, .cp = 1, .microbatches = 0};
+    c.iterations = 1;
+    const ModelShape llama = model_shape_preset("llama3-8b");  // 8 kv heads: tp 8 divides them
+    const PlannerOptions o = training_planner_options(c, llama, h200());
+    EXPECT_EQ(o.devices_per_machine, 8 / tp) << "tp " << tp;
+    EXPECT_EQ(o.values().count("cp-degree"), 0u) << "dcp plans over all ranks";
+    EXPECT_GT(simulate_training(c, llama, h200()).tokens_per_s, 0) << "tp " << tp;
+  }
+  TrainingConfig wlb = small_config("wlb");
+  wlb.parallel.cp = 4;
+  EXPECT_EQ(training_planner_options(wlb, tiny(), h200()).get(find_planner_option("cp-degree")), 4);
+}
+
 TEST(Training, BadConfigurationsNameTheField) {
   auto expect_error = [](TrainingConfig c, const std::string& field) {
     try {
