@@ -2,7 +2,7 @@
 // `fulcrum bench comm`: latency and bandwidth between two MPI ranks, and memcpy bandwidth.
 #include "commands.hpp"
 
-#include "fulcrum/report/kernel_bench.hpp"
+#include "fulcrum/report/kernel_bench_report.hpp"
 #include "fulcrum/report/table.hpp"
 #include "fulcrum/runtime/link_bench.hpp"
 #include "fulcrum/runtime/mpi_communicator.hpp"
@@ -20,7 +20,7 @@ Action add_bench_command(CLI::App& app) {
   auto* bench = app.add_subcommand("bench", "Measure Fulcrum's components on this machine");
   bench->require_subcommand(1);
   auto* cmd = bench->add_subcommand("kernels", "GFLOP/s and % of FMA peak of the CPU attention kernels");
-  auto config = std::make_shared<KernelBenchConfig>();
+  auto config = std::make_shared<studies::KernelBenchConfig>();
   auto json_path = std::make_shared<std::string>();
   auto no_backward = std::make_shared<bool>(false);
   cmd->add_option("--lengths", config->lengths, "document lengths to time")->delimiter(',')->capture_default_str();
@@ -37,9 +37,9 @@ Action add_bench_command(CLI::App& app) {
   cmd->add_option("--json", *json_path, "also write the results as JSON to this path");
   return [config, json_path, no_backward] {
     config->backward = !*no_backward;
-    const auto result = run_kernel_bench(*config);
-    fmt::print("{}", result.to_table());
-    if (!json_path->empty()) write_json(*json_path, result.to_json());
+    const auto result = studies::run_kernel_bench(*config);
+    fmt::print("{}", kernel_bench_table(result));
+    if (!json_path->empty()) write_json(*json_path, kernel_bench_json(result));
     return 0;
   };
 }

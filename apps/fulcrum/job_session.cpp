@@ -3,7 +3,7 @@
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/report/chrome_trace.hpp"
 #include "fulcrum/report/run_report.hpp"
-#include "fulcrum/report/sim_validation.hpp"
+#include "fulcrum/report/sim_validation_report.hpp"
 #include "fulcrum/report/text_file.hpp"
 #include "fulcrum/runtime/local_communicator.hpp"
 #include "fulcrum/runtime/mpi_communicator.hpp"
@@ -79,23 +79,23 @@ Injection parse_injection(const std::string& text, int ranks) {
   return out;
 }
 
-std::vector<runtime::JobResult> run_jobs(const SessionOptions& options, const std::vector<runtime::JobConfig>& jobs,
+std::vector<studies::JobResult> run_jobs(const SessionOptions& options, const std::vector<studies::JobConfig>& jobs,
                                          runtime::Communicator& comm) {
   const Injection injection = parse_injection(options.inject_failure, comm.size());
-  std::vector<runtime::JobResult> results;
+  std::vector<studies::JobResult> results;
   for (const auto& job : jobs) {
     if (comm.rank() == injection.rank) {
       if (!injection.hang) fail_runtime("injected failure (--inject-failure {})", options.inject_failure);
       std::this_thread::sleep_for(std::chrono::duration<double>(2 * options.timeout_s));
       fail_runtime("injected hang ended after {} s", 2 * options.timeout_s);
     }
-    results.push_back(runtime::run_attention_job(job, comm));
+    results.push_back(studies::run_attention_job(job, comm));
   }
   return results;
 }
 
 // Every job's events in one trace: job j's rank r is process j * ranks + r.
-void write_trace(const std::vector<runtime::JobResult>& results, const std::string& path) {
+void write_trace(const std::vector<studies::JobResult>& results, const std::string& path) {
   runtime::Timeline all;
   std::vector<std::string> names;
   for (std::size_t j = 0; j < results.size(); ++j) {
@@ -109,7 +109,7 @@ void write_trace(const std::vector<runtime::JobResult>& results, const std::stri
   write_chrome_trace(all, path, names);
 }
 
-int report(const SessionOptions& options, const std::vector<runtime::JobResult>& results, bool print) {
+int report(const SessionOptions& options, const std::vector<studies::JobResult>& results, bool print) {
   std::string text;
   for (const auto& job : results) text += run_rank_table(job) + "\n";
   text += run_comparison_table(results);
@@ -138,8 +138,8 @@ int report(const SessionOptions& options, const std::vector<runtime::JobResult>&
   if (!svg.empty()) write_text_file(svg, bar_chart_svg(attention_chart(results)));
   if (!options.simulate.empty()) {
     const HardwareModel hardware = load_hardware(options.simulate);
-    std::vector<SimValidation> rows;
-    for (const auto& job : results) rows.push_back(validate_with_simulator(job, hardware));
+    std::vector<studies::SimValidation> rows;
+    for (const auto& job : results) rows.push_back(studies::validate_with_simulator(job, hardware));
     fmt::print("\nsimulated on {} against measured:\n{}", hardware.name, validation_table(rows));
     if (!options.report_dir.empty()) write_json(options.report_dir + "/simulated.json", validation_json(rows));
   }
@@ -147,12 +147,12 @@ int report(const SessionOptions& options, const std::vector<runtime::JobResult>&
   return code;
 }
 
-int run_mpi(const SessionOptions& options, const std::vector<runtime::JobConfig>& jobs) {
+int run_mpi(const SessionOptions& options, const std::vector<studies::JobConfig>& jobs) {
   runtime::MpiSession session;
   auto comm = std::make_unique<runtime::MpiCommunicator>(
       options.progress == "none" ? runtime::MpiProgress::kNone : runtime::MpiProgress::kThread);
   comm->set_timeout_s(options.timeout_s);
-  std::vector<runtime::JobResult> results;
+  std::vector<studies::JobResult> results;
   try {
     if (comm->size() != options.ranks) {
       fail("ranks = {}: the job was started with {} MPI processes", options.ranks, comm->size());
@@ -166,8 +166,8 @@ int run_mpi(const SessionOptions& options, const std::vector<runtime::JobConfig>
   return report(options, results, comm->rank() == 0);
 }
 
-int run_local(const SessionOptions& options, const std::vector<runtime::JobConfig>& jobs) {
-  std::vector<runtime::JobResult> results;
+int run_local(const SessionOptions& options, const std::vector<studies::JobConfig>& jobs) {
+  std::vector<studies::JobResult> results;
   std::mutex mutex;
   runtime::run_local_ranks(
       options.ranks,
@@ -201,7 +201,7 @@ void SessionOptions::add_to(CLI::App& cmd) {
 
 void set_command_line(int argc, char** argv) { command_line().assign(argv, argv + argc); }
 
-int run_job_session(const SessionOptions& requested, const std::vector<runtime::JobConfig>& jobs) {
+int run_job_session(const SessionOptions& requested, const std::vector<studies::JobConfig>& jobs) {
   SessionOptions options = requested;
   if (options.ranks == 0) {  // every process mpiexec started, or 4 local ranks
     const char* world = std::getenv("OMPI_COMM_WORLD_SIZE");

@@ -4,7 +4,7 @@
 // write what rank 0 reports.
 #pragma once
 
-#include "fulcrum/runtime/attention_job.hpp"
+#include "fulcrum/studies/attention_job.hpp"
 
 #include <CLI/CLI.hpp>
 
@@ -36,6 +36,6 @@ bool started_by_mpiexec();
 int relaunch_under_mpiexec(int ranks);
 
 /// Runs `jobs` in order on every rank and reports; returns the process exit code.
-int run_job_session(const SessionOptions& options, const std::vector<runtime::JobConfig>& jobs);
+int run_job_session(const SessionOptions& options, const std::vector<studies::JobConfig>& jobs);
 
 }  // namespace fulcrum::cli

@@ -2,7 +2,7 @@
 #include "commands.hpp"
 
 #include "fulcrum/core/error.hpp"
-#include "fulcrum/report/plan_comparison.hpp"
+#include "fulcrum/report/plan_comparison_report.hpp"
 #include "json_output.hpp"
 
 #include <fmt/format.h>
@@ -13,7 +13,7 @@ namespace fulcrum::cli {
 
 Action add_plan_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("plan", "Plan batches with DistCA and the baselines; compare balance and traffic");
-  auto config = std::make_shared<PlanConfig>();
+  auto config = std::make_shared<studies::PlanConfig>();
   auto json_path = std::make_shared<std::string>();
   auto planners = std::make_shared<std::string>("distca,packed,perdoc-cp,wlb");
   cmd->add_option("--dataset", config->dataset, "pretrain | prolong | uniform:MIN:MAX | lognormal:MU:SIGMA | file:PATH")
@@ -36,10 +36,10 @@ Action add_plan_command(CLI::App& app) {
       if (end > start) config->planners.push_back(planners->substr(start, end - start));
       start = end + 1;
     }
-    const auto comparison = compare_planners(*config);
-    fmt::print("{}", comparison.to_table());
+    const auto comparison = studies::compare_planners(*config);
+    fmt::print("{}", plan_comparison_table(comparison));
     fmt::print("packed input imbalance: {:.3f}\n", comparison.packed_imbalance);
-    if (!json_path->empty()) write_json(*json_path, comparison.to_json());
+    if (!json_path->empty()) write_json(*json_path, plan_comparison_json(comparison));
     for (const auto& p : comparison.planners) {
       if (!p.valid) return 1;
     }

@@ -11,7 +11,7 @@
 namespace fulcrum::cli {
 namespace {
 
-void add_job_options(CLI::App& cmd, runtime::JobConfig& job) {
+void add_job_options(CLI::App& cmd, studies::JobConfig& job) {
   cmd.add_option("--dataset", job.dataset, "pretrain | prolong | uniform:MIN:MAX | lognormal:MU:SIGMA | file:PATH")
       ->capture_default_str();
   cmd.add_option("--model", job.model, "llama3-8b | llama-34b | qwen2.5-3b | tiny")->capture_default_str();
@@ -31,12 +31,12 @@ void add_job_options(CLI::App& cmd, runtime::JobConfig& job) {
 }
 
 /// Jobs for every (planner, mode) pair; mode `signal` is the pingpong plan with 1-byte messages.
-std::vector<runtime::JobConfig> jobs_for(const runtime::JobConfig& base, const std::string& planners,
+std::vector<studies::JobConfig> jobs_for(const studies::JobConfig& base, const std::string& planners,
                                          const std::string& modes) {
-  std::vector<runtime::JobConfig> jobs;
+  std::vector<studies::JobConfig> jobs;
   for (const auto& planner : split_fields(planners, ',')) {
     for (const auto& mode : split_fields(modes, ',')) {
-      runtime::JobConfig job = base;
+      studies::JobConfig job = base;
       job.planner = std::string(planner);
       job.mode = parse_comm_mode(mode, "modes");
       jobs.push_back(job);
@@ -50,7 +50,7 @@ std::vector<runtime::JobConfig> jobs_for(const runtime::JobConfig& base, const s
 
 Action add_run_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "Run core attention forward and backward on real ranks and verify it");
-  auto job = std::make_shared<runtime::JobConfig>();
+  auto job = std::make_shared<studies::JobConfig>();
   auto session = std::make_shared<SessionOptions>();
   auto planners = std::make_shared<std::string>("distca");
   auto modes = std::make_shared<std::string>("pingpong");
@@ -63,7 +63,7 @@ Action add_run_command(CLI::App& app) {
 
 Action add_demo_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("demo", "The main job: DistCA and the baselines on 4 local ranks, verified, with a report");
-  auto job = std::make_shared<runtime::JobConfig>();
+  auto job = std::make_shared<studies::JobConfig>();
   auto session = std::make_shared<SessionOptions>();
   session->report_dir = "fulcrum-demo";
   job->dataset = "pretrain";

@@ -18,7 +18,7 @@ namespace fulcrum::cli {
 namespace {
 
 struct SimulateArgs {
-  sim::StudySpec spec;
+  studies::StudySpec spec;
   std::string systems = "distca,wlb,perdoc-cp,packed";
   std::string modes = "pingpong";
   std::string baseline_mode = "single-stream";
@@ -99,8 +99,8 @@ Action add_simulate_command(CLI::App& app) {
     spec.modes.clear();
     for (const auto& m : split_list(a->modes)) spec.modes.push_back(parse_comm_mode(m, "modes"));
     spec.baseline_mode = parse_comm_mode(a->baseline_mode, "baseline-mode");
-    for (const auto& s : a->sweep) spec.sweep.push_back(sim::parse_sweep_axis(s));
-    const sim::Study study = sim::run_study(spec, show_progress);
+    for (const auto& s : a->sweep) spec.sweep.push_back(studies::parse_sweep_axis(s));
+    const studies::Study study = studies::run_study(spec, show_progress);
     fmt::print("{}", study_table(study));
     if (!a->json_path.empty()) write_json(a->json_path, study_json(study));
     if (!a->csv_path.empty()) write_text_file(a->csv_path, study_csv(study));

@@ -18,11 +18,11 @@ std::string error_text(double e) { return e < 0 ? "n/a" : fmt::format("{:.1e}", 
 
 }  // namespace
 
-const char* mode_name(const runtime::JobConfig& config) {
+const char* mode_name(const studies::JobConfig& config) {
   return to_string(config.mode);
 }
 
-RunMetrics run_metrics(const runtime::JobResult& job) {
+RunMetrics run_metrics(const studies::JobResult& job) {
   RunMetrics m;
   m.planner = job.config.planner;
   m.mode = mode_name(job.config);
@@ -44,7 +44,7 @@ RunMetrics run_metrics(const runtime::JobResult& job) {
   return m;
 }
 
-std::string run_rank_table(const runtime::JobResult& job) {
+std::string run_rank_table(const studies::JobResult& job) {
   const RunMetrics m = run_metrics(job);
   Table t({"rank", "attention ms", "attention cpu ms", "comm ms", "exposed comm ms", "idle ms", "sent"});
   for (int r = 0; r < job.ranks; ++r) {
@@ -55,7 +55,7 @@ std::string run_rank_table(const runtime::JobResult& job) {
                      job.tasks, job.messages, job.planned_imbalance, job.packed_imbalance, t.to_string());
 }
 
-std::string run_comparison_table(std::span<const runtime::JobResult> jobs) {
+std::string run_comparison_table(std::span<const studies::JobResult> jobs) {
   Table t({"planner", "mode", "max attn ms", "mean attn ms", "imbalance", "imbalance cpu", "comm ms", "exposed ms",
            "overlap", "max rel error"});
   for (const auto& job : jobs) {
@@ -67,7 +67,7 @@ std::string run_comparison_table(std::span<const runtime::JobResult> jobs) {
   return t.to_string();
 }
 
-nlohmann::json run_json(std::span<const runtime::JobResult> jobs) {
+nlohmann::json run_json(std::span<const studies::JobResult> jobs) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& job : jobs) {
     const RunMetrics m = run_metrics(job);
@@ -112,7 +112,7 @@ nlohmann::json run_json(std::span<const runtime::JobResult> jobs) {
   return out;
 }
 
-BarChart attention_chart(std::span<const runtime::JobResult> jobs) {
+BarChart attention_chart(std::span<const studies::JobResult> jobs) {
   BarChart chart;
   chart.title = "Core-attention time per rank (forward + backward, CPU seconds)";
   chart.y_label = "attention CPU time (ms)";

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "fulcrum/report/svg_chart.hpp"
-#include "fulcrum/runtime/attention_job.hpp"
+#include "fulcrum/studies/attention_job.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -25,15 +25,15 @@ struct RunMetrics {
   double max_error = -1;     // largest relative error of O, LSE, dQ, dK, dV; -1 when not checked
 };
 
-RunMetrics run_metrics(const runtime::JobResult& job);
-const char* mode_name(const runtime::JobConfig& config);
+RunMetrics run_metrics(const studies::JobResult& job);
+const char* mode_name(const studies::JobConfig& config);
 
 /// Per rank: attention, CPU, communication, exposed communication, idle, bytes sent.
-std::string run_rank_table(const runtime::JobResult& job);
+std::string run_rank_table(const studies::JobResult& job);
 /// One row per job: planner, mode, max/mean attention, imbalance, communication, exposed, overlap, error.
-std::string run_comparison_table(std::span<const runtime::JobResult> jobs);
-nlohmann::json run_json(std::span<const runtime::JobResult> jobs);
+std::string run_comparison_table(std::span<const studies::JobResult> jobs);
+nlohmann::json run_json(std::span<const studies::JobResult> jobs);
 /// Attention CPU time per rank, one series per job (e.g. per planner).
-BarChart attention_chart(std::span<const runtime::JobResult> jobs);
+BarChart attention_chart(std::span<const studies::JobResult> jobs);
 
 }  // namespace fulcrum

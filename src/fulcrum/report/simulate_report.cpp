@@ -9,14 +9,14 @@
 namespace fulcrum {
 namespace {
 
-std::string point_label(const sim::StudyRow& row) {
+std::string point_label(const studies::StudyRow& row) {
   std::string label;
   for (const auto& [key, value] : row.point) label += fmt::format("{}{}={}", label.empty() ? "" : " ", key, value);
   return label.empty() ? "base" : label;
 }
 
 std::string system_label(const sim::TrainingResult& r) {
-  return sim::overlaps_traffic(r.config.system) ? fmt::format("{}/{}", r.config.system, to_string(r.config.mode))
+  return studies::overlaps_traffic(r.config.system) ? fmt::format("{}/{}", r.config.system, to_string(r.config.mode))
                                                 : r.config.system;
 }
 
@@ -24,7 +24,7 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 }  // namespace
 
-std::string study_table(const sim::Study& study) {
+std::string study_table(const studies::Study& study) {
   Table table({"point", "system", "layout", "iteration s", "speedup", "Mtok/s", "linear", "attention", "exposed",
                "idle", "dp sync", "attn imb", "traffic", "GiB/GPU", "fits"});
   for (const auto& row : study.rows) {
@@ -41,7 +41,7 @@ std::string study_table(const sim::Study& study) {
   return table.to_string() + fmt::format("speedup: the row's tokens/s over {}'s at the same point; time columns in seconds per iteration for an average GPU\n", study.reference);
 }
 
-std::string study_csv(const sim::Study& study) {
+std::string study_csv(const studies::Study& study) {
   std::string out = "point,system,mode,gpus,tp,dp,pp,cp,microbatches,tokens_per_rank,iteration_s,speedup,tokens_per_s,"
                     "linear_s,attention_s,exposed_comm_s,idle_s,dp_sync_s,attention_imbalance,attention_bytes,"
                     "memory_bytes,out_of_memory\n";
@@ -58,7 +58,7 @@ std::string study_csv(const sim::Study& study) {
   return out;
 }
 
-nlohmann::json study_json(const sim::Study& study) {
+nlohmann::json study_json(const studies::Study& study) {
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& row : study.rows) {
     nlohmann::json j = row.result.to_json();
@@ -69,7 +69,7 @@ nlohmann::json study_json(const sim::Study& study) {
   return {{"reference", study.reference}, {"search", study.spec.search}, {"rows", rows}};
 }
 
-BarChart study_speedup_chart(const sim::Study& study) {
+BarChart study_speedup_chart(const studies::Study& study) {
   BarChart chart{fmt::format("Speedup over {} (simulated, {})", study.reference, study.spec.hardware),
                  fmt::format("tokens/s over {}'s", study.reference), {}, {}};
   std::map<std::string, std::size_t> series, categories;
@@ -85,7 +85,7 @@ BarChart study_speedup_chart(const sim::Study& study) {
   return chart;
 }
 
-BarChart study_breakdown_chart(const sim::Study& study) {
+BarChart study_breakdown_chart(const studies::Study& study) {
   BarChart chart{"Where an average GPU's iteration goes (simulated)", "seconds per iteration", {}, {}};
   const char* parts[] = {"linear", "attention", "exposed comm", "idle", "dp sync"};
   for (const char* p : parts) chart.series.push_back({p, {}});

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "fulcrum/report/svg_chart.hpp"
-#include "fulcrum/sim/study.hpp"
+#include "fulcrum/studies/simulate_study.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -11,12 +11,12 @@
 
 namespace fulcrum {
 
-std::string study_table(const sim::Study& study);
-std::string study_csv(const sim::Study& study);
-nlohmann::json study_json(const sim::Study& study);
+std::string study_table(const studies::Study& study);
+std::string study_csv(const studies::Study& study);
+nlohmann::json study_json(const studies::Study& study);
 /// Categories: the sweep points; one series per system (and DistCA mode).
-BarChart study_speedup_chart(const sim::Study& study);
+BarChart study_speedup_chart(const studies::Study& study);
 /// Categories: each row (system at a point); one series per part of the iteration time.
-BarChart study_breakdown_chart(const sim::Study& study);
+BarChart study_breakdown_chart(const studies::Study& study);
 
 }  // namespace fulcrum

@@ -10,14 +10,14 @@ namespace {
 
 // A study of two points x (distca in two modes, wlb), with made-up results: the outputs must carry every
 // row, label DistCA by mode, and place each speedup at its point and system.
-sim::Study two_point_study() {
-  sim::Study study;
+studies::Study two_point_study() {
+  studies::Study study;
   study.reference = "wlb";
   for (const std::string gpus : {"64", "128"}) {
     for (auto [system, mode, speedup] : {std::tuple{"distca", CommMode::kPingPong, 1.25},
                                          std::tuple{"distca", CommMode::kSignal, 1.5},
                                          std::tuple{"wlb", CommMode::kSingleStream, 1.0}}) {
-      sim::StudyRow row;
+      studies::StudyRow row;
       row.point = {{"gpus", gpus}};
       row.result.config.system = system;
       row.result.config.mode = mode;

@@ -1,9 +1,10 @@
 #include "fulcrum/sim/training.hpp"
 
+#include "fulcrum/sim/training_test_cases.hpp"
+
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/cost/model_cost.hpp"
 #include "fulcrum/planners/planner.hpp"
-#include "fulcrum/sim/study.hpp"
 #include "fulcrum/workload/length_source.hpp"
 
 #include <gtest/gtest.h>
@@ -11,23 +12,9 @@
 namespace fulcrum::sim {
 namespace {
 
-// Small, fast runs: the tiny model (2 layers, 2 kv heads) on h200-dgx nodes of 8 GPUs with tp 2, so a
-// node holds 4 TP groups and 16 GPUs make 8 attention ranks, 2 nodes.
-TrainingConfig small_config(const std::string& system, int pp = 1) {
-  TrainingConfig c;
-  c.system = system;
-  c.parallel = {.gpus = 16, .tp = 2, .pp = pp, .cp = system == "perdoc-cp" ? 2 : 1, .microbatches = 0};
-  c.dataset = "lognormal:7:1.5";
-  c.max_doc_len = 8192;
-  c.tokens_per_rank = 4096;
-  c.iterations = 2;
-  c.seed = 3;
-  return c;
-}
-
-// Functions, not globals: the presets are themselves globals of another translation unit.
-ModelShape tiny() { return model_shape_preset("tiny"); }
-HardwareModel h200() { return hardware_preset("h200-dgx"); }
+using testing::h200;
+using testing::small_config;
+using testing::tiny;
 
 double sum(const TimeBreakdown& b) { return b.linear_s + b.attention_s + b.exposed_comm_s + b.idle_s + b.dp_sync_s; }
 
@@ -186,46 +173,9 @@ TEST(Training, BadConfigurationsNameTheField) {
   c = small_config("distca");
   c.max_doc_len = 0;
   expect_error(c, "max-doc-len");
-  c = small_config("nope");
+  c = small_config("distca");
+  c.system = "nope";
   expect_error(c, "planner = 'nope'");
-}
-
-TEST(Study, SweepsEveryPointAndSystemAgainstTheReference) {
-  StudySpec spec;
-  spec.base = small_config("distca");
-  spec.base.iterations = 1;
-  spec.model = "tiny";
-  spec.systems = {"distca", "packed"};
-  spec.modes = {CommMode::kPingPong, CommMode::kSingleStream};
-  spec.sweep = {parse_sweep_axis("max-doc-len=2048,8192")};
-  int calls = 0;
-  const Study study = run_study(spec, [&](int done, int total) {
-    ++calls;
-    EXPECT_EQ(total, 6);
-    EXPECT_EQ(done, calls);
-  });
-  ASSERT_EQ(study.rows.size(), 6u);
-  EXPECT_EQ(study.reference, "distca");
-  EXPECT_EQ(study.rows[0].point, (std::vector<std::pair<std::string, std::string>>{{"max-doc-len", "2048"}}));
-  EXPECT_EQ(study.rows[3].result.config.max_doc_len, 8192);
-  EXPECT_EQ(study.rows[0].speedup, 1.0);
-  EXPECT_EQ(study.rows[1].result.config.mode, CommMode::kSingleStream);
-  EXPECT_THROW(parse_sweep_axis("colour=red"), Error);
-  EXPECT_THROW(parse_sweep_axis("gpus="), Error);
-  spec.sweep = {parse_sweep_axis("gpus=16,x")};
-  EXPECT_THROW(run_study(spec), Error);
-}
-
-// The search keeps the global batch and picks the layout with the best throughput among those that fit.
-TEST(Study, SearchKeepsTheGlobalBatchAndFindsNoWorseThanTheGivenLayout) {
-  TrainingConfig c = small_config("wlb");
-  c.iterations = 1;
-  const auto given = simulate_training(c, tiny(), h200());
-  const auto best = search_best(c, tiny(), h200());
-  EXPECT_GE(best.tokens_per_s, given.tokens_per_s * (1 - 1e-12));
-  const auto& p = best.config.parallel;
-  EXPECT_EQ(static_cast<double>(best.config.rank_tokens()) * p.dp() * p.microbatch_count(),
-            static_cast<double>(c.rank_tokens()) * c.parallel.dp() * c.parallel.microbatch_count());
 }
 
 }  // namespace

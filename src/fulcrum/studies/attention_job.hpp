@@ -1,4 +1,4 @@
-// What `fulcrum run` does on every rank, as a library call over any Communicator: draw the same seeded
+// What `fulcrum run` does on every rank, as a library call over any runtime::Communicator: draw the same seeded
 // batch on every rank, plan it, verify the Assignment and both compiled Plans, generate each rank's
 // own Q/K/V/dO, run core attention forward and backward through the executor, check O, LSE, dQ, dK
 // and dV against a single-process reference, and gather every rank's times.
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-namespace fulcrum::runtime {
+namespace fulcrum::studies {
 
 struct JobConfig {
   std::string dataset = "pretrain";
@@ -25,7 +25,7 @@ struct JobConfig {
   std::string planner;  // a registered planner
   PlannerOptions options;  // model is filled from `model`
   CommMode mode = CommMode::kPingPong;
-  ReferenceKind reference = ReferenceKind::kKernel;
+  runtime::ReferenceKind reference = runtime::ReferenceKind::kKernel;
   int repeats = 1;  // timed runs of each pass; per-rank times are medians over them
   int threads = 0;  // kernel threads per rank; 0 = hardware threads / ranks (at least 1)
   std::string save_plans;  // a folder: rank 0 writes the compiled plans there (binary, or JSON if it ends in .json)
@@ -39,19 +39,19 @@ struct JobConfig {
 struct JobResult {
   JobConfig config;
   int ranks = 0;
-  std::vector<RankSummary> forward, backward;   // [rank]
+  std::vector<runtime::RankSummary> forward, backward;   // [rank]
   std::vector<double> forward_idle_s, backward_idle_s;  // [rank] waiting for the slowest rank at the end
   std::array<double, 5> relative_error{};  // O, LSE, dQ, dK, dV; -1 when not checked
   double planned_imbalance = 1;  // max / mean forward FLOPs per server in the Assignment
   double packed_imbalance = 1;   // the same for the batch as packed
   std::size_t tasks = 0;
   std::size_t messages = 0;      // forward + backward, all ranks
-  Timeline timeline;             // every rank's events of the last repetition, forward then backward
+  runtime::Timeline timeline;             // every rank's events of the last repetition, forward then backward
   Plan forward_plan, backward_plan;  // what ran (for the simulator to replay)
 
   double max_error() const;
 };
 
-JobResult run_attention_job(const JobConfig& config, Communicator& comm);
+JobResult run_attention_job(const JobConfig& config, runtime::Communicator& comm);
 
-}  // namespace fulcrum::runtime
+}  // namespace fulcrum::studies

@@ -1,9 +1,8 @@
-#include "fulcrum/report/plan_comparison.hpp"
+#include "fulcrum/studies/plan_comparison.hpp"
 
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/plan/stats.hpp"
 #include "fulcrum/plan/verify.hpp"
-#include "fulcrum/report/table.hpp"
 #include "fulcrum/workload/length_source.hpp"
 
 #include <fmt/format.h>
@@ -11,7 +10,7 @@
 #include <algorithm>
 #include <chrono>
 
-namespace fulcrum {
+namespace fulcrum::studies {
 
 void PlanConfig::validate() const {
   validate_batch_shape(ranks, tokens_per_rank);
@@ -78,44 +77,4 @@ PlanComparison compare_planners(const PlanConfig& config) {
   return out;
 }
 
-nlohmann::json PlanComparison::to_json() const {
-  nlohmann::json j;
-  j["config"] = {{"dataset", config.dataset},
-                 {"model", config.model},
-                 {"mask", config.mask},
-                 {"ranks", config.ranks},
-                 {"tokens_per_rank", config.tokens_per_rank},
-                 {"batches", config.batches},
-                 {"seed", config.seed},
-                 {"devices_per_machine", config.options.devices_per_machine}};
-  for (const auto& spec : planner_option_specs()) j["config"]["options"][spec.name] = config.options.get(spec);
-  j["packed_imbalance"] = packed_imbalance;
-  for (const auto& p : planners) {
-    j["planners"][p.name] = {{"imbalance", p.imbalance},
-                             {"memory_imbalance", p.memory_imbalance},
-                             {"comm_bytes_total", p.comm_bytes_total},
-                             {"comm_bytes_max_rank", p.comm_bytes_max_rank},
-                             {"remote_tokens_max_rank", p.remote_tokens_max_rank},
-                             {"tasks", p.tasks},
-                             {"plan_ms", p.plan_ms},
-                             {"valid", p.valid}};
-    if (!p.valid) j["planners"][p.name]["problem"] = p.first_problem;
-  }
-  return j;
-}
-
-std::string PlanComparison::to_table() const {
-  Table table({"planner", "imbalance", "mem imbalance", "traffic total", "traffic max rank", "remote tokens", "tasks", "plan ms",
-               "verifier"});
-  for (const auto& p : planners) {
-    table.add_row({p.name, fmt::format("{:.3f}", p.imbalance), fmt::format("{:.3f}", p.memory_imbalance),
-                   format_bytes(p.comm_bytes_total), format_bytes(p.comm_bytes_max_rank),
-                   fmt::format("{:.0f}", p.remote_tokens_max_rank), fmt::format("{:.0f}", p.tasks),
-                   fmt::format("{:.2f}", p.plan_ms), p.valid ? "valid" : "INVALID: " + p.first_problem});
-  }
-  return fmt::format("{} batch(es) of {} ranks x {} tokens from '{}', model {}, mask {}; per layer, forward\n{}",
-                     config.batches, config.ranks, config.tokens_per_rank, config.dataset, config.model, config.mask,
-                     table.to_string());
-}
-
-}  // namespace fulcrum
+}  // namespace fulcrum::studies

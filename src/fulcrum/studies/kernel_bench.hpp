@@ -6,12 +6,10 @@
 
 #include "fulcrum/kernels/timing.hpp"
 
-#include <nlohmann/json_fwd.hpp>
-
 #include <string>
 #include <vector>
 
-namespace fulcrum {
+namespace fulcrum::studies {
 
 struct KernelBenchConfig {
   std::vector<Tokens> lengths = {4096, 16384, 32768};
@@ -40,10 +38,8 @@ struct KernelBench {
   int threads = 0;
   double peak_flops = 0;
   std::vector<KernelBenchRow> rows;
-  std::string to_table() const;
-  nlohmann::json to_json() const;
 };
 
 KernelBench run_kernel_bench(const KernelBenchConfig& config);
 
-}  // namespace fulcrum
+}  // namespace fulcrum::studies

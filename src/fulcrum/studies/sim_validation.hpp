@@ -4,14 +4,12 @@
 #pragma once
 
 #include "fulcrum/cost/hardware_model.hpp"
-#include "fulcrum/runtime/attention_job.hpp"
-
-#include <nlohmann/json.hpp>
+#include "fulcrum/studies/attention_job.hpp"
 
 #include <string>
 #include <vector>
 
-namespace fulcrum {
+namespace fulcrum::studies {
 
 struct SimValidation {
   std::string planner, mode;
@@ -22,8 +20,6 @@ struct SimValidation {
   double iteration_error() const;
 };
 
-SimValidation validate_with_simulator(const runtime::JobResult& job, const HardwareModel& hardware);
-std::string validation_table(const std::vector<SimValidation>& rows);
-nlohmann::json validation_json(const std::vector<SimValidation>& rows);
+SimValidation validate_with_simulator(const JobResult& job, const HardwareModel& hardware);
 
-}  // namespace fulcrum
+}  // namespace fulcrum::studies

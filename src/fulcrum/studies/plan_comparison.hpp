@@ -4,13 +4,11 @@
 
 #include "fulcrum/planners/planner.hpp"
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
 #include <string>
 #include <vector>
 
-namespace fulcrum {
+namespace fulcrum::studies {
 
 struct PlanConfig {
   std::string dataset = "pretrain";
@@ -45,11 +43,8 @@ struct PlanComparison {
   PlanConfig config;
   double packed_imbalance = 0;  // of the input batches as packed, for reference
   std::vector<PlannerSummary> planners;
-
-  nlohmann::json to_json() const;
-  std::string to_table() const;
 };
 
 PlanComparison compare_planners(const PlanConfig& config);
 
-}  // namespace fulcrum
+}  // namespace fulcrum::studies

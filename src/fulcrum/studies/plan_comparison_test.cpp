@@ -1,6 +1,5 @@
-#include "fulcrum/report/plan_comparison.hpp"
-
-#include "fulcrum/runtime/attention_job.hpp"
+#include "fulcrum/studies/attention_job.hpp"
+#include "fulcrum/studies/plan_comparison.hpp"
 #include "fulcrum/sim/training.hpp"
 #include "fulcrum/workload/length_source.hpp"
 
@@ -8,7 +7,7 @@
 
 #include <set>
 
-namespace fulcrum {
+namespace fulcrum::studies {
 namespace {
 
 bool same_tasks(const Assignment& x, const Assignment& y) {
@@ -31,7 +30,7 @@ TEST(SamePlanEverywhere, WlbPlansTheSameForPlanRunAndSimulate) {
   PlanConfig plan;
   plan.model = "tiny";
   plan.options.set("cp-degree", 2).set("wlb-token-cap", 2);
-  runtime::JobConfig run;
+  JobConfig run;
   run.model = "tiny";
   run.planner = "wlb";
   run.options.set("cp-degree", 2).set("wlb-token-cap", 2);
@@ -66,4 +65,4 @@ TEST(SamePlanEverywhere, WlbPlansTheSameForPlanRunAndSimulate) {
 }
 
 }  // namespace
-}  // namespace fulcrum
+}  // namespace fulcrum::studies

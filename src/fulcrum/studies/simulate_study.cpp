@@ -1,4 +1,4 @@
-#include "fulcrum/sim/study.hpp"
+#include "fulcrum/studies/simulate_study.hpp"
 
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/core/text.hpp"
@@ -10,7 +10,14 @@
 #include <charconv>
 #include <limits>
 
-namespace fulcrum::sim {
+namespace fulcrum::studies {
+
+using sim::simulate_training;
+using sim::training_planner_options;
+using sim::TrainingConfig;
+using sim::ParallelConfig;
+using sim::TrainingResult;
+
 namespace {
 
 // The sweep keys of the layout and the data; every planner option (planner_option_specs) is one too.
@@ -202,4 +209,4 @@ Study run_study(const StudySpec& spec, const std::function<void(int, int)>& prog
   return study;
 }
 
-}  // namespace fulcrum::sim
+}  // namespace fulcrum::studies

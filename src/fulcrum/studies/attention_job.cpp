@@ -1,4 +1,4 @@
-#include "fulcrum/runtime/attention_job.hpp"
+#include "fulcrum/studies/attention_job.hpp"
 
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/core/statistics.hpp"
@@ -15,7 +15,11 @@
 #include <filesystem>
 #include <optional>
 
-namespace fulcrum::runtime {
+namespace fulcrum::studies {
+
+// The job drives the runtime (executor, communicator, data) from outside it.
+using namespace runtime;  // NOLINT(google-build-using-namespace)
+
 namespace {
 
 // RankSummary as numbers, for medians and all_gather; the order is the struct's.
@@ -237,4 +241,4 @@ JobResult run_attention_job(const JobConfig& config, Communicator& comm) {
   return result;
 }
 
-}  // namespace fulcrum::runtime
+}  // namespace fulcrum::studies

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-namespace fulcrum::sim {
+namespace fulcrum::studies {
 
 struct SweepAxis {
   std::string key;                  // gpus, tp, pp, cp, microbatches, max-doc-len, tokens-per-rank,
@@ -33,7 +33,7 @@ struct StudySpec {
   // base.parallel.cp = 0 picks per system, by its planner's CpGroups: a node of up to 8 TP groups
   // (per-document CP), or the smallest CP degree whose groups hold the longest document whole (WLB-LLM
   // would otherwise cut documents).
-  TrainingConfig base;
+  sim::TrainingConfig base;
   std::string model = "llama3-8b";
   std::string hardware = "h200-dgx";
   std::vector<std::string> systems;  // registered planners
@@ -49,7 +49,7 @@ struct StudySpec {
 
 struct StudyRow {
   std::vector<std::pair<std::string, std::string>> point;  // the sweep values of this row
-  TrainingResult result;
+  sim::TrainingResult result;
   double speedup = 0;  // this row's tokens/s over the reference system's, at the same point (WLB-LLM
                        // computes fewer tokens in an iteration when it defers documents, so not time)
 };
@@ -65,7 +65,7 @@ Study run_study(const StudySpec& spec, const std::function<void(int, int)>& prog
 
 /// The configuration `search` picks for `config.system` (exposed for tests): cp over the powers of two
 /// dividing dp (only those whose groups keep documents whole), and pp too when `search_pp`.
-TrainingResult search_best(const TrainingConfig& config, const ModelShape& model, const HardwareModel& gpu,
+sim::TrainingResult search_best(const sim::TrainingConfig& config, const ModelShape& model, const HardwareModel& gpu,
                            bool search_pp = true);
 
-}  // namespace fulcrum::sim
+}  // namespace fulcrum::studies

@@ -1,0 +1,56 @@
+#include "fulcrum/report/plan_comparison_report.hpp"
+
+#include "fulcrum/report/table.hpp"
+
+#include <fmt/format.h>
+
+namespace fulcrum {
+
+nlohmann::json plan_comparison_json(const studies::PlanComparison& comparison) {
+  const auto& config = comparison.config;
+  const auto& planners = comparison.planners;
+  const double packed_imbalance = comparison.packed_imbalance;
+
+  nlohmann::json j;
+  j["config"] = {{"dataset", config.dataset},
+                 {"model", config.model},
+                 {"mask", config.mask},
+                 {"ranks", config.ranks},
+                 {"tokens_per_rank", config.tokens_per_rank},
+                 {"batches", config.batches},
+                 {"seed", config.seed},
+                 {"devices_per_machine", config.options.devices_per_machine}};
+  for (const auto& spec : planner_option_specs()) j["config"]["options"][spec.name] = config.options.get(spec);
+  j["packed_imbalance"] = packed_imbalance;
+  for (const auto& p : planners) {
+    j["planners"][p.name] = {{"imbalance", p.imbalance},
+                             {"memory_imbalance", p.memory_imbalance},
+                             {"comm_bytes_total", p.comm_bytes_total},
+                             {"comm_bytes_max_rank", p.comm_bytes_max_rank},
+                             {"remote_tokens_max_rank", p.remote_tokens_max_rank},
+                             {"tasks", p.tasks},
+                             {"plan_ms", p.plan_ms},
+                             {"valid", p.valid}};
+    if (!p.valid) j["planners"][p.name]["problem"] = p.first_problem;
+  }
+  return j;
+}
+
+std::string plan_comparison_table(const studies::PlanComparison& comparison) {
+  const auto& config = comparison.config;
+  const auto& planners = comparison.planners;
+
+  Table table({"planner", "imbalance", "mem imbalance", "traffic total", "traffic max rank", "remote tokens", "tasks", "plan ms",
+               "verifier"});
+  for (const auto& p : planners) {
+    table.add_row({p.name, fmt::format("{:.3f}", p.imbalance), fmt::format("{:.3f}", p.memory_imbalance),
+                   format_bytes(p.comm_bytes_total), format_bytes(p.comm_bytes_max_rank),
+                   fmt::format("{:.0f}", p.remote_tokens_max_rank), fmt::format("{:.0f}", p.tasks),
+                   fmt::format("{:.2f}", p.plan_ms), p.valid ? "valid" : "INVALID: " + p.first_problem});
+  }
+  return fmt::format("{} batch(es) of {} ranks x {} tokens from '{}', model {}, mask {}; per layer, forward\n{}",
+                     config.batches, config.ranks, config.tokens_per_rank, config.dataset, config.model, config.mask,
+                     table.to_string());
+}
+
+}  // namespace fulcrum

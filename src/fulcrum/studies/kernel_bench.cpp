@@ -1,0 +1,51 @@
+#include "fulcrum/studies/kernel_bench.hpp"
+
+#include "fulcrum/core/error.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <omp.h>
+
+namespace fulcrum::studies {
+
+void KernelBenchConfig::validate() const {
+  shape.validate();
+  kernels::parse_dtype(dtype);
+  MaskSpec::parse(mask);
+  if (repeats < 1) fail("repeats = {}: must be >= 1", repeats);
+  for (Tokens l : lengths) {
+    if (l < 1) fail("lengths: {} must be >= 1", l);
+  }
+  if (split_length < 0) fail("split-length = {}: must be >= 0 (0 skips the shard study)", split_length);
+  for (Tokens s : shards) {
+    if (s < 1) fail("shards: {} must be >= 1", s);
+  }
+}
+
+KernelBench run_kernel_bench(const KernelBenchConfig& config) {
+  config.validate();
+  KernelBench bench;
+  bench.config = config;
+  bench.threads = omp_get_max_threads();
+  // The roofline is measured before and after the kernels and the higher kept: on a shared machine a
+  // single low reading would flatter every percentage.
+  bench.peak_flops = kernels::measure_fma_peak();
+  const auto dtype = kernels::parse_dtype(config.dtype);
+  const MaskSpec mask = MaskSpec::parse(config.mask);
+  auto record = [&](const char* study, Tokens length, Tokens shard, bool backward) {
+    const auto tasks = kernels::sharded_document(length, shard, mask);
+    const auto t = kernels::time_attention(tasks, config.shape, length, length, dtype, config.repeats, backward);
+    const int n = static_cast<int>(tasks.size());
+    bench.rows.push_back({study, "forward", length, shard, n, t.forward_s, t.forward_flops});
+    if (backward) bench.rows.push_back({study, "backward", length, shard, n, t.backward_s, t.backward_flops});
+  };
+  for (Tokens length : config.lengths) record("length", length, length, config.backward);
+  if (config.split_length > 0) {
+    for (Tokens shard : config.shards) record("shards", config.split_length, shard, false);
+  }
+  bench.peak_flops = std::max(bench.peak_flops, kernels::measure_fma_peak());
+  return bench;
+}
+
+}  // namespace fulcrum::studies
