@@ -117,6 +117,19 @@ void save_plans(const JobConfig& config, const Plan& forward, const Plan& backwa
   }
 }
 
+// The job's kernel threads (OpenMP's thread count of the calling thread) for its duration only: the
+// caller's setting is restored when the job ends, however it ends.
+class ScopedKernelThreads {
+ public:
+  explicit ScopedKernelThreads(int threads) : previous_(omp_get_max_threads()) { omp_set_num_threads(threads); }
+  ~ScopedKernelThreads() { omp_set_num_threads(previous_); }
+  ScopedKernelThreads(const ScopedKernelThreads&) = delete;
+  ScopedKernelThreads& operator=(const ScopedKernelThreads&) = delete;
+
+ private:
+  int previous_;
+};
+
 }  // namespace
 
 void JobConfig::validate(int ranks) const {
@@ -139,7 +152,7 @@ double JobResult::max_error() const { return *std::max_element(relative_error.be
 JobResult run_attention_job(const JobConfig& config, Communicator& comm) {
   config.validate(comm.size());
   const int rank = comm.rank();
-  omp_set_num_threads(config.threads > 0 ? config.threads : std::max(1, omp_get_num_procs() / comm.size()));
+  const ScopedKernelThreads threads(config.threads > 0 ? config.threads : std::max(1, omp_get_num_procs() / comm.size()));
 
   const PlannerOptions options = config.planner_options();
   auto source = make_length_source(config.dataset, config.seed, config.tokens_per_rank);
