@@ -3,6 +3,7 @@
 
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/report/plan_comparison_report.hpp"
+#include "fulcrum/workload/mask.hpp"
 #include "json_output.hpp"
 
 #include <fmt/format.h>
@@ -19,7 +20,7 @@ Action add_plan_command(CLI::App& app) {
   cmd->add_option("--dataset", config->dataset, "pretrain | prolong | uniform:MIN:MAX | lognormal:MU:SIGMA | file:PATH")
       ->capture_default_str();
   cmd->add_option("--model", config->model, "llama3-8b | llama-34b | qwen2.5-3b | tiny")->capture_default_str();
-  cmd->add_option("--mask", config->mask, "causal | full | window:W | lambda:SINK:WINDOW | blockwise:B:W | shared-question:A:P | ...")->capture_default_str();
+  cmd->add_option("--mask", config->mask, mask_syntax_list(" | "))->capture_default_str();
   cmd->add_option("--ranks", config->ranks, "attention servers (= ranks)")->capture_default_str();
   cmd->add_option("--tokens-per-rank", config->tokens_per_rank, "tokens each rank holds after packing")
       ->capture_default_str();

@@ -4,6 +4,7 @@
 
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/core/text.hpp"
+#include "fulcrum/workload/mask.hpp"
 #include "job_session.hpp"
 
 #include <memory>
@@ -15,7 +16,7 @@ void add_job_options(CLI::App& cmd, studies::JobConfig& job) {
   cmd.add_option("--dataset", job.dataset, "pretrain | prolong | uniform:MIN:MAX | lognormal:MU:SIGMA | file:PATH")
       ->capture_default_str();
   cmd.add_option("--model", job.model, "llama3-8b | llama-34b | qwen2.5-3b | tiny")->capture_default_str();
-  cmd.add_option("--mask", job.mask, "causal | full | window:W | lambda:SINK:WINDOW | ... (docs/cli.md)")
+  cmd.add_option("--mask", job.mask, mask_syntax_list(" | "))
       ->capture_default_str();
   cmd.add_option("--tokens-per-rank", job.tokens_per_rank, "tokens each rank holds after packing")->capture_default_str();
   cmd.add_option("--seed", job.seed, "seed of the lengths and of the Q/K/V/dO values")->capture_default_str();

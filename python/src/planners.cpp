@@ -6,8 +6,6 @@
 namespace fulcrum::python {
 namespace {
 
-std::string kind_name(MaskKind kind);
-
 py::dict task_arrays(const Assignment& a) {
   const auto n = static_cast<py::ssize_t>(a.tasks.size());
   std::vector<std::int64_t> doc, queries, keys, server;
@@ -118,7 +116,7 @@ void bind_planners(py::module_& m) {
       })
       .def_property_readonly("masks", [](const PlannerCapabilities& c) {
         std::vector<std::string> names;
-        for (MaskKind k : c.masks) names.push_back(kind_name(k));
+        for (MaskKind k : c.masks) names.emplace_back(mask_kind_info(k).name);
         return names;
       });
 
@@ -169,22 +167,5 @@ void bind_planners(py::module_& m) {
   m.def("make_planner", &make_planner, py::arg("name"), py::arg("options"));
   m.def("planner_names", &planner_names);
 }
-
-namespace {
-// The prefix of each kind's text form (MaskSpec::parse / to_string), the name users write.
-std::string kind_name(MaskKind kind) {
-  switch (kind) {
-    case MaskKind::kCausal: return "causal";
-    case MaskKind::kFull: return "full";
-    case MaskKind::kSlidingWindow: return "window";
-    case MaskKind::kLambda: return "lambda";
-    case MaskKind::kCausalBlockwise: return "blockwise";
-    case MaskKind::kSharedQuestion: return "shared-question";
-    case MaskKind::kVerticalSlash: return "vslash";
-    case MaskKind::kBlockSparse: return "blocksparse";
-  }
-  return "unknown";
-}
-}  // namespace
 
 }  // namespace fulcrum::python

@@ -1,6 +1,7 @@
 #include "fulcrum/cost/hardware_model.hpp"
 
 #include "fulcrum/core/error.hpp"
+#include "fulcrum/core/json_reader.hpp"
 
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
@@ -99,42 +100,9 @@ void check_link(std::string_view field, const LinkSpec& link) {
   }
 }
 
-// Rejects keys outside `allowed`, so a misspelt field is reported instead of silently defaulted.
-void only_fields(const nlohmann::json& j, std::string_view where, std::initializer_list<std::string_view> allowed) {
-  if (!j.is_object()) fail("{}: must be a JSON object", where);
-  for (const auto& item : j.items()) {
-    bool known = false;
-    for (auto name : allowed) known = known || item.key() == name;
-    if (!known) fail("{}.{}: unknown field; expected {}", where, item.key(), fmt::join(allowed, ", "));
-  }
-}
-
-template <typename T>
-T field(const nlohmann::json& j, std::string_view where, const char* name) {
-  if (!j.contains(name)) fail("{}.{}: missing", where, name);
-  try {
-    return j.at(name).get<T>();
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}.{} = {}: wrong type ({})", where, name, j.at(name).dump(), e.what());
-  }
-}
-
-// Integers are checked as such: nlohmann would truncate 4.5 to 4 and wrap 1e10 silently.
-int int_field(const nlohmann::json& j, std::string_view where, const char* name) {
-  const auto value = field<nlohmann::json>(j, where, name);
-  const auto wide = value.is_number_integer() ? value.get<std::int64_t>() : 0;
-  if (!value.is_number_integer() || wide < std::numeric_limits<int>::min() ||
-      wide > std::numeric_limits<int>::max()) {
-    fail("{}.{} = {}: must be an integer", where, name, value.dump());
-  }
-  return value.get<int>();
-}
-
-LinkSpec link_from_json(const nlohmann::json& j, const char* name) {
-  const std::string where = fmt::format("hardware.{}", name);
-  const nlohmann::json link = field<nlohmann::json>(j, "hardware", name);
-  only_fields(link, where, {"bandwidth_bytes_per_s", "latency_s"});
-  return {field<double>(link, where, "bandwidth_bytes_per_s"), field<double>(link, where, "latency_s")};
+LinkSpec link_from_json(const JsonValue& link) {
+  link.only_keys({"bandwidth_bytes_per_s", "latency_s"});
+  return {link.at("bandwidth_bytes_per_s").positive(), link.at("latency_s").number(0)};
 }
 
 nlohmann::json link_to_json(const LinkSpec& link) {
@@ -175,28 +143,28 @@ nlohmann::json HardwareModel::to_json() const {
           {"attention", attention.to_json()}};
 }
 
-HardwareModel HardwareModel::from_json(const nlohmann::json& json) {
-  only_fields(json, "hardware",
-              {"name", "devices_per_node", "peak_flops", "memory_bytes", "memory_bandwidth", "intra_node",
-               "inter_node", "linear_mfu", "compute_slots_per_node", "attention"});
+HardwareModel HardwareModel::from_json(const JsonValue& json) {
+  json.only_keys({"name", "devices_per_node", "peak_flops", "memory_bytes", "memory_bandwidth", "intra_node",
+                  "inter_node", "linear_mfu", "compute_slots_per_node", "attention"});
   HardwareModel hw;
-  hw.name = field<std::string>(json, "hardware", "name");
-  hw.devices_per_node = int_field(json, "hardware", "devices_per_node");
-  hw.peak_flops = field<double>(json, "hardware", "peak_flops");
-  hw.memory_bytes = field<double>(json, "hardware", "memory_bytes");
-  hw.memory_bandwidth = field<double>(json, "hardware", "memory_bandwidth");
-  hw.intra_node = link_from_json(json, "intra_node");
-  hw.inter_node = link_from_json(json, "inter_node");
-  hw.linear_mfu = field<double>(json, "hardware", "linear_mfu");
-  hw.compute_slots_per_node = int_field(json, "hardware", "compute_slots_per_node");
-  try {
-    hw.attention = ProfileTable::from_json(field<nlohmann::json>(json, "hardware", "attention"));
-  } catch (const Error& e) {
-    fail("hardware.attention: {}", e.what());  // the table's own message names the grid and axis
-  }
+  hw.name = json.at("name").string();
+  if (hw.name.empty()) json.at("name").fail_must("a non-empty string");
+  hw.devices_per_node = json.at("devices_per_node").integer<int>(1);
+  hw.peak_flops = json.at("peak_flops").positive();
+  hw.memory_bytes = json.at("memory_bytes").positive();
+  hw.memory_bandwidth = json.at("memory_bandwidth").positive();
+  hw.intra_node = link_from_json(json.at("intra_node"));
+  hw.inter_node = link_from_json(json.at("inter_node"));
+  const JsonValue mfu = json.at("linear_mfu");
+  hw.linear_mfu = mfu.number();
+  if (!(hw.linear_mfu > 0 && hw.linear_mfu <= 1)) mfu.fail_must("in (0, 1]");
+  hw.compute_slots_per_node = json.at("compute_slots_per_node").integer<int>(0);
+  hw.attention = ProfileTable::from_json(json.at("attention"));
   hw.validate();
   return hw;
 }
+
+HardwareModel HardwareModel::from_json(const nlohmann::json& json) { return from_json(JsonValue(json, "", "hardware")); }
 
 HardwareModel hardware_preset(std::string_view name) {
   for (const auto& preset : kPresets) {
@@ -220,13 +188,7 @@ HardwareModel load_hardware(const std::string& path_or_preset) {
     fail("hardware = '{}': neither a preset ({}) nor a readable file", path_or_preset,
          fmt::join(hardware_preset_names(), ", "));
   }
-  nlohmann::json json;
-  try {
-    json = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    fail("hardware file '{}': not JSON ({})", path_or_preset, e.what());
-  }
-  return HardwareModel::from_json(json);
+  return HardwareModel::from_json(JsonDocument::read_file(path_or_preset, "hardware").root());
 }
 
 ProfileTable tiled_attention_table(double peak_flops, double eff_forward, double eff_backward, Tokens tile) {

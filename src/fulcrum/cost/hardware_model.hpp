@@ -20,6 +20,7 @@
 #pragma once
 
 #include "fulcrum/core/interval.hpp"
+#include "fulcrum/core/json_reader.hpp"
 #include "fulcrum/cost/profile_table.hpp"
 
 #include <nlohmann/json_fwd.hpp>
@@ -69,6 +70,8 @@ struct HardwareModel {
   nlohmann::json to_json() const;
   /// Validates; malformed or unknown fields throw fulcrum::Error naming the field.
   static HardwareModel from_json(const nlohmann::json& json);
+  /// From a JSON reader cursor (core/json_reader.hpp): errors name its file and path.
+  static HardwareModel from_json(const JsonValue& json);
 };
 
 /// "h200-dgx", "a100-p4de"; an unknown name throws an Error listing the presets.

@@ -143,7 +143,15 @@ TEST(HardwareModel, JsonRoundTripsThroughObjectsAndFiles) {
 
   const auto garbage = (dir / "garbage.json").string();
   std::ofstream(garbage) << "{ not json";
-  EXPECT_NE(error_of([&] { load_hardware(garbage); }).find("not JSON"), std::string::npos);
+  EXPECT_NE(error_of([&] { load_hardware(garbage); }).find(garbage + ": not JSON: parse error at line 1"),
+            std::string::npos)
+      << error_of([&] { load_hardware(garbage); });
+  // A bad field in a file: the error names the file, then the field.
+  const auto bad = (dir / "bad.json").string();
+  auto j = cpu_local_json();
+  j["intra_node"]["latency_s"] = -1;
+  std::ofstream(bad) << j.dump();
+  EXPECT_EQ(error_of([&] { load_hardware(bad); }), bad + ": hardware.intra_node.latency_s = -1: must be >= 0");
   std::filesystem::remove_all(dir);
   const std::string missing = error_of([] { load_hardware("/nonexistent/hw.json"); });
   EXPECT_NE(missing.find("neither a preset"), std::string::npos) << missing;
@@ -161,21 +169,21 @@ void expect_error(const std::function<void(nlohmann::json&)>& edit, const std::s
 TEST(HardwareModel, BadFieldsAreNamed) {
   using J = nlohmann::json;
   expect_error([](J& j) { j["inter_node"]["bandwidth_bytes_per_s"] = -1.0; },
-               "hardware.inter_node.bandwidth_bytes_per_s = -1: must be finite and > 0");
+               "hardware.inter_node.bandwidth_bytes_per_s = -1.0: must be finite and > 0");
   expect_error([](J& j) { j["intra_node"]["latency_s"] = -1e-6; }, "hardware.intra_node.latency_s");
   expect_error([](J& j) { j["devices_per_node"] = 0; }, "hardware.devices_per_node = 0: must be >= 1");
   expect_error([](J& j) { j["devices_per_node"] = 4.5; }, "hardware.devices_per_node = 4.5: must be an integer");
   expect_error([](J& j) { j["linear_mfu"] = 1.5; }, "hardware.linear_mfu = 1.5: must be in (0, 1]");
   expect_error([](J& j) { j["compute_slots_per_node"] = -1; }, "hardware.compute_slots_per_node = -1: must be >= 0");
   expect_error([](J& j) { j["peak_flops"] = 0.0; }, "hardware.peak_flops = 0");
-  expect_error([](J& j) { j["memory_bandwidth"] = "fast"; }, "hardware.memory_bandwidth = \"fast\": wrong type");
+  expect_error([](J& j) { j["memory_bandwidth"] = "fast"; }, "hardware.memory_bandwidth = \"fast\": must be a number");
   expect_error([](J& j) { j.erase("memory_bytes"); }, "hardware.memory_bytes: missing");
   expect_error([](J& j) { j["peak_flop"] = 1.0; }, "hardware.peak_flop: unknown field");
   expect_error([](J& j) { j["intra_node"]["bandwidth"] = 1.0; }, "hardware.intra_node.bandwidth: unknown field");
-  expect_error([](J& j) { j["name"] = ""; }, "hardware.name: must not be empty");
+  expect_error([](J& j) { j["name"] = ""; }, "hardware.name = \"\": must be a non-empty string");
   expect_error([](J& j) { j["attention"]["forward"]["flops_per_s"] = {1.0, 2.0}; },
-               "hardware.attention: profile forward.flops_per_s");
-  expect_error([](J& j) { j = J::array(); }, "hardware: must be a JSON object");
+               "hardware.attention.forward: profile forward.flops_per_s");
+  expect_error([](J& j) { j = J::array(); }, "hardware = []: must be an object");
 
   const std::string unknown = error_of([] { hardware_preset("b200"); });
   EXPECT_NE(unknown.find("'b200'"), std::string::npos) << unknown;

@@ -1,11 +1,11 @@
 #include "fulcrum/cost/profile_table.hpp"
 
 #include "fulcrum/core/error.hpp"
+#include "fulcrum/core/json_reader.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <fstream>
 
 namespace fulcrum {
 namespace {
@@ -19,11 +19,19 @@ std::pair<std::size_t, double> locate(const std::vector<Tokens>& axis, Tokens va
   return {i, static_cast<double>(value - axis[i]) / static_cast<double>(axis[i + 1] - axis[i])};
 }
 
-ThroughputGrid grid_from_json(const nlohmann::json& j) {
+// The grid's shape (ascending axes, one value per cell) is ThroughputGrid::validate's to check; its
+// message is reported at the grid's path.
+ThroughputGrid grid_from_json(const JsonValue& j, const std::string& name) {
+  j.only_keys({"query_lengths", "key_lengths", "flops_per_s"});
   ThroughputGrid g;
-  g.query_lengths = j.at("query_lengths").get<std::vector<Tokens>>();
-  g.key_lengths = j.at("key_lengths").get<std::vector<Tokens>>();
-  g.flops_per_s = j.at("flops_per_s").get<std::vector<double>>();
+  for (const auto& v : j.at("query_lengths").elements()) g.query_lengths.push_back(v.integer<Tokens>(1));
+  for (const auto& v : j.at("key_lengths").elements()) g.key_lengths.push_back(v.integer<Tokens>(1));
+  for (const auto& v : j.at("flops_per_s").elements()) g.flops_per_s.push_back(v.positive());
+  try {
+    g.validate(name);
+  } catch (const Error& e) {
+    j.fail_here(e.what());
+  }
   return g;
 }
 
@@ -73,27 +81,20 @@ ProfileTable ProfileTable::from_peak(double flops_per_s) {
   return table;
 }
 
-ProfileTable ProfileTable::from_json(const nlohmann::json& json) {
+ProfileTable ProfileTable::from_json(const JsonValue& json) {
+  json.only_keys({"forward", "backward"});
   ProfileTable table;
-  try {
-    table.forward_ = grid_from_json(json.at("forward"));
-    table.backward_ = grid_from_json(json.at("backward"));
-  } catch (const nlohmann::json::exception& e) {
-    fail("profile: malformed JSON ({})", e.what());
-  }
-  table.forward_.validate("forward");
-  table.backward_.validate("backward");
+  table.forward_ = grid_from_json(json.at("forward"), "forward");
+  table.backward_ = grid_from_json(json.at("backward"), "backward");
   return table;
 }
 
+ProfileTable ProfileTable::from_json(const nlohmann::json& json) {
+  return from_json(JsonValue(json, "", "profile"));
+}
+
 ProfileTable ProfileTable::load(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) fail("profile file '{}': cannot be read", path);
-  try {
-    return from_json(nlohmann::json::parse(in));
-  } catch (const nlohmann::json::parse_error& e) {
-    fail("profile file '{}': not JSON ({})", path, e.what());
-  }
+  return from_json(JsonDocument::read_file(path, "profile").root());
 }
 
 nlohmann::json ProfileTable::to_json() const {

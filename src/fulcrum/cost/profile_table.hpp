@@ -5,6 +5,7 @@
 #pragma once
 
 #include "fulcrum/core/interval.hpp"
+#include "fulcrum/core/json_reader.hpp"
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -26,6 +27,8 @@ class ProfileTable {
   /// A flat table: every shape runs at `flops_per_s` forward and backward.
   static ProfileTable from_peak(double flops_per_s);
   static ProfileTable from_json(const nlohmann::json& json);
+  /// From a JSON reader cursor (core/json_reader.hpp): errors name its file and path.
+  static ProfileTable from_json(const JsonValue& json);
   static ProfileTable load(const std::string& path);
   nlohmann::json to_json() const;
 

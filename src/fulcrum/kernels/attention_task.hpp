@@ -36,6 +36,10 @@ struct AttentionShape {
   int kv_heads = 1;
   int head_dim = 64;
   double scale = 0;
+  // Backward only: sum dK/dV of key rows that several tasks read in task order (per-tile partials
+  // reduced after the pass) instead of with atomic adds, so the gradients are bitwise identical
+  // whatever the thread count or schedule. Costs a partial buffer per shared key tile (backward.cpp).
+  bool deterministic = false;
 
   float softmax_scale() const;
   void validate() const;

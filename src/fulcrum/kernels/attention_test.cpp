@@ -108,7 +108,7 @@ TEST_P(EveryMask, LongDocumentUpTo2048Tokens) {
   check_fp32(p, fmt::format("mask {} length {}", mask.to_string(), len));
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, EveryMask, ::testing::Range(0, 8));
+INSTANTIATE_TEST_SUITE_P(Kernels, EveryMask, ::testing::Range(0, testing::mask_kind_count()));
 
 TEST(Kernels, RowsWithNoVisibleKeyGiveZeroOutputAndMinusInfinityLse) {
   // Keys [40, 64) under a causal mask: query rows 0..39 see nothing.

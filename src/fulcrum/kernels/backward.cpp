@@ -7,11 +7,17 @@
 //          tiles (scores transposed, as in the forward pass).
 // Recomputing S and dP in both passes costs 7 tile products instead of 5; the alternative, atomic
 // adds into dQ on every key tile, costs more than the two products it saves on a CPU.
+// Key rows that several tasks read are the one place two items add into the same rows. The fast path
+// adds them atomically, so the sum's order (and its last bits) follows the thread schedule. The
+// deterministic mode (AttentionShape::deterministic) has each such item write its finished tile to
+// a partial of its own, then adds the partials task by task: every element is summed in task order,
+// the same at any thread count.
 #include "fulcrum/kernels/attention.hpp"
 #include "fulcrum/kernels/tiles.hpp"
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <vector>
@@ -20,6 +26,13 @@ namespace fulcrum::kernels {
 namespace {
 
 using namespace simd;
+
+// The deterministic mode's dK/dV partials, kept per calling thread between calls like call_workspace's.
+float* partials_workspace(std::size_t floats) {
+  thread_local Floats buffer;
+  if (buffer.size() < floats) buffer.resize(floats);
+  return buffer.data();
+}
 
 template <class T>
 struct Backward {
@@ -34,6 +47,10 @@ struct Backward {
   const float* v_rows;
   int group = 1;
   float scale = 1;
+  // Deterministic mode: key item i writes its dK, then its dV ([rows][dim] each), at partials +
+  // partial_at[i] when partial_at[i] >= 0 (the items whose rows another task reads) instead of adding.
+  float* partials = nullptr;
+  const std::ptrdiff_t* partial_at = nullptr;
 
   std::size_t row_head(Tokens row, int head) const { return static_cast<std::size_t>(row) * q.heads + head; }
   // Offsets into the head-major copies, whose rows are padded_dim floats long.
@@ -87,7 +104,7 @@ FULCRUM_INLINE void softmax_grad_transposed(float* s_t, float* dp_t, Tokens keys
 // then dV[j] += sum_i P[i][j] dO[i] and dK[j] += sum_i dS[i][j] Q[i] broadcast P and dS against dO's
 // and Q's rows, a 64-column strip at a time.
 template <class T>
-FULCRUM_KERNEL_CLONES void key_item(const Backward<T>& b, const WorkItem& item, Scratch& w) {
+FULCRUM_KERNEL_CLONES void key_item(const Backward<T>& b, std::size_t index, const WorkItem& item, Scratch& w) {
   const AttentionTask& task = b.tasks[item.task];
   const int dim = b.q.dim;
   const long ld = padded_dim(dim);
@@ -122,8 +139,20 @@ FULCRUM_KERNEL_CLONES void key_item(const Backward<T>& b, const WorkItem& item, 
       }
     }
   }
-  // Tasks that read the same key rows add into them concurrently: then one atomic add per element.
+  // Tasks that read the same key rows add into them concurrently: then one atomic add per element,
+  // or, in deterministic mode, a partial that add_partials sums in task order.
   const float to_natural = std::numbers::ln2_v<float>;  // dK was accumulated with Q scaled by log2(e)
+  if (b.partials != nullptr && b.partial_at[index] >= 0) {
+    float* dk_part = b.partials + b.partial_at[index];
+    float* dv_part = dk_part + nk * dim;
+    for (Tokens j = 0; j < nk; ++j) {
+      for (int c = 0; c < dim; ++c) {
+        dk_part[j * dim + c] = dk[j * ld + c] * to_natural;
+        dv_part[j * dim + c] = dv[j * ld + c];
+      }
+    }
+    return;
+  }
   for (Tokens j = 0; j < nk; ++j) {
     float* dk_out = b.dk.at(item.rows.row + j, item.head);
     float* dv_out = b.dv.at(item.rows.row + j, item.head);
@@ -145,7 +174,7 @@ FULCRUM_KERNEL_CLONES void key_item(const Backward<T>& b, const WorkItem& item, 
 // dQ for one query tile of one q head: transposed scores as in the forward pass, then
 // dQ[i] += sum_j dS^T[j][i] K[j] broadcasts dS^T against K's rows.
 template <class T>
-FULCRUM_KERNEL_CLONES void query_item(const Backward<T>& b, const WorkItem& item, Scratch& w) {
+FULCRUM_KERNEL_CLONES void query_item(const Backward<T>& b, std::size_t, const WorkItem& item, Scratch& w) {
   const AttentionTask& task = b.tasks[item.task];
   const int dim = b.q.dim;
   const long ld = padded_dim(dim);
@@ -184,14 +213,62 @@ FULCRUM_KERNEL_CLONES void query_item(const Backward<T>& b, const WorkItem& item
 }
 
 template <class T>
-void run_items(const std::vector<WorkItem>& items, int dim, void (*item_fn)(const Backward<T>&, const WorkItem&, Scratch&),
-               const Backward<T>& b) {
+void run_items(const std::vector<WorkItem>& items, int dim,
+               void (*item_fn)(const Backward<T>&, std::size_t, const WorkItem&, Scratch&), const Backward<T>& b) {
   const auto n = static_cast<std::ptrdiff_t>(items.size());
 #pragma omp parallel
   {
     Scratch scratch(dim, padded_dim(dim));
 #pragma omp for schedule(dynamic, 1)
-    for (std::ptrdiff_t i = 0; i < n; ++i) item_fn(b, items[static_cast<std::size_t>(i)], scratch);
+    for (std::ptrdiff_t i = 0; i < n; ++i) {
+      item_fn(b, static_cast<std::size_t>(i), items[static_cast<std::size_t>(i)], scratch);
+    }
+  }
+}
+
+// Where each shared key item's partial goes (-1: not shared, it adds in place), and the floats needed.
+std::ptrdiff_t place_partials(const std::vector<WorkItem>& items, int dim, std::vector<std::ptrdiff_t>& at) {
+  at.assign(items.size(), -1);
+  std::ptrdiff_t floats = 0;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (!items[i].shared) continue;
+    at[i] = floats;
+    floats += 2 * items[i].rows.count * dim;
+  }
+  return floats;
+}
+
+// Adds the partials into dK/dV task by task (in task order, then any order inside a task: one task's
+// key tiles of one head never overlap), so each element's sum has one order at any thread count.
+template <class T>
+void add_partials(const Backward<T>& b, const std::vector<WorkItem>& items) {
+  std::vector<std::size_t> shared;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (b.partial_at[i] >= 0) shared.push_back(i);
+  }
+  std::sort(shared.begin(), shared.end(), [&](std::size_t x, std::size_t y) { return items[x].task < items[y].task; });
+  std::vector<std::size_t> group_begin;  // positions in `shared` where a new task starts, then the end
+  for (std::size_t g = 0; g < shared.size(); ++g) {
+    if (g == 0 || items[shared[g]].task != items[shared[g - 1]].task) group_begin.push_back(g);
+  }
+  group_begin.push_back(shared.size());
+  const int dim = b.dk.dim;
+#pragma omp parallel
+  for (std::size_t g = 0; g + 1 < group_begin.size(); ++g) {
+    const auto first = static_cast<std::ptrdiff_t>(group_begin[g]);
+    const auto last = static_cast<std::ptrdiff_t>(group_begin[g + 1]);
+#pragma omp for schedule(static)
+    for (std::ptrdiff_t s = first; s < last; ++s) {
+      const std::size_t i = shared[static_cast<std::size_t>(s)];
+      const WorkItem& item = items[i];
+      const float* dk_part = b.partials + b.partial_at[i];
+      const float* dv_part = dk_part + item.rows.count * dim;
+      for (Tokens j = 0; j < item.rows.count; ++j) {
+        float* dk_out = b.dk.at(item.rows.row + j, item.head);
+        float* dv_out = b.dv.at(item.rows.row + j, item.head);
+        for (int c = 0; c < dim; ++c) dk_out[c] += dk_part[j * dim + c], dv_out[c] += dv_part[j * dim + c];
+      }
+    }  // the implicit barrier orders the tasks
   }
 }
 
@@ -240,10 +317,18 @@ void attention_backward(std::span<const AttentionTask> tasks, const AttentionSha
   }
 
   const float scale_log2 = shape.softmax_scale() * std::numbers::log2e_v<float>;
-  const Backward<T> b{tasks, q, k, v, d_o, dq, dk, dv, lse2.data(), delta.data(), head_major(q, 0, scale_log2),
-                      head_major(d_o, 1), head_major(k, 2), head_major(v, 3), shape.q_heads / shape.kv_heads,
-                      shape.softmax_scale()};
-  run_items<T>(key_tiles(tasks, shape.kv_heads), shape.head_dim, key_item<T>, b);
+  Backward<T> b{tasks, q, k, v, d_o, dq, dk, dv, lse2.data(), delta.data(), head_major(q, 0, scale_log2),
+                head_major(d_o, 1), head_major(k, 2), head_major(v, 3), shape.q_heads / shape.kv_heads,
+                shape.softmax_scale()};
+  const std::vector<WorkItem> key_items = key_tiles(tasks, shape.kv_heads);
+  std::vector<std::ptrdiff_t> partial_at;
+  if (shape.deterministic) {
+    const std::ptrdiff_t floats = place_partials(key_items, shape.head_dim, partial_at);
+    b.partials = partials_workspace(static_cast<std::size_t>(floats));
+    b.partial_at = partial_at.data();
+  }
+  run_items<T>(key_items, shape.head_dim, key_item<T>, b);
+  if (shape.deterministic) add_partials(b, key_items);
   run_items<T>(query_tiles(tasks, shape.q_heads), shape.head_dim, query_item<T>, b);
 }
 

@@ -14,29 +14,48 @@
 
 namespace fulcrum::kernels::testing {
 
-/// One mask of every kind, sized for a document of about `len` tokens.
-inline std::vector<MaskSpec> every_mask(Rng& rng, Tokens len) {
+/// A random mask of `kind` sized for a document of about `len` tokens. The switch has no default, so a
+/// new MaskKind does not compile here until it has a case (-Wswitch is an error).
+inline MaskSpec random_mask(Rng& rng, MaskKind kind, Tokens len) {
   const Tokens w = std::max<Tokens>(1, rng.uniform_int(1, std::max<Tokens>(1, len / 2)));
-  std::vector<Tokens> verticals, slashes;
-  for (int i = 0; i < 6; ++i) verticals.push_back(rng.uniform_int(0, std::max<Tokens>(0, len - 1)));
-  slashes.push_back(0);
-  for (int i = 0; i < 5; ++i) slashes.push_back(rng.uniform_int(1, std::max<Tokens>(1, len)));
-  std::vector<std::pair<Tokens, Tokens>> blocks;
-  const Tokens block = 32;
-  for (Tokens qb = 0; qb * block < len; ++qb) {
-    for (Tokens kb = 0; kb <= qb; ++kb) {
-      if (kb == 0 || kb == qb || rng.uniform() < 0.3) blocks.emplace_back(qb, kb);
+  switch (kind) {
+    case MaskKind::kCausal: return MaskSpec::causal();
+    case MaskKind::kFull: return MaskSpec::full();
+    case MaskKind::kSlidingWindow: return MaskSpec::sliding_window(w);
+    case MaskKind::kLambda: return MaskSpec::lambda(rng.uniform_int(0, 70), w);
+    case MaskKind::kCausalBlockwise: return MaskSpec::causal_blockwise(rng.uniform_int(16, 100), rng.uniform_int(0, 2));
+    case MaskKind::kSharedQuestion: return MaskSpec::shared_question(rng.uniform_int(1, 4), 20);
+    case MaskKind::kVerticalSlash: {
+      std::vector<Tokens> verticals, slashes;
+      for (int i = 0; i < 6; ++i) verticals.push_back(rng.uniform_int(0, std::max<Tokens>(0, len - 1)));
+      slashes.push_back(0);
+      for (int i = 0; i < 5; ++i) slashes.push_back(rng.uniform_int(1, std::max<Tokens>(1, len)));
+      return MaskSpec::vertical_slash(verticals, slashes);
+    }
+    case MaskKind::kBlockSparse: {
+      std::vector<std::pair<Tokens, Tokens>> blocks;
+      const Tokens block = 32;
+      for (Tokens qb = 0; qb * block < len; ++qb) {
+        for (Tokens kb = 0; kb <= qb; ++kb) {
+          if (kb == 0 || kb == qb || rng.uniform() < 0.3) blocks.emplace_back(qb, kb);
+        }
+      }
+      return MaskSpec::block_sparse(block, blocks);
     }
   }
-  return {MaskSpec::causal(),
-          MaskSpec::full(),
-          MaskSpec::sliding_window(w),
-          MaskSpec::lambda(rng.uniform_int(0, 70), w),
-          MaskSpec::causal_blockwise(rng.uniform_int(16, 100), rng.uniform_int(0, 2)),
-          MaskSpec::shared_question(rng.uniform_int(1, 4), 20),
-          MaskSpec::vertical_slash(verticals, slashes),
-          MaskSpec::block_sparse(block, blocks)};
+  return MaskSpec::causal();
 }
+
+/// One mask of every kind of the mask table (workload/mask.hpp), in its order, sized for a document of
+/// about `len` tokens.
+inline std::vector<MaskSpec> every_mask(Rng& rng, Tokens len) {
+  std::vector<MaskSpec> masks;
+  for (MaskKind kind : all_mask_kinds()) masks.push_back(random_mask(rng, kind, len));
+  return masks;
+}
+
+/// How many mask kinds there are: test suites instantiated once per kind use it.
+inline int mask_kind_count() { return static_cast<int>(all_mask_kinds().size()); }
 
 struct Problem {
   AttentionShape shape;

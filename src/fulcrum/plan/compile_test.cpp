@@ -4,20 +4,23 @@
 #include "fulcrum/plan/plan_test_cases.hpp"
 #include "fulcrum/plan/program_verify.hpp"
 #include "fulcrum/plan/verify.hpp"
+#include "fulcrum/workload/mask_test_cases.hpp"
 
 #include <gtest/gtest.h>
+
+#include <vector>
 
 namespace fulcrum {
 namespace {
 
-const MaskSpec kMasks[] = {MaskSpec::causal(),
+const std::vector<MaskSpec> kMasks = testing::with_every_kind({MaskSpec::causal(),
                            MaskSpec::full(),
                            MaskSpec::sliding_window(40),
                            MaskSpec::lambda(4, 24),
                            MaskSpec::causal_blockwise(16, 1),
                            MaskSpec::shared_question(3, 20),
                            MaskSpec::vertical_slash({0, 3, 50}, {0, 1, 17}),
-                           MaskSpec::block_sparse(16, {{0, 0}, {1, 0}, {1, 1}, {3, 2}, {5, 5}, {9, 0}})};
+                           MaskSpec::block_sparse(16, {{0, 0}, {1, 0}, {1, 1}, {3, 2}, {5, 5}, {9, 0}})});
 const HeadLayout kHeads{4, 2, 16, 4};
 
 TEST(Compile, EveryPlanOfRandomAssignmentsVerifies) {

@@ -34,16 +34,14 @@ Plan load_plan(const std::string& path) {
   if (!in) fail("plan file '{}': cannot open: {}", path, std::strerror(errno));
   const std::vector<std::uint8_t> bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   if (in.bad()) fail_runtime("plan file '{}': read failed: {}", path, std::strerror(errno));
-  // The decoders name the field; this adds the file, keeping the error's kind.
+  // JSON: the reader names the file and the field ("plan.json: plan.version = 2: ...").
+  if (is_json_path(path)) {
+    const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    return plan_from_json(JsonDocument::parse(text, path, "plan").root());
+  }
+  // Binary: the decoder names the field; this adds the file, keeping the error's kind.
   try {
-    if (!is_json_path(path)) return plan_from_binary(bytes);
-    nlohmann::json json;
-    try {
-      json = nlohmann::json::parse(bytes.begin(), bytes.end());
-    } catch (const nlohmann::json::parse_error& e) {
-      fail("not valid JSON: {}", e.what());
-    }
-    return plan_from_json(json);
+    return plan_from_binary(bytes);
   } catch (const Error& e) {
     throw Error(fmt::format("plan file '{}': {}", path, e.what()), e.kind());
   }

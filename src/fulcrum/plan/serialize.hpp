@@ -23,6 +23,7 @@
 // writer and the reader (serialize_binary.cpp), so the two directions cannot drift apart.
 #pragma once
 
+#include "fulcrum/core/json_reader.hpp"
 #include "fulcrum/plan/program.hpp"
 
 #include <nlohmann/json.hpp>
@@ -40,6 +41,8 @@ inline constexpr int kPlanFormatVersion = 2;  // 2: "mode" and "nano_batches" re
 nlohmann::json to_json(const Plan& plan);
 /// Errors name the JSON path, e.g. "plan.programs[2].instructions[5].op = 'foo': must be one of ...".
 Plan plan_from_json(const nlohmann::json& json);
+/// The same from a JSON reader cursor (core/json_reader.hpp): errors also name its file.
+Plan plan_from_json(const JsonValue& json);
 
 std::vector<std::uint8_t> to_binary(const Plan& plan);
 /// Errors start with "plan binary:" and name the byte offset and the field being read.

@@ -1,8 +1,9 @@
-// The JSON plan format (layout in serialize.hpp). Writing is direct; reading goes through a few checked
-// accessors that carry the JSON path, so every error names the exact field ("plan.programs[0].rank").
+// The JSON plan format (layout in serialize.hpp). Writing is direct; reading goes through the checked
+// cursors of core/json_reader.hpp, so every error names the exact field ("plan.programs[0].rank").
 #include "fulcrum/plan/serialize.hpp"
 
 #include "fulcrum/core/error.hpp"
+#include "fulcrum/core/json_reader.hpp"
 
 #include <array>
 #include <limits>
@@ -96,139 +97,76 @@ json program_json(const Program& p) {
           {"instructions", std::move(instructions)}};
 }
 
-// ---- Reading: checked accessors. `path` is always the path of the value being read. ----
-
-/// A value as shown in an error: its JSON text, cut short so that a misplaced program stays one line.
-std::string shown(const json& j) {
-  std::string text = j.dump();
-  if (text.size() > 60) text = text.substr(0, 57) + "...";
-  return text;
-}
-
-const json& member(const json& object, const std::string& path, const char* key) {
-  if (!object.is_object()) fail("{} = {}: must be an object", path, shown(object));
-  const auto it = object.find(key);
-  if (it == object.end()) fail("{}.{}: missing", path, key);
-  return *it;
-}
+// ---- Reading: through core/json_reader.hpp, whose cursors carry the JSON path, so every error names
+// the exact field ("plan.programs[0].rank"). ----
 
 template <class T>
-T integer(const json& j, const std::string& path) {
-  constexpr auto kMin = std::numeric_limits<T>::min();
-  constexpr auto kMax = std::numeric_limits<T>::max();
-  if (!j.is_number_integer()) fail("{} = {}: must be an integer", path, shown(j));
-  const bool in_range = j.is_number_unsigned() ? j.get<std::uint64_t>() <= static_cast<std::uint64_t>(kMax)
-                                               : j.get<std::int64_t>() >= kMin && j.get<std::int64_t>() <= kMax;
-  if (!in_range) fail("{} = {}: must be in [{}, {}]", path, shown(j), kMin, kMax);
-  return static_cast<T>(j.get<std::int64_t>());
-}
-
-std::string string(const json& j, const std::string& path) {
-  if (!j.is_string()) fail("{} = {}: must be a string", path, shown(j));
-  return j.get<std::string>();
-}
-
-const json& array(const json& j, const std::string& path, std::size_t min_size, std::size_t max_size,
-                  std::string_view shape) {
-  if (!j.is_array() || j.size() < min_size || j.size() > max_size) fail("{} = {}: must be {}", path, shown(j), shape);
-  return j;
-}
-
-template <class T>
-T int_at(const json& object, const std::string& path, const char* key) {
-  return integer<T>(member(object, path, key), fmt::format("{}.{}", path, key));
-}
-
-/// Reads an enum with one of program.hpp's parse_* functions, adding the JSON path to its message.
-template <class Parse>
-auto enum_at(const json& object, const std::string& path, const char* key, Parse parse) {
-  const std::string at = fmt::format("{}.{}", path, key);
-  const std::string text = string(member(object, path, key), at);
-  try {
-    return parse(text);
-  } catch (const Error& e) {
-    fail("{}: {}", at, e.what());
-  }
-}
-
-template <class T, class Read>
-std::vector<T> list_at(const json& object, const std::string& path, const char* key, Read read) {
-  const std::string at = fmt::format("{}.{}", path, key);
-  const json& items = array(member(object, path, key), at, 0, std::numeric_limits<std::size_t>::max(), "an array");
+std::vector<T> list_at(const JsonValue& object, const char* key, T (*read)(const JsonValue&)) {
   std::vector<T> out;
-  out.reserve(items.size());
-  for (std::size_t i = 0; i < items.size(); ++i) out.push_back(read(items[i], fmt::format("{}[{}]", at, i)));
+  for (const auto& element : object.at(key).elements()) out.push_back(read(element));
   return out;
 }
 
-Slice read_slice(const json& j, const std::string& path) {
-  const json& a = array(j, path, 3, 3, "[buffer, row, rows]");
-  return {integer<int>(a[0], path + "[0]"), integer<Tokens>(a[1], path + "[1]"), integer<Tokens>(a[2], path + "[2]")};
+Slice read_slice(const JsonValue& j) {
+  const auto a = j.elements(3, 3, "[buffer, row, rows]");
+  return {a[0].integer<int>(), a[1].integer<Tokens>(), a[2].integer<Tokens>()};
 }
 
-Slice slice_at(const json& object, const std::string& path, const char* key) {
-  return read_slice(member(object, path, key), fmt::format("{}.{}", path, key));
+RowSpan read_span(const JsonValue& j) {
+  const auto a = j.elements(3, 3, "[row, position, count]");
+  return {a[0].integer<Tokens>(), a[1].integer<Tokens>(), a[2].integer<Tokens>()};
 }
 
-RowSpan read_span(const json& j, const std::string& path) {
-  const json& a = array(j, path, 3, 3, "[row, position, count]");
-  return {integer<Tokens>(a[0], path + "[0]"), integer<Tokens>(a[1], path + "[1]"),
-          integer<Tokens>(a[2], path + "[2]")};
+Message read_message(const JsonValue& j) {
+  return {j.at("peer").integer<int>(), j.at("tag").integer<int>(), read_slice(j.at("slice"))};
 }
 
-Message read_message(const json& j, const std::string& path) {
-  return {int_at<int>(j, path, "peer"), int_at<int>(j, path, "tag"), slice_at(j, path, "slice")};
-}
-
-AttentionItem read_item(const json& j, const std::string& path) {
+AttentionItem read_item(const JsonValue& j) {
   AttentionItem item;
-  item.doc = int_at<int>(j, path, "doc");
-  const std::string queries_path = path + ".queries";
-  const json& queries = array(member(j, path, "queries"), queries_path, 1, 2, "[span] or [span, span]");
-  for (std::size_t i = 0; i < queries.size(); ++i) {
-    item.queries[i] = read_span(queries[i], fmt::format("{}[{}]", queries_path, i));
-  }
-  item.keys = read_span(member(j, path, "keys"), path + ".keys");
+  item.doc = j.at("doc").integer<int>();
+  const auto queries = j.at("queries").elements(1, 2, "[span] or [span, span]");
+  for (std::size_t i = 0; i < queries.size(); ++i) item.queries[i] = read_span(queries[i]);
+  item.keys = read_span(j.at("keys"));
   return item;
 }
 
 /// Reads one operation's fields, after the "op" name has chosen its alternative.
 struct OperationReader {
-  const json& j;
-  const std::string& path;
+  const JsonValue& j;
+  int integer(const char* key) const { return j.at(key).integer<int>(); }
   void operator()(CommLaunch& op) const {
-    op.id = int_at<int>(j, path, "id");
-    op.sends = list_at<Message>(j, path, "sends", read_message);
-    op.receives = list_at<Message>(j, path, "receives", read_message);
-    op.kind = enum_at(j, path, "kind", parse_comm_kind);
+    op.id = integer("id");
+    op.sends = list_at(j, "sends", read_message);
+    op.receives = list_at(j, "receives", read_message);
+    op.kind = j.at("kind").parsed(parse_comm_kind);
   }
-  void operator()(CommWait& op) const { op.launch = int_at<int>(j, path, "launch"); }
+  void operator()(CommWait& op) const { op.launch = integer("launch"); }
   template <class Op>
   void read_inputs(Op& op) const {
-    op.q = int_at<int>(j, path, "q");
-    op.k = int_at<int>(j, path, "k");
-    op.v = int_at<int>(j, path, "v");
-    op.o = int_at<int>(j, path, "o");
-    op.lse = int_at<int>(j, path, "lse");
-    op.items = list_at<AttentionItem>(j, path, "items", read_item);
+    op.q = integer("q");
+    op.k = integer("k");
+    op.v = integer("v");
+    op.o = integer("o");
+    op.lse = integer("lse");
+    op.items = list_at(j, "items", read_item);
   }
   void operator()(Attention& op) const { read_inputs(op); }
   void operator()(AttentionBackward& op) const {
     read_inputs(op);
-    op.d_o = int_at<int>(j, path, "d_o");
-    op.dq = int_at<int>(j, path, "dq");
-    op.dk = int_at<int>(j, path, "dk");
-    op.dv = int_at<int>(j, path, "dv");
+    op.d_o = integer("d_o");
+    op.dq = integer("dq");
+    op.dk = integer("dk");
+    op.dv = integer("dv");
   }
   void operator()(Reduce& op) const {
-    op.out = slice_at(j, path, "out");
-    op.out_lse = slice_at(j, path, "out_lse");
-    op.parts = list_at<Slice>(j, path, "parts", read_slice);
-    op.part_lse = list_at<Slice>(j, path, "part_lse", read_slice);
+    op.out = read_slice(j.at("out"));
+    op.out_lse = read_slice(j.at("out_lse"));
+    op.parts = list_at(j, "parts", read_slice);
+    op.part_lse = list_at(j, "part_lse", read_slice);
   }
   void operator()(Copy& op) const {
-    op.src = slice_at(j, path, "src");
-    op.dst = slice_at(j, path, "dst");
+    op.src = read_slice(j.at("src"));
+    op.dst = read_slice(j.at("dst"));
   }
 };
 
@@ -243,66 +181,55 @@ const std::array<Operation, 7>& operation_prototypes() {
   return prototypes;
 }
 
-Instruction read_instruction(const json& j, const std::string& path) {
-  const std::string op_path = path + ".op";
-  const std::string name = string(member(j, path, "op"), op_path);
-  Instruction instruction;
+Operation parse_operation(const std::string& name) {
   std::string allowed;
-  bool known = false;
   for (const auto& prototype : operation_prototypes()) {
-    if (name == operation_name(prototype)) {
-      instruction.op = prototype;
-      known = true;
-      break;
-    }
+    if (name == operation_name(prototype)) return prototype;
     allowed += fmt::format("{}{}", allowed.empty() ? "" : ", ", operation_name(prototype));
   }
-  if (!known) fail("{} = '{}': must be one of {}", op_path, name, allowed);
-  instruction.stream = int_at<int>(j, path, "stream");
-  std::visit(OperationReader{j, path}, instruction.op);
+  fail("must be one of {}", allowed);
+}
+
+Instruction read_instruction(const JsonValue& j) {
+  Instruction instruction;
+  instruction.op = j.at("op").parsed(parse_operation);
+  instruction.stream = j.at("stream").integer<int>();
+  std::visit(OperationReader{j}, instruction.op);
   return instruction;
 }
 
-Buffer read_buffer(const json& j, const std::string& path) {
+Buffer read_buffer(const JsonValue& j) {
   Buffer b;
-  b.name = string(member(j, path, "name"), path + ".name");
-  b.field = enum_at(j, path, "field", parse_field);
-  b.rows = int_at<Tokens>(j, path, "rows");
-  b.init = enum_at(j, path, "init", parse_buffer_init);
-  const json& output = member(j, path, "output");
-  if (!output.is_boolean()) fail("{}.output = {}: must be true or false", path, shown(output));
-  b.output = output.get<bool>();
+  b.name = j.at("name").string();
+  b.field = j.at("field").parsed(parse_field);
+  b.rows = j.at("rows").integer<Tokens>();
+  b.init = j.at("init").parsed(parse_buffer_init);
+  b.output = j.at("output").boolean();
   return b;
 }
 
-OwnedRows read_owned(const json& j, const std::string& path) {
+OwnedRows read_owned(const JsonValue& j) {
   OwnedRows rows;
-  rows.doc = int_at<int>(j, path, "doc");
-  const std::string tokens_path = path + ".tokens";
-  const json& tokens = array(member(j, path, "tokens"), tokens_path, 2, 2, "[begin, end]");
-  rows.tokens = {integer<Tokens>(tokens[0], tokens_path + "[0]"), integer<Tokens>(tokens[1], tokens_path + "[1]")};
-  rows.row = int_at<Tokens>(j, path, "row");
+  rows.doc = j.at("doc").integer<int>();
+  const auto tokens = j.at("tokens").elements(2, 2, "[begin, end]");
+  rows.tokens = {tokens[0].integer<Tokens>(), tokens[1].integer<Tokens>()};
+  rows.row = j.at("row").integer<Tokens>();
   return rows;
 }
 
-Program read_program(const json& j, const std::string& path) {
+Program read_program(const JsonValue& j) {
   Program p;
-  p.rank = int_at<int>(j, path, "rank");
-  p.owned = list_at<OwnedRows>(j, path, "owned", read_owned);
-  p.buffers = list_at<Buffer>(j, path, "buffers", read_buffer);
-  p.instructions = list_at<Instruction>(j, path, "instructions", read_instruction);
+  p.rank = j.at("rank").integer<int>();
+  p.owned = list_at(j, "owned", read_owned);
+  p.buffers = list_at(j, "buffers", read_buffer);
+  p.instructions = list_at(j, "instructions", read_instruction);
   return p;
 }
 
-PlanDocument read_document(const json& j, const std::string& path) {
+PlanDocument read_document(const JsonValue& j) {
   PlanDocument doc;
-  doc.length = int_at<Tokens>(j, path, "length");
-  const std::string text = string(member(j, path, "mask"), path + ".mask");
-  try {
-    doc.mask = MaskSpec::parse(text);
-  } catch (const Error& e) {
-    fail("{}.mask = '{}': {}", path, text, e.what());
-  }
+  doc.length = j.at("length").integer<Tokens>();
+  doc.mask = j.at("mask").parsed(MaskSpec::parse);
   return doc;
 }
 
@@ -326,27 +253,30 @@ json to_json(const Plan& plan) {
           {"programs", std::move(programs)}};
 }
 
-Plan plan_from_json(const json& j) {
-  const std::string path = "plan";
-  const std::string format = string(member(j, path, "format"), "plan.format");
-  if (format != kFormat) fail("plan.format = '{}': must be '{}'", format, kFormat);
-  const int version = int_at<int>(j, path, "version");
-  if (version != kPlanFormatVersion) {
-    fail("plan.version = {}: this build reads version {}", version, kPlanFormatVersion);
+Plan plan_from_json(const JsonValue& j) {
+  j.at("format").parsed([](const std::string& format) {
+    if (format != kFormat) fail("must be '{}'", kFormat);
+    return format;
+  });
+  const JsonValue version = j.at("version");
+  if (version.integer<int>() != kPlanFormatVersion) {
+    version.fail_because(fmt::format("this build reads version {}", kPlanFormatVersion));
   }
   Plan plan;
-  plan.pass = enum_at(j, path, "pass", parse_pass);
-  plan.planner = string(member(j, path, "planner"), "plan.planner");
-  plan.mode = enum_at(j, path, "mode", [](std::string_view t) { return parse_comm_mode(t, "plan.mode"); });
-  plan.nano_batches = int_at<int>(j, path, "nano_batches");
-  const json& heads = member(j, path, "heads");
-  plan.heads.q_heads = int_at<int>(heads, "plan.heads", "q_heads");
-  plan.heads.kv_heads = int_at<int>(heads, "plan.heads", "kv_heads");
-  plan.heads.head_dim = int_at<int>(heads, "plan.heads", "head_dim");
-  plan.heads.dtype_bytes = int_at<int>(heads, "plan.heads", "dtype_bytes");
-  plan.documents = list_at<PlanDocument>(j, path, "documents", read_document);
-  plan.programs = list_at<Program>(j, path, "programs", read_program);
+  plan.pass = j.at("pass").parsed(parse_pass);
+  plan.planner = j.at("planner").string();
+  plan.mode = j.at("mode").parsed([](std::string_view t) { return parse_comm_mode(t, "mode"); });
+  plan.nano_batches = j.at("nano_batches").integer<int>();
+  const JsonValue heads = j.at("heads");
+  plan.heads.q_heads = heads.at("q_heads").integer<int>();
+  plan.heads.kv_heads = heads.at("kv_heads").integer<int>();
+  plan.heads.head_dim = heads.at("head_dim").integer<int>();
+  plan.heads.dtype_bytes = heads.at("dtype_bytes").integer<int>();
+  plan.documents = list_at(j, "documents", read_document);
+  plan.programs = list_at(j, "programs", read_program);
   return plan;
 }
+
+Plan plan_from_json(const json& j) { return plan_from_json(JsonValue(j, "", "plan")); }
 
 }  // namespace fulcrum

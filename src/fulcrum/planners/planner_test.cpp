@@ -6,10 +6,12 @@
 #include "fulcrum/plan/verify.hpp"
 #include "fulcrum/planners/baselines/wlb.hpp"
 #include "fulcrum/workload/length_source.hpp"
+#include "fulcrum/workload/mask_test_cases.hpp"
 
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <vector>
 
 namespace fulcrum {
 namespace {
@@ -27,7 +29,7 @@ Batch random_batch(std::uint64_t seed) {
   Rng rng(seed);
   const int ranks = static_cast<int>(rng.uniform_int(1, 8));
   const Tokens tpr = 64 * rng.uniform_int(1, 16);
-  const MaskSpec masks[] = {MaskSpec::causal(),
+  const std::vector<MaskSpec> masks = testing::with_every_kind({MaskSpec::causal(),
                             MaskSpec::causal(),
                             MaskSpec::full(),
                             MaskSpec::sliding_window(96),
@@ -36,7 +38,7 @@ Batch random_batch(std::uint64_t seed) {
                             MaskSpec::shared_question(3, 20),
                             MaskSpec::vertical_slash({0, 1, 2, 3, 100, 700}, {0, 1, 2, 3, 64, 65, 500}),
                             MaskSpec::block_sparse(64, {{0, 0}, {1, 0}, {1, 1}, {2, 0}, {2, 2}, {3, 1}, {3, 3}, {7, 0},
-                                                        {7, 6}, {7, 7}, {12, 3}, {20, 20}})};
+                                                        {7, 6}, {7, 7}, {12, 3}, {20, 20}})});
   const auto mask = masks[rng.uniform_int(0, std::ssize(masks) - 1)];
   const std::string spec = rng.uniform() < 0.5 ? "uniform:1:" + std::to_string(2 * tpr) : "lognormal:5.5:1.2";
   auto source = make_length_source(spec, seed, tpr);
@@ -77,31 +79,7 @@ void expect_bad_input(const std::function<void()>& body, const std::string& mess
   }
 }
 
-bool same(const Assignment& x, const Assignment& y) {
-  if (x.tasks.size() != y.tasks.size() || x.transfers.size() != y.transfers.size()) return false;
-  for (std::size_t i = 0; i < x.tasks.size(); ++i) {
-    const auto &a = x.tasks[i], &b = y.tasks[i];
-    if (a.doc != b.doc || a.queries != b.queries || a.keys != b.keys || a.server != b.server || a.division != b.division) {
-      return false;
-    }
-  }
-  for (std::size_t i = 0; i < x.transfers.size(); ++i) {
-    const auto &a = x.transfers[i], &b = y.transfers[i];
-    if (a.kind != b.kind || a.doc != b.doc || a.tokens != b.tokens || a.src != b.src || a.dst != b.dst) return false;
-  }
-  return true;
-}
-
-TEST(Planners, SameSeedGivesTheIdenticalPlan) {
-  for (const auto& name : planner_names()) {
-    for (std::uint64_t seed : {3u, 17u, 123u}) {
-      const Batch batch = random_batch(seed);
-      const auto x = PlannerPerCp(name).for_batch(batch).plan(batch);
-      const auto y = PlannerPerCp(name).for_batch(batch).plan(batch);
-      EXPECT_TRUE(same(x, y)) << name << " seed " << seed;
-    }
-  }
-}
+// Same seed, same plan, at any thread count: sim/thread_determinism_test.cpp (it compiles and simulates too).
 
 TEST(Planners, DistcaBalancesWhatPackingLeavesImbalanced) {
   auto source = make_length_source("pretrain", 5, 65536);

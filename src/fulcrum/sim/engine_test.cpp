@@ -141,29 +141,15 @@ TEST(SimEngine, ADeadlockIsAnErrorNotAHang) {
   EXPECT_THROW(simulate_plan(plan, flat_hardware(1000, 0, 1e9)), Error);
 }
 
-std::vector<runtime::TimelineEvent> all_events(const SimResult& r) {
-  std::vector<runtime::TimelineEvent> out;
-  for (const auto& rank : r.ranks) out.insert(out.end(), rank.events.begin(), rank.events.end());
-  return out;
-}
-
-// Compiled plans of random assignments: identical timelines on every run, and more bandwidth never
-// makes a pass slower.
-TEST(SimEngine, DeterministicAndMonotoneInBandwidth) {
+// Compiled plans of random assignments: more bandwidth never makes a pass slower. (Identical timelines
+// for the same plan at any thread count: thread_determinism_test.cpp.)
+TEST(SimEngine, MonotoneInBandwidth) {
   const HeadLayout heads{4, 2, 16, 4};
   for (std::uint64_t seed = 0; seed < 60; ++seed) {
     const Assignment a = testing::random_assignment(seed, MaskSpec::causal(), 4);
     for (Pass pass : {Pass::kForward, Pass::kBackward}) {
       const Plan plan = compile(a, heads, pass, seed % 2 ? CommMode::kPingPong : CommMode::kSingleStream);
-      const auto slow = flat_hardware(1e6, 1e-5, 1e9, 2);
-      const auto first = simulate_plan(plan, slow), second = simulate_plan(plan, slow);
-      const auto e1 = all_events(first), e2 = all_events(second);
-      ASSERT_EQ(e1.size(), e2.size());
-      for (std::size_t i = 0; i < e1.size(); ++i) {
-        ASSERT_EQ(e1[i].name, e2[i].name);
-        ASSERT_EQ(e1[i].start_s, e2[i].start_s) << "seed " << seed;
-        ASSERT_EQ(e1[i].end_s, e2[i].end_s);
-      }
+      const auto first = simulate_plan(plan, flat_hardware(1e6, 1e-5, 1e9, 2));
       double previous = first.makespan_s;
       for (double bw : {2e6, 4e6, 1e8}) {
         const double t = simulate_plan(plan, flat_hardware(bw, 1e-5, 1e9, 2)).makespan_s;

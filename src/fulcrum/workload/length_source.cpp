@@ -1,6 +1,7 @@
 #include "fulcrum/workload/length_source.hpp"
 
 #include "fulcrum/core/error.hpp"
+#include "fulcrum/core/json_reader.hpp"
 #include "fulcrum/core/text.hpp"
 #include "fulcrum/core/random.hpp"
 
@@ -140,10 +141,10 @@ std::vector<Tokens> read_lengths_file(const std::string& path) {
   std::vector<Tokens> lengths;
   const auto first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] == '[') {
-    try {
-      for (const auto& v : nlohmann::json::parse(text)) lengths.push_back(v.get<Tokens>());
-    } catch (const nlohmann::json::exception& e) {
-      fail("dataset file '{}': not a JSON array of integers ({})", path, e.what());
+    // Errors name the file and the element: "lengths.json: lengths[3] = -4: must be >= 1".
+    const JsonDocument json = JsonDocument::parse(text, path, "lengths");
+    for (const auto& v : json.root().elements(1, JsonValue::kAnySize, "a non-empty array of lengths")) {
+      lengths.push_back(v.integer<Tokens>(1));
     }
   } else {
     std::istringstream lines(text);

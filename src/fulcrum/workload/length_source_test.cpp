@@ -107,6 +107,13 @@ TEST(LengthSource, BadSpecsNameTheField) {
   expect_error("file:" + bad, "must be >= 1");
   std::ofstream(bad) << "10\nabc\n";
   expect_error("file:" + bad, "line 2");
+  const std::string bad_json = ::testing::TempDir() + "/bad.json";
+  std::ofstream(bad_json) << "[10, 20, -4]";
+  expect_error("file:" + bad_json, bad_json + ": lengths[2] = -4: must be >= 1");
+  std::ofstream(bad_json) << "[10, 2.5]";
+  expect_error("file:" + bad_json, bad_json + ": lengths[1] = 2.5: must be an integer");
+  std::ofstream(bad_json) << "[10, 20";
+  expect_error("file:" + bad_json, bad_json + ": not JSON: parse error at line 1");
 }
 
 }  // namespace

@@ -43,9 +43,50 @@ Tokens parse_tokens(std::string_view text, std::string_view field) {
 
 using mask_detail::band_pairs;
 
+namespace {
+
+constexpr MaskKindInfo kMaskKinds[] = {
+    {MaskKind::kCausal, "causal", "causal", "causal"},
+    {MaskKind::kFull, "full", "full", "full"},
+    {MaskKind::kSlidingWindow, "window", "window:W", "window:5"},
+    {MaskKind::kLambda, "lambda", "lambda:SINK:WINDOW", "lambda:2:4"},
+    {MaskKind::kCausalBlockwise, "blockwise", "blockwise:B:W", "blockwise:3:1"},
+    {MaskKind::kSharedQuestion, "shared-question", "shared-question:A:P", "shared-question:3:25"},
+    {MaskKind::kVerticalSlash, "vslash", "vslash:V1,V2,..:S1,S2,..", "vslash:0,7:0,2"},
+    {MaskKind::kBlockSparse, "blocksparse", "blocksparse:B:QB-KB,..", "blocksparse:4:0-0,1-0,2-1,2-2,4-4"},
+};
+
+constexpr bool rows_in_declaration_order() {
+  for (std::size_t i = 0; i < std::size(kMaskKinds); ++i) {
+    if (static_cast<std::size_t>(kMaskKinds[i].kind) != i) return false;
+  }
+  return true;
+}
+static_assert(rows_in_declaration_order(), "kMaskKinds: one row per MaskKind, in declaration order");
+
+}  // namespace
+
+std::span<const MaskKindInfo> mask_kind_table() { return kMaskKinds; }
+
+const MaskKindInfo& mask_kind_info(MaskKind kind) {
+  const auto i = static_cast<std::size_t>(kind);
+  FULCRUM_CHECK(i < std::size(kMaskKinds), "mask kind {} has no row in the mask table", i);
+  return kMaskKinds[i];
+}
+
+std::string mask_syntax_list(std::string_view separator) {
+  std::string out;
+  for (const auto& row : kMaskKinds) {
+    if (!out.empty()) out += separator;
+    out += row.syntax;
+  }
+  return out;
+}
+
 std::vector<MaskKind> all_mask_kinds() {
-  return {MaskKind::kCausal,          MaskKind::kFull,           MaskKind::kSlidingWindow, MaskKind::kLambda,
-          MaskKind::kCausalBlockwise, MaskKind::kSharedQuestion, MaskKind::kVerticalSlash, MaskKind::kBlockSparse};
+  std::vector<MaskKind> kinds;
+  for (const auto& row : kMaskKinds) kinds.push_back(row.kind);
+  return kinds;
 }
 
 MaskSpec MaskSpec::sliding_window(Tokens window) {
@@ -91,34 +132,37 @@ MaskSpec MaskSpec::shared_question(Tokens answers, Tokens question_percent) {
 MaskSpec MaskSpec::parse(std::string_view text) {
   using mask_detail::parse_tokens;
   const auto parts = split_fields(text, ':');
-  if (parts[0] == "causal" && parts.size() == 1) return causal();
-  if (parts[0] == "full" && parts.size() == 1) return full();
-  if (parts[0] == "window" && parts.size() == 2) return sliding_window(parse_tokens(parts[1], "mask window"));
-  if (parts[0] == "lambda" && parts.size() == 3) {
-    return lambda(parse_tokens(parts[1], "mask sink"), parse_tokens(parts[2], "mask window"));
+  const MaskKindInfo* row = nullptr;
+  for (const auto& r : kMaskKinds) {
+    if (parts[0] == r.name) row = &r;
   }
-  if (parts[0] == "blockwise" && parts.size() == 3) {
-    return causal_blockwise(parse_tokens(parts[1], "mask block"), parse_tokens(parts[2], "mask window blocks"));
+  // Fields after the name: as many as the syntax has.
+  if (row != nullptr && parts.size() == split_fields(row->syntax, ':').size()) {
+    switch (row->kind) {
+      case MaskKind::kCausal: return causal();
+      case MaskKind::kFull: return full();
+      case MaskKind::kSlidingWindow: return sliding_window(parse_tokens(parts[1], "mask window"));
+      case MaskKind::kLambda: return lambda(parse_tokens(parts[1], "mask sink"), parse_tokens(parts[2], "mask window"));
+      case MaskKind::kCausalBlockwise:
+        return causal_blockwise(parse_tokens(parts[1], "mask block"), parse_tokens(parts[2], "mask window blocks"));
+      case MaskKind::kSharedQuestion:
+        return shared_question(parse_tokens(parts[1], "mask answers"), parse_tokens(parts[2], "mask question percent"));
+      case MaskKind::kVerticalSlash:
+      case MaskKind::kBlockSparse: return mask_detail::parse_index_mask(parts);
+    }
   }
-  if (parts[0] == "shared-question" && parts.size() == 3) {
-    return shared_question(parse_tokens(parts[1], "mask answers"), parse_tokens(parts[2], "mask question percent"));
-  }
-  if ((parts[0] == "vslash" || parts[0] == "blocksparse") && parts.size() == 3) {
-    return mask_detail::parse_index_mask(parts);
-  }
-  fail("mask = '{}': expected causal, full, window:W, lambda:SINK:WINDOW, blockwise:B:W, shared-question:A:P, "
-       "vslash:V1,V2,..:S1,S2,.. or blocksparse:B:QB-KB,..",
-       text);
+  fail("mask = '{}': expected {}", text, mask_syntax_list(", "));
 }
 
 std::string MaskSpec::to_string() const {
+  const std::string_view name = mask_kind_info(kind).name;
   switch (kind) {
-    case MaskKind::kCausal: return "causal";
-    case MaskKind::kFull: return "full";
-    case MaskKind::kSlidingWindow: return fmt::format("window:{}", window);
-    case MaskKind::kLambda: return fmt::format("lambda:{}:{}", sink, window);
-    case MaskKind::kCausalBlockwise: return fmt::format("blockwise:{}:{}", block, window_blocks);
-    case MaskKind::kSharedQuestion: return fmt::format("shared-question:{}:{}", answers, question_percent);
+    case MaskKind::kCausal:
+    case MaskKind::kFull: return std::string(name);
+    case MaskKind::kSlidingWindow: return fmt::format("{}:{}", name, window);
+    case MaskKind::kLambda: return fmt::format("{}:{}:{}", name, sink, window);
+    case MaskKind::kCausalBlockwise: return fmt::format("{}:{}:{}", name, block, window_blocks);
+    case MaskKind::kSharedQuestion: return fmt::format("{}:{}:{}", name, answers, question_percent);
     case MaskKind::kVerticalSlash:
     case MaskKind::kBlockSparse: return mask_detail::index_to_string(*this);
   }

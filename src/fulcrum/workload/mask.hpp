@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -37,7 +38,24 @@ enum class MaskKind {
   kBlockSparse,
 };
 
-/// Every MaskKind, in declaration order.
+/// The one table of mask kinds: each kind's name (the first field of its text form, MaskSpec::parse
+/// and to_string), the syntax users write, and an example spec that parses and is valid for documents
+/// of any length (small parameters, so tests on documents of a few tokens see its structure). Help
+/// texts, errors, bindings and tests that need "every kind" read it, so a new kind is one new row.
+struct MaskKindInfo {
+  MaskKind kind;
+  std::string_view name;     // "window"
+  std::string_view syntax;   // "window:W"
+  std::string_view example;  // "window:5"
+};
+/// One row per MaskKind, in declaration order.
+std::span<const MaskKindInfo> mask_kind_table();
+/// The row of `kind`; the name is also what Python's capabilities list.
+const MaskKindInfo& mask_kind_info(MaskKind kind);
+/// Every kind's syntax joined by `separator`, e.g. "causal | full | window:W | ...".
+std::string mask_syntax_list(std::string_view separator);
+
+/// Every MaskKind, in declaration order (the table's kinds).
 std::vector<MaskKind> all_mask_kinds();
 
 /// Whether a (query tile x key tile) rectangle has no visible pair, all pairs visible, or some.

@@ -157,9 +157,9 @@ Tokens index_pairs(const MaskSpec& m, Range queries, Range keys) {
 std::string index_to_string(const MaskSpec& m) {
   const auto& l = *m.lists;
   if (m.kind == MaskKind::kVerticalSlash) {
-    return fmt::format("vslash:{}:{}", fmt::join(l.verticals, ","), fmt::join(l.slashes, ","));
+    return fmt::format("{}:{}:{}", mask_kind_info(m.kind).name, fmt::join(l.verticals, ","), fmt::join(l.slashes, ","));
   }
-  std::string out = fmt::format("blocksparse:{}:", m.block);
+  std::string out = fmt::format("{}:{}:", mask_kind_info(m.kind).name, m.block);
   for (std::size_t i = 0; i < l.block_pairs.size(); ++i) {
     out += fmt::format("{}{}-{}", i == 0 ? "" : ",", l.block_pairs[i].first, l.block_pairs[i].second);
   }
@@ -167,7 +167,7 @@ std::string index_to_string(const MaskSpec& m) {
 }
 
 MaskSpec parse_index_mask(const std::vector<std::string_view>& parts) {
-  if (parts[0] == "vslash") {
+  if (parts[0] == mask_kind_info(MaskKind::kVerticalSlash).name) {
     return MaskSpec::vertical_slash(parse_list(parts[1], "mask vertical"), parse_list(parts[2], "mask slash"));
   }
   const Tokens block = parse_tokens(parts[1], "mask block");

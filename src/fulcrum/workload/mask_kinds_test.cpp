@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+#include <string_view>
+
 namespace fulcrum {
 namespace {
 
@@ -154,6 +157,28 @@ TEST(MaskKinds, ParseRejectsBadTextNamingTheField) {
   };
   for (const auto& [text, message] : cases) {
     EXPECT_NE(parse_error(text).find(message), std::string::npos) << text << " gave '" << parse_error(text) << "'";
+  }
+}
+
+// The mask table is the one list of kinds: its examples parse to their own kind and round-trip, names
+// are distinct and are what to_string starts with, and the parse error lists every kind's syntax.
+TEST(MaskKinds, TheTableHasOneParsableRowPerKind) {
+  const auto table = mask_kind_table();
+  ASSERT_EQ(all_mask_kinds().size(), table.size());
+  std::set<std::string_view> names;
+  for (std::size_t i = 0; i < table.size(); ++i) {
+    const auto& row = table[i];
+    SCOPED_TRACE(std::string(row.name));
+    EXPECT_EQ(all_mask_kinds()[i], row.kind);
+    EXPECT_EQ(&mask_kind_info(row.kind), &row);
+    EXPECT_TRUE(names.insert(row.name).second) << "two kinds share the name";
+    const MaskSpec example = MaskSpec::parse(row.example);
+    EXPECT_EQ(example.kind, row.kind);
+    EXPECT_EQ(MaskSpec::parse(example.to_string()), example);
+    EXPECT_EQ(example.to_string().substr(0, row.name.size()), row.name);
+    EXPECT_EQ(std::string_view(row.syntax).substr(0, row.name.size()), row.name);
+    EXPECT_NE(parse_error("nonsense").find(row.syntax), std::string::npos);
+    EXPECT_GT(example.document_pairs(16), 0);  // the example shows something on a 16-token document
   }
 }
 

@@ -2,6 +2,7 @@
 #include "fulcrum/workload/mask.hpp"
 
 #include "fulcrum/core/random.hpp"
+#include "fulcrum/workload/mask_test_cases.hpp"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -13,7 +14,7 @@ namespace fulcrum {
 namespace {
 
 std::vector<MaskSpec> fixed_masks() {
-  return {MaskSpec::causal(),
+  return testing::with_every_kind({MaskSpec::causal(),
           MaskSpec::full(),
           MaskSpec::sliding_window(7),
           MaskSpec::sliding_window(1),
@@ -37,7 +38,7 @@ std::vector<MaskSpec> fixed_masks() {
           MaskSpec::vertical_slash({}, {}),
           MaskSpec::block_sparse(4, {{0, 0}, {1, 0}, {1, 1}, {2, 1}, {3, 0}, {3, 3}, {5, 2}, {7, 7}, {2, 5}}),
           MaskSpec::block_sparse(1, {{0, 0}, {1, 0}, {2, 2}, {9, 4}, {100, 99}}),
-          MaskSpec::block_sparse(16, {{0, 0}, {1, 1}, {2, 0}, {2, 2}, {3, 1}, {4, 4}, {5, 0}, {5, 5}, {6, 6}})};
+          MaskSpec::block_sparse(16, {{0, 0}, {1, 1}, {2, 0}, {2, 2}, {3, 1}, {4, 4}, {5, 0}, {5, 5}, {6, 6}})});
 }
 
 // Index masks drawn for a document of len tokens: dense enough to hit every code path.

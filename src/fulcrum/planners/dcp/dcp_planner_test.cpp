@@ -5,8 +5,11 @@
 #include "fulcrum/plan/stats.hpp"
 #include "fulcrum/plan/verify.hpp"
 #include "fulcrum/workload/length_source.hpp"
+#include "fulcrum/workload/mask_test_cases.hpp"
 
 #include <gtest/gtest.h>
+
+#include <vector>
 
 namespace fulcrum {
 namespace {
@@ -26,14 +29,14 @@ Batch small_batch(int ranks, const MaskSpec& mask, std::uint64_t seed) {
   return stream.next();
 }
 
-const MaskSpec kMasks[] = {MaskSpec::causal(),
+const std::vector<MaskSpec> kMasks = testing::with_every_kind({MaskSpec::causal(),
                            MaskSpec::full(),
                            MaskSpec::sliding_window(80),
                            MaskSpec::lambda(16, 96),
                            MaskSpec::causal_blockwise(64, 2),
                            MaskSpec::shared_question(4, 20),
                            MaskSpec::vertical_slash({0, 1, 200}, {0, 1, 64}),
-                           MaskSpec::block_sparse(32, {{0, 0}, {1, 0}, {1, 1}, {4, 2}, {9, 9}, {12, 0}})};
+                           MaskSpec::block_sparse(32, {{0, 0}, {1, 0}, {1, 1}, {4, 2}, {9, 9}, {12, 0}})});
 
 TEST(DcpPlanner, CompiledPlansVerifyForEveryMaskAndDivisionCount) {
   const HeadLayout heads = head_layout(model_shape_preset("tiny"), 4);
