@@ -1,6 +1,7 @@
 #include "fulcrum/plan/program_labels.hpp"
 
 #include "fulcrum/core/random.hpp"
+#include "fulcrum/workload/head_masks.hpp"
 
 #include <fmt/format.h>
 
@@ -9,10 +10,15 @@ namespace {
 
 constexpr std::size_t kMaxErrors = 40;
 
-std::uint64_t contribution_id(int rank, std::size_t at, int buffer, Tokens row, std::size_t item) {
-  return mix64(mix64(mix64(mix64(static_cast<std::uint64_t>(rank)) ^ at) ^ static_cast<std::uint64_t>(buffer)) ^
-             static_cast<std::uint64_t>(row)) ^
-         mix64(item);
+// A contribution is named by where it was computed and by its item's heads, so that the parts of a row
+// split over heads are tracked as different contributions and each must reach the owner exactly once.
+std::uint64_t contribution_id(int rank, std::size_t at, int buffer, Tokens row, std::size_t item, HeadRange heads) {
+  const std::uint64_t head_bits = heads.all() ? 0 : mix64((static_cast<std::uint64_t>(heads.begin) << 32) ^
+                                                          static_cast<std::uint64_t>(heads.end) ^ 0x4845414453ull);
+  return (mix64(mix64(mix64(mix64(static_cast<std::uint64_t>(rank)) ^ at) ^ static_cast<std::uint64_t>(buffer)) ^
+                static_cast<std::uint64_t>(row)) ^
+          mix64(item)) +
+         head_bits;
 }
 
 }  // namespace
@@ -113,6 +119,7 @@ void Machine::check_items(int rank, std::size_t at, const std::vector<AttentionI
   const Program& p = plan_.programs[rank];
   for (const auto& item : items) {
     const auto& doc = plan_.documents[item.doc];
+    const auto runs = mask_runs(doc.mask, doc.head_masks, item.heads);
     for (const auto& span : item.queries) {
       for (Tokens i = 0; i < span.count; ++i) {
         for (int b : q_side) expect_value(rank, at, b, span.row + i, item.doc, span.position + i, p.buffers[b].field);
@@ -120,7 +127,7 @@ void Machine::check_items(int rank, std::size_t at, const std::vector<AttentionI
       if (span.count == 0) continue;
       const Range queries{span.position, span.position + span.count};
       const Range keys{item.keys.position, item.keys.position + item.keys.count};
-      for (const auto& needed : doc.mask.keys_needed(queries, keys, doc.length)) {
+      for (const auto& needed : keys_needed(runs, queries, keys, doc.length)) {
         for (Tokens key = needed.begin; key < needed.end; ++key) {
           const Tokens row = item.keys.row + (key - item.keys.position);
           expect_value(rank, at, k, row, item.doc, key, Field::kK);
@@ -140,7 +147,7 @@ void Machine::attention(int rank, std::size_t at, const Attention& a) {
       for (Tokens i = 0; i < span.count; ++i) {
         for (int b : {a.o, a.lse}) {
           contribute(rank, at, b, span.row + i, a.items[n].doc, span.position + i,
-                     contribution_id(rank, at, b, span.row + i, n), false);
+                     contribution_id(rank, at, b, span.row + i, n, a.items[n].heads), false);
         }
       }
     }
@@ -153,20 +160,21 @@ void Machine::attention_backward(int rank, std::size_t at, const AttentionBackwa
   for (std::size_t n = 0; n < a.items.size(); ++n) {
     const auto& item = a.items[n];
     const auto& doc = plan_.documents[item.doc];
+    const auto runs = mask_runs(doc.mask, doc.head_masks, item.heads);
     for (const auto& span : item.queries) {
       if (span.count == 0) continue;
       for (Tokens i = 0; i < span.count; ++i) {
         contribute(rank, at, a.dq, span.row + i, item.doc, span.position + i,
-                   contribution_id(rank, at, a.dq, span.row + i, n), true);
+                   contribution_id(rank, at, a.dq, span.row + i, n, item.heads), true);
       }
       // dK and dV get a contribution from every (item, query span) that sees the key.
       const Range queries{span.position, span.position + span.count};
       const Range keys{item.keys.position, item.keys.position + item.keys.count};
-      for (const auto& needed : doc.mask.keys_needed(queries, keys, doc.length)) {
+      for (const auto& needed : keys_needed(runs, queries, keys, doc.length)) {
         for (Tokens key = needed.begin; key < needed.end; ++key) {
           const Tokens row = item.keys.row + (key - item.keys.position);
           for (int b : {a.dk, a.dv}) {
-            contribute(rank, at, b, row, item.doc, key, contribution_id(rank, at, b, row, n) + span.row, true);
+            contribute(rank, at, b, row, item.doc, key, contribution_id(rank, at, b, row, n, item.heads) + span.row, true);
           }
         }
       }

@@ -16,6 +16,24 @@ bool is_json_path(const std::string& path) { return path.ends_with(".json"); }
 
 }  // namespace
 
+int plan_format_version(const Plan& plan) {
+  for (const auto& doc : plan.documents) {
+    if (!doc.head_masks.empty()) return kPlanFormatVersion;
+  }
+  for (const auto& program : plan.programs) {
+    for (const auto& instruction : program.instructions) {
+      const std::vector<AttentionItem>* items = nullptr;
+      if (const auto* a = std::get_if<Attention>(&instruction.op)) items = &a->items;
+      if (const auto* b = std::get_if<AttentionBackward>(&instruction.op)) items = &b->items;
+      if (!items) continue;
+      for (const auto& item : *items) {
+        if (!item.heads.all() || item.heads.begin != 0) return kPlanFormatVersion;
+      }
+    }
+  }
+  return kPlanFormatVersionAllHeads;
+}
+
 void save_plan(const Plan& plan, const std::string& path) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) fail_runtime("plan file '{}': cannot open for writing: {}", path, std::strerror(errno));

@@ -7,17 +7,23 @@
 // JSON layout ("format": "fulcrum-plan", "version": 1):
 //   { "format", "version", "pass": "forward"|"backward", "planner", "schedule",
 //     "heads": {"q_heads", "kv_heads", "head_dim", "dtype_bytes"},
-//     "documents": [{"length", "mask": MaskSpec::to_string()}],
+//     "documents": [{"length", "mask": MaskSpec::to_string(), "head_masks": [mask text per q head]}],
 //     "programs": [{"rank", "owned": [{"doc", "tokens": [begin, end], "row"}],
 //                   "buffers": [{"name", "field", "rows", "init", "output"}],
 //                   "instructions": [{"op": operation_name(op), "stream", ...the op's fields}]}] }
 //   Slices are [buffer, row, rows]; RowSpans are [row, position, count]; an attention item is
-//   {"doc", "queries": [span] or [span, span], "keys": span} (the second query span is written only when
-//   it is not all zeros). Ops: launch {id, sends, receives: [{peer, tag, slice}]}, wait {launch},
+//   {"doc", "queries": [span] or [span, span], "keys": span, "heads": [begin, end]} (the second query span
+//   is written only when it is not all zeros, "heads" only for a head range other than all heads, and
+//   "head_masks" only for a document with per-head masks). Ops: launch {id, sends, receives: [{peer, tag, slice}]}, wait {launch},
 //   attention {q, k, v, o, lse, items}, attention-backward {q, k, v, o, lse, d_o, dq, dk, dv, items},
 //   merge|sum {out, out_lse, parts, part_lse}, copy {src, dst}. Unknown keys are ignored.
 //
-// Binary layout (little-endian): "FCPL", u32 version = 1, then the plan's fields in declaration order:
+// Versions: a plan whose items all cover every head and whose documents have one mask is written as
+// version 1, byte for byte as before heads existed; otherwise as version 2, which adds the fields above
+// (binary: an item's heads as two i32 after its keys, a document's head_masks as a mask list after its
+// mask). Both versions are read.
+//
+// Binary layout (little-endian): "FCPL", u32 version, then the plan's fields in declaration order:
 // int as i32, Tokens as i64, enums, bools and the op's variant index as u8, strings and list lengths as
 // u32 count + contents, masks as their to_string() text. One schema function per type drives both the
 // writer and the reader (serialize_binary.cpp), so the two directions cannot drift apart.
@@ -34,8 +40,13 @@
 
 namespace fulcrum {
 
-/// The version both encodings write and the only one they read.
-inline constexpr int kPlanFormatVersion = 1;
+/// The newest version both encodings write (for plans with head ranges or per-head masks) and read;
+/// kPlanFormatVersionAllHeads is written for all others and read too.
+inline constexpr int kPlanFormatVersionAllHeads = 1;
+/// Version 1 plus per-item head ranges and per-document head masks.
+inline constexpr int kPlanFormatVersion = 2;
+/// The version a plan is written as: 1 when it uses no heads feature, else kPlanFormatVersion.
+int plan_format_version(const Plan& plan);
 
 nlohmann::json to_json(const Plan& plan);
 /// Errors name the JSON path, e.g. "plan.programs[2].instructions[5].op = 'foo': must be one of ...".

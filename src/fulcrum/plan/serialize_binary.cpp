@@ -24,6 +24,7 @@ concept Is = std::same_as<std::remove_const_t<T>, U>;
 class BinaryWriter {
  public:
   static constexpr bool kReading = false;
+  int version = kPlanFormatVersion;  // fields newer than this are not written
 
   template <std::integral T>
   void integer(const T& value, const char* /*what*/) {
@@ -63,6 +64,7 @@ class BinaryWriter {
 class BinaryReader {
  public:
   static constexpr bool kReading = true;
+  int version = kPlanFormatVersion;  // fields newer than this are not read
 
   explicit BinaryReader(std::span<const std::uint8_t> bytes) : bytes_(bytes) {}
 
@@ -208,6 +210,10 @@ void schema(Ar& ar, Is<AttentionItem> auto& item) {
   schema(ar, item.queries[0], "queries[0]");
   schema(ar, item.queries[1], "queries[1]");
   schema(ar, item.keys, "keys");
+  if (ar.version >= 2) {
+    ar.integer(item.heads.begin, "heads begin");
+    ar.integer(item.heads.end, "heads end");
+  }
 }
 
 template <class Ar>
@@ -320,6 +326,7 @@ void schema(Ar& ar, Is<Plan> auto& plan) {
   ar.sequence(plan.documents, "documents", [&](auto& doc) {
     ar.integer(doc.length, "length");
     ar.mask(doc.mask, "mask");
+    if (ar.version >= 2) ar.sequence(doc.head_masks, "head_masks", [&](auto& m) { ar.mask(m, "mask"); });
   });
   ar.sequence(plan.programs, "programs", [&](auto& program) { schema(ar, program); });
 }
@@ -328,8 +335,9 @@ void schema(Ar& ar, Is<Plan> auto& plan) {
 
 std::vector<std::uint8_t> to_binary(const Plan& plan) {
   BinaryWriter writer;
+  writer.version = plan_format_version(plan);
   writer.raw(kMagic);
-  writer.integer(static_cast<std::uint32_t>(kPlanFormatVersion), "version");
+  writer.integer(static_cast<std::uint32_t>(writer.version), "version");
   schema(writer, plan);
   return writer.take();
 }
@@ -339,9 +347,12 @@ Plan plan_from_binary(std::span<const std::uint8_t> bytes) {
   reader.raw(kMagic);
   std::uint32_t version = 0;
   reader.integer(version, "version");
-  if (version != static_cast<std::uint32_t>(kPlanFormatVersion)) {
-    fail("plan binary: version = {} at byte 4: this build reads version {}", version, kPlanFormatVersion);
+  if (version != static_cast<std::uint32_t>(kPlanFormatVersionAllHeads) &&
+      version != static_cast<std::uint32_t>(kPlanFormatVersion)) {
+    fail("plan binary: version = {} at byte 4: this build reads versions {} and {}", version,
+         kPlanFormatVersionAllHeads, kPlanFormatVersion);
   }
+  reader.version = static_cast<int>(version);
   Plan plan;
   schema(reader, plan);
   reader.finish();

@@ -39,7 +39,9 @@ json items_json(const std::vector<AttentionItem>& items) {
     json queries = json::array({span_json(item.queries[0])});
     // A single query span is the common case; the empty second span is left out to keep files readable.
     if (item.queries[1] != RowSpan{}) queries.push_back(span_json(item.queries[1]));
-    out.push_back({{"doc", item.doc}, {"queries", std::move(queries)}, {"keys", span_json(item.keys)}});
+    json j = {{"doc", item.doc}, {"queries", std::move(queries)}, {"keys", span_json(item.keys)}};
+    if (!item.heads.all()) j["heads"] = json::array({item.heads.begin, item.heads.end});
+    out.push_back(std::move(j));
   }
   return out;
 }
@@ -189,6 +191,10 @@ AttentionItem read_item(const json& j, const std::string& path) {
     item.queries[i] = read_span(queries[i], fmt::format("{}[{}]", queries_path, i));
   }
   item.keys = read_span(member(j, path, "keys"), path + ".keys");
+  if (j.contains("heads")) {
+    const json& h = array(j.at("heads"), path + ".heads", 2, 2, "[begin, end]");
+    item.heads = {integer<int>(h[0], path + ".heads[0]"), integer<int>(h[1], path + ".heads[1]")};
+  }
   return item;
 }
 
@@ -303,6 +309,18 @@ PlanDocument read_document(const json& j, const std::string& path) {
   } catch (const Error& e) {
     fail("{}.mask = '{}': {}", path, text, e.what());
   }
+  if (j.contains("head_masks")) {
+    const std::string at = path + ".head_masks";
+    const json& masks = array(j.at("head_masks"), at, 0, std::numeric_limits<std::size_t>::max(), "an array");
+    for (std::size_t h = 0; h < masks.size(); ++h) {
+      const std::string mask_text = string(masks[h], fmt::format("{}[{}]", at, h));
+      try {
+        doc.head_masks.push_back(MaskSpec::parse(mask_text));
+      } catch (const Error& e) {
+        fail("{}[{}] = '{}': {}", at, h, mask_text, e.what());
+      }
+    }
+  }
   return doc;
 }
 
@@ -310,12 +328,20 @@ PlanDocument read_document(const json& j, const std::string& path) {
 
 json to_json(const Plan& plan) {
   json documents = json::array();
-  for (const auto& doc : plan.documents) documents.push_back({{"length", doc.length}, {"mask", doc.mask.to_string()}});
+  for (const auto& doc : plan.documents) {
+    json d = {{"length", doc.length}, {"mask", doc.mask.to_string()}};
+    if (!doc.head_masks.empty()) {
+      json masks = json::array();
+      for (const auto& m : doc.head_masks) masks.push_back(m.to_string());
+      d["head_masks"] = std::move(masks);
+    }
+    documents.push_back(std::move(d));
+  }
   json programs = json::array();
   for (const auto& program : plan.programs) programs.push_back(program_json(program));
   const auto& h = plan.heads;
   return {{"format", kFormat},
-          {"version", kPlanFormatVersion},
+          {"version", plan_format_version(plan)},
           {"pass", to_string(plan.pass)},
           {"planner", plan.planner},
           {"schedule", plan.schedule},
@@ -330,8 +356,9 @@ Plan plan_from_json(const json& j) {
   const std::string format = string(member(j, path, "format"), "plan.format");
   if (format != kFormat) fail("plan.format = '{}': must be '{}'", format, kFormat);
   const int version = int_at<int>(j, path, "version");
-  if (version != kPlanFormatVersion) {
-    fail("plan.version = {}: this build reads version {}", version, kPlanFormatVersion);
+  if (version != kPlanFormatVersionAllHeads && version != kPlanFormatVersion) {
+    fail("plan.version = {}: this build reads versions {} and {}", version, kPlanFormatVersionAllHeads,
+         kPlanFormatVersion);
   }
   Plan plan;
   plan.pass = enum_at(j, path, "pass", parse_pass);
