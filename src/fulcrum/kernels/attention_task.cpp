@@ -95,8 +95,17 @@ void validate_tasks(std::span<const AttentionTask> tasks, Tokens q_rows, Tokens 
 }
 
 double forward_flops(std::span<const AttentionTask> tasks, const AttentionShape& shape) {
+  // All-head tasks over one mask: their pairs summed and multiplied once, as before tasks had heads.
+  Tokens all_head_pairs = 0;
   double flops = 0;
   for (const auto& task : tasks) {
+    if (task.heads.all() && task.head_masks.empty()) {
+      const Range keys{task.keys.position, task.keys.position + task.keys.count};
+      for (const auto& q : task.queries) {
+        all_head_pairs += task.mask.count_pairs({q.position, q.position + q.count}, keys, task.doc_len);
+      }
+      continue;
+    }
     const Range keys{task.keys.position, task.keys.position + task.keys.count};
     std::array<Range, 2> queries;
     std::size_t n = 0;
@@ -106,7 +115,7 @@ double forward_flops(std::span<const AttentionTask> tasks, const AttentionShape&
     flops += attention_forward_flops(shape.head_dim, shape.q_heads, task.mask_runs(), std::span(queries.data(), n),
                                      keys, task.doc_len);
   }
-  return flops;
+  return attention_flops_per_pair(shape.head_dim, shape.q_heads) * static_cast<double>(all_head_pairs) + flops;
 }
 
 }  // namespace fulcrum::kernels
