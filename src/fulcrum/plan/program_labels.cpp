@@ -139,15 +139,50 @@ void Machine::check_items(int rank, std::size_t at, const std::vector<AttentionI
   }
 }
 
+// Items of one call may write the same output rows over disjoint heads (the kernels' one writer per
+// (row, head)); such items add their contributions to the rows, others must find them empty.
+std::vector<char> Machine::shared_rows(int rank, std::size_t at, const std::vector<AttentionItem>& items) {
+  struct Writer {
+    Tokens begin, end;
+    int h0, h1;
+    std::size_t item;
+  };
+  const int q_heads = plan_.heads.q_heads;
+  std::vector<Writer> writers;
+  for (std::size_t n = 0; n < items.size(); ++n) {
+    for (const auto& span : items[n].queries) {
+      if (span.count > 0) {
+        writers.push_back({span.row, span.row + span.count, items[n].heads.first(), items[n].heads.last(q_heads), n});
+      }
+    }
+  }
+  std::sort(writers.begin(), writers.end(), [](const Writer& x, const Writer& y) { return x.begin < y.begin; });
+  std::vector<char> shared(items.size(), 0);
+  std::vector<const Writer*> open;
+  for (const auto& w : writers) {
+    std::erase_if(open, [&](const Writer* o) { return o->end <= w.begin; });
+    for (const Writer* o : open) {
+      if (o->h0 < w.h1 && w.h0 < o->h1) {
+        error("rank {} instruction {}: items {} and {} both write heads [{}, {}) of rows [{}, {})", rank, at, o->item,
+              w.item, std::max(o->h0, w.h0), std::min(o->h1, w.h1), std::max(o->begin, w.begin), std::min(o->end, w.end));
+      }
+      shared[o->item] = shared[w.item] = 1;
+    }
+    open.push_back(&w);
+  }
+  return shared;
+}
+
 void Machine::attention(int rank, std::size_t at, const Attention& a) {
   const int q_side[] = {a.q};
   check_items(rank, at, a.items, q_side, a.k, a.v);
+  const std::vector<char> shared = shared_rows(rank, at, a.items);
   for (std::size_t n = 0; n < a.items.size(); ++n) {
     for (const auto& span : a.items[n].queries) {
       for (Tokens i = 0; i < span.count; ++i) {
         for (int b : {a.o, a.lse}) {
           contribute(rank, at, b, span.row + i, a.items[n].doc, span.position + i,
-                     contribution_id(rank, at, b, span.row + i, n, a.items[n].heads), false);
+                     contribution_id(rank, at, b, span.row + i, n, a.items[n].heads), shared[n] != 0);
         }
       }
     }
