@@ -26,7 +26,9 @@ struct AttentionTask : AttentionItem {
   /// by the caller (e.g. the plan's PlanDocument) and alive for the call.
   std::span<const MaskSpec> head_masks{};
 
-  const MaskSpec& mask_of(int head) const { return head_masks.empty() ? mask : head_masks[static_cast<std::size_t>(head)]; }
+  const MaskSpec& mask_of(int head) const {
+    return head_masks.empty() ? mask : head_masks[static_cast<std::size_t>(head)];
+  }
   /// The task's heads as runs sharing one mask (workload/head_masks.hpp).
   std::vector<MaskRun> mask_runs() const { return fulcrum::mask_runs(mask, head_masks, heads); }
 };

@@ -195,7 +195,8 @@ TEST(KernelHeads, Bf16ErrorWithHeadRangesIsAtMostTwiceANaiveBf16Implementation) 
     for (std::size_t i = 0; i < 4; ++i) {
       const double ours = testing::relative_error(*outputs[i].first, *outputs[i].second);
       const double theirs = testing::relative_error(*naive_outputs[i], *outputs[i].second);
-      EXPECT_LE(ours, 2 * theirs) << "trial " << trial << " output " << i << ": kernel " << ours << ", naive " << theirs;
+      EXPECT_LE(ours, 2 * theirs) << "trial " << trial << " output " << i << ": kernel " << ours << ", naive "
+                                  << theirs;
     }
   }
 }

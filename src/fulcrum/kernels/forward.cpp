@@ -1,4 +1,5 @@
-// Forward kernel. A work item is one (task, q head of the task's range, query tile), masked by that head's mask. Its scores are kept transposed,
+// Forward kernel. A work item is one (task, q head of the task's range, query tile), under that head's
+// mask. Its scores are kept transposed,
 // S^T[key][query], so that every vector runs along the 64 queries: the online-softmax maxima, sums
 // and rescaling are plain vector operations. S^T = K Q^T broadcasts K's elements against the tile's
 // Q^T (packed once per item); O = P V broadcasts P^T's elements against V's rows, a 64-column strip

@@ -53,12 +53,15 @@ struct Problem {
 inline void split_heads(Rng& rng, Problem& p, const std::vector<MaskSpec>& masks, bool drop_one) {
   const int hq = p.shape.q_heads;
   auto per_head = std::make_shared<std::vector<MaskSpec>>();
-  for (int h = 0; h < hq; ++h) per_head->push_back(masks[static_cast<std::size_t>(rng.uniform_int(0, static_cast<std::int64_t>(masks.size()) - 1))]);
+  const auto n_masks = static_cast<std::int64_t>(masks.size());
+  for (int h = 0; h < hq; ++h) per_head->push_back(masks[static_cast<std::size_t>(rng.uniform_int(0, n_masks - 1))]);
   p.head_masks = per_head;
   std::vector<AttentionTask> out;
   for (const auto& task : p.tasks) {
     std::vector<int> cuts = {0, hq};
-    for (int i = static_cast<int>(rng.uniform_int(0, 2)); i > 0; --i) cuts.push_back(static_cast<int>(rng.uniform_int(1, hq)));
+    for (int i = static_cast<int>(rng.uniform_int(0, 2)); i > 0; --i) {
+      cuts.push_back(static_cast<int>(rng.uniform_int(1, hq)));
+    }
     std::sort(cuts.begin(), cuts.end());
     cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
     for (std::size_t c = 0; c + 1 < cuts.size(); ++c) {
@@ -69,7 +72,9 @@ inline void split_heads(Rng& rng, Problem& p, const std::vector<MaskSpec>& masks
       out.push_back(part);
     }
   }
-  if (drop_one && out.size() > 1) out.erase(out.begin() + rng.uniform_int(0, static_cast<std::int64_t>(out.size()) - 1));
+  if (drop_one && out.size() > 1) {
+    out.erase(out.begin() + rng.uniform_int(0, static_cast<std::int64_t>(out.size()) - 1));
+  }
   p.tasks = std::move(out);
 }
 
@@ -152,7 +157,9 @@ inline std::vector<char> named_cells(const Problem& p) {
   for (const auto& t : p.tasks) {
     for (const auto& r : t.queries) {
       for (Tokens i = 0; i < r.count; ++i) {
-        for (int h = t.heads.first(); h < t.heads.last(hq); ++h) named[static_cast<std::size_t>((r.row + i) * hq + h)] = 1;
+        for (int h = t.heads.first(); h < t.heads.last(hq); ++h) {
+          named[static_cast<std::size_t>((r.row + i) * hq + h)] = 1;
+        }
       }
     }
   }

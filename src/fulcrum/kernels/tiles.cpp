@@ -28,16 +28,21 @@ std::vector<char> shares_keys(std::span<const AttentionTask> tasks) {
 // mask of q head h.
 double tile_pairs(const AttentionTask& task, int h, bool of_keys, Range span) {
   const MaskSpec& mask = task.mask_of(h);
-  if (!of_keys) return static_cast<double>(mask.count_pairs(span, positions(task.keys, 0, task.keys.count), task.doc_len));
+  if (!of_keys) {
+    return static_cast<double>(mask.count_pairs(span, positions(task.keys, 0, task.keys.count), task.doc_len));
+  }
   double pairs = 0;
-  for (const auto& q : task.queries) pairs += static_cast<double>(mask.count_pairs(positions(q, 0, q.count), span, task.doc_len));
+  for (const auto& q : task.queries) {
+    pairs += static_cast<double>(mask.count_pairs(positions(q, 0, q.count), span, task.doc_len));
+  }
   return pairs;
 }
 
 // Query tiles: one item per q head of the task. Key tiles: one per kv head whose group holds some of
 // the task's heads, costed by the pairs of those heads. Pairs are counted once per tile while the
 // task has one mask (the all-head case), per head otherwise.
-std::vector<WorkItem> tiles(std::span<const AttentionTask> tasks, int q_heads, int kv_heads, bool of_keys, Tokens rows) {
+std::vector<WorkItem> tiles(std::span<const AttentionTask> tasks, int q_heads, int kv_heads, bool of_keys,
+                            Tokens rows) {
   std::vector<WorkItem> items;
   const std::vector<char> shared = of_keys ? shares_keys(tasks) : std::vector<char>(tasks.size(), 0);
   const int group = q_heads / kv_heads;
@@ -54,7 +59,8 @@ std::vector<WorkItem> tiles(std::span<const AttentionTask> tasks, int q_heads, i
         if (!of_keys) {
           // Empty query tiles still write O = 0, LSE = -inf.
           for (int h = h0; h < h1; ++h) {
-            items.push_back({static_cast<int>(t), h, tile, one_mask ? shared_pairs : tile_pairs(task, h, false, span), false});
+            const double pairs = one_mask ? shared_pairs : tile_pairs(task, h, false, span);
+            items.push_back({static_cast<int>(t), h, tile, pairs, false});
           }
           continue;
         }

@@ -163,7 +163,8 @@ class Compiler {
   Tokens task_pairs(const CATask& t) const {
     Tokens pairs = 0;
     for (const auto& run : runs_of(t)) {
-      pairs += run.heads.count(plan_.heads.q_heads) * attention_pairs(*run.mask, t.query_ranges(), t.keys, length_of(t));
+      pairs += run.heads.count(plan_.heads.q_heads) *
+               attention_pairs(*run.mask, t.query_ranges(), t.keys, length_of(t));
     }
     return pairs;
   }

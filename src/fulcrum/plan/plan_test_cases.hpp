@@ -68,13 +68,16 @@ inline Assignment random_head_assignment(std::uint64_t seed, int q_heads, int ma
   a.q_heads = q_heads;
   for (auto& doc : a.batch.documents) {
     const Tokens w = rng.uniform_int(1, std::max<Tokens>(1, doc.length / 2));
-    const MaskSpec kinds[] = {MaskSpec::causal(), MaskSpec::sliding_window(w), MaskSpec::lambda(rng.uniform_int(0, 8), w)};
+    const MaskSpec kinds[] = {MaskSpec::causal(), MaskSpec::sliding_window(w),
+                              MaskSpec::lambda(rng.uniform_int(0, 8), w)};
     for (int h = 0; h < q_heads; ++h) doc.head_masks.push_back(kinds[rng.uniform_int(0, 2)]);
   }
   std::vector<CATask> tasks;
   for (const auto& t : a.tasks) {
     std::vector<int> cuts = {0, q_heads};
-    for (int i = static_cast<int>(rng.uniform_int(0, 2)); i > 0; --i) cuts.push_back(static_cast<int>(rng.uniform_int(1, q_heads)));
+    for (int i = static_cast<int>(rng.uniform_int(0, 2)); i > 0; --i) {
+      cuts.push_back(static_cast<int>(rng.uniform_int(1, q_heads)));
+    }
     std::sort(cuts.begin(), cuts.end());
     cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
     for (std::size_t c = 0; c + 1 < cuts.size(); ++c) {

@@ -178,9 +178,12 @@ struct PlanDocument {
   MaskSpec mask;
   std::vector<MaskSpec> head_masks{};  // empty: `mask` for every q head; else one per q head
 
-  const MaskSpec& mask_of(int head) const { return head_masks.empty() ? mask : head_masks[static_cast<std::size_t>(head)]; }
+  const MaskSpec& mask_of(int head) const {
+    return head_masks.empty() ? mask : head_masks[static_cast<std::size_t>(head)];
+  }
   friend bool operator==(const PlanDocument& a, const PlanDocument& b) {
-    if (a.length != b.length || a.mask.to_string() != b.mask.to_string() || a.head_masks.size() != b.head_masks.size()) {
+    if (a.length != b.length || a.mask.to_string() != b.mask.to_string() ||
+        a.head_masks.size() != b.head_masks.size()) {
       return false;
     }
     for (std::size_t h = 0; h < a.head_masks.size(); ++h) {

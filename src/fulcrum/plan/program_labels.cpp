@@ -164,7 +164,8 @@ std::vector<char> Machine::shared_rows(int rank, std::size_t at, const std::vect
     for (const Writer* o : open) {
       if (o->h0 < w.h1 && w.h0 < o->h1) {
         error("rank {} instruction {}: items {} and {} both write heads [{}, {}) of rows [{}, {})", rank, at, o->item,
-              w.item, std::max(o->h0, w.h0), std::min(o->h1, w.h1), std::max(o->begin, w.begin), std::min(o->end, w.end));
+              w.item, std::max(o->h0, w.h0), std::min(o->h1, w.h1), std::max(o->begin, w.begin),
+              std::min(o->end, w.end));
       }
       shared[o->item] = shared[w.item] = 1;
     }
@@ -209,7 +210,8 @@ void Machine::attention_backward(int rank, std::size_t at, const AttentionBackwa
         for (Tokens key = needed.begin; key < needed.end; ++key) {
           const Tokens row = item.keys.row + (key - item.keys.position);
           for (int b : {a.dk, a.dv}) {
-            contribute(rank, at, b, row, item.doc, key, contribution_id(rank, at, b, row, n, item.heads) + span.row, true);
+            contribute(rank, at, b, row, item.doc, key, contribution_id(rank, at, b, row, n, item.heads) + span.row,
+                       true);
           }
         }
       }

@@ -14,7 +14,8 @@
 //   Slices are [buffer, row, rows]; RowSpans are [row, position, count]; an attention item is
 //   {"doc", "queries": [span] or [span, span], "keys": span, "heads": [begin, end]} (the second query span
 //   is written only when it is not all zeros, "heads" only for a head range other than all heads, and
-//   "head_masks" only for a document with per-head masks). Ops: launch {id, sends, receives: [{peer, tag, slice}]}, wait {launch},
+//   "head_masks" only for a document with per-head masks).
+//   Ops: launch {id, sends, receives: [{peer, tag, slice}]}, wait {launch},
 //   attention {q, k, v, o, lse, items}, attention-backward {q, k, v, o, lse, d_o, dq, dk, dv, items},
 //   merge|sum {out, out_lse, parts, part_lse}, copy {src, dst}. Unknown keys are ignored.
 //

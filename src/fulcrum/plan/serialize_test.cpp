@@ -316,7 +316,8 @@ TEST(Serialize, MalformedJsonThrowsNamingTheField) {
       {[](json& j) { j["version"] = 3; }, {"plan.version = 3: this build reads versions 1 and 2"}},
       {[](json& j) { j["programs"][1]["instructions"][2]["items"][0]["heads"] = {1}; },
        {"instructions[2].items[0].heads = [1]: must be [begin, end]"}},
-      {[](json& j) { j["documents"][2]["head_masks"] = {"causal", "nope"}; }, {"plan.documents[2].head_masks[1] = 'nope'"}},
+      {[](json& j) { j["documents"][2]["head_masks"] = {"causal", "nope"}; },
+       {"plan.documents[2].head_masks[1] = 'nope'"}},
       {[](json& j) { j["format"] = "other"; }, {"plan.format = 'other': must be 'fulcrum-plan'"}},
       {[](json& j) { j = json::array(); }, {"plan = []: must be an object"}},
   };

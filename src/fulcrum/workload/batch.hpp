@@ -20,7 +20,9 @@ struct Document {
   /// is only a label (planners that predate per-head masks balance by it).
   std::vector<MaskSpec> head_masks{};
 
-  const MaskSpec& mask_of(int head) const { return head_masks.empty() ? mask : head_masks[static_cast<std::size_t>(head)]; }
+  const MaskSpec& mask_of(int head) const {
+    return head_masks.empty() ? mask : head_masks[static_cast<std::size_t>(head)];
+  }
 };
 
 /// Tokens [tokens.begin, tokens.end) of document `doc` (an index into Batch::documents) live on `rank`:
