@@ -41,6 +41,7 @@ class Document:
     id: int
     length: int
     mask: Mask
+    head_masks: list[Mask]
     def __init__(self, id: int, length: int, mask: MaskLike = ...) -> None: ...
 
 class Segment:
@@ -134,6 +135,8 @@ class CATask:
     def keys(self) -> Range: ...
     @property
     def server(self) -> int: ...
+    @property
+    def heads(self) -> tuple[int, int] | None: ...
 
 class Transfer:
     @property

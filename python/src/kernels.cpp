@@ -15,7 +15,7 @@ using kernels::AttentionShape;
 using kernels::AttentionTask;
 using kernels::BFloat16;
 using kernels::HeadTensor;
-using kernels::TokenRows;
+
 
 template <class T>
 struct NumpyStorage {
@@ -106,13 +106,13 @@ py::tuple backward(const std::vector<AttentionTask>& tasks, const AttentionShape
   return py::make_tuple(dq, dk, dv);
 }
 
-TokenRows token_rows(const py::handle& triple) {
+RowSpan token_rows(const py::handle& triple) {
   const auto seq = py::reinterpret_borrow<py::sequence>(triple);
   if (py::len(seq) != 3) fail("token rows: got {} values, want 3 (row, position, count)", py::len(seq));
   return {seq[0].cast<Tokens>(), seq[1].cast<Tokens>(), seq[2].cast<Tokens>()};
 }
 
-py::tuple rows_tuple(const TokenRows& r) { return py::make_tuple(r.row, r.position, r.count); }
+py::tuple rows_tuple(const RowSpan& r) { return py::make_tuple(r.row, r.position, r.count); }
 
 std::span<const double> doubles(const py::array_t<double, py::array::c_style | py::array::forcecast>& a) {
   return {a.data(), static_cast<std::size_t>(a.size())};
@@ -131,7 +131,10 @@ void bind_kernels(py::module_& m) {
                             "Query rows (one or two (row, position, count) spans) of a document of length doc_len "
                             "against one span of key rows; `position` is the token's place in its document.")
       .def(py::init([](const py::object& queries, const py::object& keys, Tokens doc_len, const MaskSpec& mask) {
-             AttentionTask task{{}, token_rows(keys), doc_len, mask};
+             AttentionTask task;
+             task.keys = token_rows(keys);
+             task.doc_len = doc_len;
+             task.mask = mask;
              const auto spans = py::reinterpret_borrow<py::sequence>(queries);
              if (py::len(spans) < 1 || py::len(spans) > 2) fail("queries: {} spans, want 1 or 2", py::len(spans));
              for (std::size_t i = 0; i < py::len(spans); ++i) task.queries[i] = token_rows(spans[i]);

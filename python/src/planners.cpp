@@ -135,6 +135,12 @@ void bind_planners(py::module_& m) {
                              })
       .def_property_readonly("keys", [](const CATask& t) { return to_tuple(t.keys); })
       .def_readonly("server", &CATask::server)
+      .def_property_readonly("heads",
+                             [](const CATask& t) -> py::object {
+                               if (t.heads.all()) return py::none();
+                               return py::make_tuple(t.heads.begin, t.heads.end);
+                             },
+                             "q heads [begin, end) of the task, or None for all heads")
       .def("__repr__", [](const CATask& t) {
         return fmt::format("CATask(doc={}, queries=[{}, {}), keys=[{}, {}), server={})", t.doc, t.queries[0].begin,
                            t.queries[0].end, t.keys.begin, t.keys.end, t.server);

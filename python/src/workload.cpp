@@ -39,6 +39,8 @@ void bind_workload(py::module_& m) {
       .def_readwrite("id", &Document::id)
       .def_readwrite("length", &Document::length)
       .def_readwrite("mask", &Document::mask)
+      .def_readwrite("head_masks", &Document::head_masks,
+                     "One mask per q head, or empty for `mask` on every head (checked against the model by compile)")
       .def("__repr__", [](const Document& d) { return fmt::format("Document(id={}, length={})", d.id, d.length); });
 
   py::class_<Segment>(m, "Segment", "Tokens [begin, end) of documents[doc] live on `rank`.")

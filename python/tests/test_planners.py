@@ -44,6 +44,7 @@ def test_distca_moves_attention_and_is_deterministic(model, batch, assignment):
     for name in ["doc", "queries", "keys", "server"]:
         assert (assignment.task_arrays()[name] == again.task_arrays()[name]).all()
     assert any(t.kind == fulcrum.TensorKind.Q for t in assignment.transfers)
+    assert all(t.heads is None for t in assignment.tasks)  # DistCA's tasks cover every head
 
 
 def test_bad_options_name_the_field(model):

@@ -37,6 +37,13 @@ def test_documents_and_packing(batch):
     assert [(d.id, d.length, str(d.mask)) for d in docs] == [(10, 5, "window:2"), (11, 7, "window:2")]
 
 
+def test_documents_carry_per_head_masks():
+    doc = fulcrum.Document(0, 64)
+    assert doc.head_masks == []
+    doc.head_masks = [fulcrum.Mask("causal"), "window:8"]
+    assert [str(m) for m in doc.head_masks] == ["causal", "window:8"]
+
+
 def test_length_sources_are_seeded():
     a = fulcrum.make_length_source("lognormal:7:1", seed=1).take(50)
     b = fulcrum.make_length_source("lognormal:7:1", seed=1).take(50)

@@ -22,6 +22,30 @@ struct Range {
 
 inline Range intersect(Range a, Range b) { return {std::max(a.begin, b.begin), std::min(a.end, b.end)}; }
 
+/// Buffer rows [row, row + count) hold the tokens at document positions [position, position + count):
+/// how the Plan IR and the kernels name a stretch of one document's tokens inside a buffer.
+struct RowSpan {
+  Tokens row = 0;
+  Tokens position = 0;
+  Tokens count = 0;
+  friend bool operator==(const RowSpan&, const RowSpan&) = default;
+};
+
+/// Q heads [begin, end) of a task. The default, end < 0, means every head, so that all-head tasks
+/// need no head count and serialise as before; an explicit range is checked against the model's.
+struct HeadRange {
+  int begin = 0;
+  int end = -1;
+
+  bool all() const { return end < 0; }
+  int first() const { return all() ? 0 : begin; }
+  /// One past the last head, with "all" resolved to `q_heads`.
+  int last(int q_heads) const { return all() ? q_heads : end; }
+  int count(int q_heads) const { return last(q_heads) - first(); }
+  bool contains(int head, int q_heads) const { return head >= first() && head < last(q_heads); }
+  friend bool operator==(const HeadRange&, const HeadRange&) = default;
+};
+
 /// A few sorted, disjoint ranges in place (no heap): what a mask answers for one row, or the keys a
 /// block of rows needs. Capacity 4; empty ranges are dropped.
 class SmallRanges {

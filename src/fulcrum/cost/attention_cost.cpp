@@ -3,7 +3,17 @@
 namespace fulcrum {
 
 double attention_forward_flops_per_pair(const ModelShape& model) {
-  return 4.0 * model.head_dim * model.q_heads;
+  return attention_flops_per_pair(model.head_dim, model.q_heads);
+}
+
+double attention_forward_flops(int head_dim, int q_heads, std::span<const MaskRun> runs, std::span<const Range> queries,
+                               Range keys, Tokens doc_len) {
+  double flops = 0;
+  for (const auto& run : runs) {
+    flops += attention_flops_per_pair(head_dim, run.heads.count(q_heads)) *
+             static_cast<double>(attention_pairs(*run.mask, queries, keys, doc_len));
+  }
+  return flops;
 }
 
 Tokens attention_pairs(const MaskSpec& mask, std::span<const Range> queries, Range keys, Tokens doc_len) {

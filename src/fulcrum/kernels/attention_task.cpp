@@ -1,6 +1,7 @@
 #include "fulcrum/kernels/attention_task.hpp"
 
 #include "fulcrum/core/error.hpp"
+#include "fulcrum/cost/attention_cost.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -33,7 +34,7 @@ void AttentionShape::validate() const {
 
 namespace {
 
-void check_rows(std::size_t task, const char* field, const TokenRows& r, Tokens buffer_rows,
+void check_rows(std::size_t task, const char* field, const RowSpan& r, Tokens buffer_rows,
                 const char* buffer, Tokens doc_len) {
   if (r.count < 0) fail("tasks[{}].{}: count = {} must be >= 0", task, field, r.count);
   if (r.count == 0) return;
@@ -49,9 +50,19 @@ void check_rows(std::size_t task, const char* field, const TokenRows& r, Tokens 
 
 }  // namespace
 
-void validate_tasks(std::span<const AttentionTask> tasks, Tokens q_rows, Tokens kv_rows) {
+AttentionTask task_from_item(const AttentionItem& item, const PlanDocument& doc) {
+  AttentionTask t;
+  static_cast<AttentionItem&>(t) = item;
+  t.doc_len = doc.length;
+  t.mask = doc.mask;
+  t.head_masks = doc.head_masks;
+  return t;
+}
+
+void validate_tasks(std::span<const AttentionTask> tasks, Tokens q_rows, Tokens kv_rows, int q_heads) {
   struct Owned {
     Range rows;
+    int h0, h1;
     std::size_t task;
   };
   std::vector<Owned> owned;
@@ -61,33 +72,50 @@ void validate_tasks(std::span<const AttentionTask> tasks, Tokens q_rows, Tokens 
     check_rows(t, "queries[0]", task.queries[0], q_rows, "Q", task.doc_len);
     check_rows(t, "queries[1]", task.queries[1], q_rows, "Q", task.doc_len);
     check_rows(t, "keys", task.keys, kv_rows, "K/V", task.doc_len);
+    validate_head_range(task.heads, q_heads, fmt::format("tasks[{}].heads", t));
+    validate_head_masks(task.head_masks, q_heads, fmt::format("tasks[{}].head_masks", t));
     for (const auto& q : task.queries) {
-      if (q.count > 0) owned.push_back({{q.row, q.row + q.count}, t});
+      if (q.count > 0) owned.push_back({{q.row, q.row + q.count}, task.heads.first(), task.heads.last(q_heads), t});
     }
   }
+  // One writer per (row, head): a sweep over the ranges by first row, against every range still open.
   std::sort(owned.begin(), owned.end(), [](const Owned& a, const Owned& b) { return a.rows.begin < b.rows.begin; });
-  for (std::size_t i = 1; i < owned.size(); ++i) {
-    if (owned[i].rows.begin < owned[i - 1].rows.end) {
-      fail("tasks[{}].queries: rows [{}, {}) overlap rows of tasks[{}]; each output row needs one task "
-           "(split keys into separate calls and merge)",
-           owned[i].task, owned[i].rows.begin, owned[i].rows.end, owned[i - 1].task);
+  std::vector<const Owned*> open;
+  for (const auto& o : owned) {
+    std::erase_if(open, [&](const Owned* p) { return p->rows.end <= o.rows.begin; });
+    for (const Owned* p : open) {
+      if (p->h0 < o.h1 && o.h0 < p->h1) {
+        fail("tasks[{}].queries: rows [{}, {}) of heads [{}, {}) overlap rows of tasks[{}] (heads [{}, {})); each "
+             "output row and head needs one task (split keys into separate calls and merge)",
+             o.task, o.rows.begin, o.rows.end, o.h0, o.h1, p->task, p->h0, p->h1);
+      }
     }
+    open.push_back(&o);
   }
-}
-
-Tokens task_pairs(std::span<const AttentionTask> tasks) {
-  Tokens pairs = 0;
-  for (const auto& task : tasks) {
-    const Range keys{task.keys.position, task.keys.position + task.keys.count};
-    for (const auto& q : task.queries) {
-      pairs += task.mask.count_pairs({q.position, q.position + q.count}, keys, task.doc_len);
-    }
-  }
-  return pairs;
 }
 
 double forward_flops(std::span<const AttentionTask> tasks, const AttentionShape& shape) {
-  return 4.0 * shape.head_dim * shape.q_heads * static_cast<double>(task_pairs(tasks));
+  // All-head tasks over one mask: their pairs summed and multiplied once, as before tasks had heads.
+  Tokens all_head_pairs = 0;
+  double flops = 0;
+  for (const auto& task : tasks) {
+    if (task.heads.all() && task.head_masks.empty()) {
+      const Range keys{task.keys.position, task.keys.position + task.keys.count};
+      for (const auto& q : task.queries) {
+        all_head_pairs += task.mask.count_pairs({q.position, q.position + q.count}, keys, task.doc_len);
+      }
+      continue;
+    }
+    const Range keys{task.keys.position, task.keys.position + task.keys.count};
+    std::array<Range, 2> queries;
+    std::size_t n = 0;
+    for (const auto& q : task.queries) {
+      if (q.count > 0) queries[n++] = {q.position, q.position + q.count};
+    }
+    flops += attention_forward_flops(shape.head_dim, shape.q_heads, task.mask_runs(), std::span(queries.data(), n),
+                                     keys, task.doc_len);
+  }
+  return attention_flops_per_pair(shape.head_dim, shape.q_heads) * static_cast<double>(all_head_pairs) + flops;
 }
 
 }  // namespace fulcrum::kernels

@@ -1,6 +1,7 @@
 // The fused kernels against the fp64 reference on random problems: every mask kind, GQA ratios 1, 4
 // and 8, head dims 64 and 128, lengths 1..2048 (most not multiples of the 64-row tile), several tasks
 // per document sharing key rows, head+tail query pairs and key ranges that start inside the document.
+#include "fulcrum/core/error.hpp"
 #include "fulcrum/kernels/kernel_test_cases.hpp"
 
 #include <fmt/format.h>
@@ -125,7 +126,7 @@ TEST(Kernels, SplittingWorkIntoMoreTasksDoesNotChangeTheResult) {
   sharded.tasks.clear();
   for (Tokens begin = 0; begin < 700; begin += 100) {
     AttentionTask t = whole.tasks[0];
-    t.queries = {TokenRows{whole.tasks[0].queries[0].row + begin, begin, std::min<Tokens>(100, 700 - begin)}, TokenRows{}};
+    t.queries = {RowSpan{whole.tasks[0].queries[0].row + begin, begin, std::min<Tokens>(100, 700 - begin)}, RowSpan{}};
     sharded.tasks.push_back(t);
   }
   const auto a = run_kernels<float>(whole, true), b = run_kernels<float>(sharded, true);
@@ -155,6 +156,80 @@ TEST(Kernels, Bf16ErrorIsAtMostTwiceANaiveBf16Implementation) {
       const double theirs = testing::relative_error(*naive_outputs[i], *outputs[i].second);
       EXPECT_LE(ours, 2 * theirs) << "output " << i << ": kernel " << ours << ", naive bf16 " << theirs;
     }
+  }
+}
+
+// Heads in one fused call: tasks over different head ranges share query and key rows, every head has
+// its own mask (kinds mixed across the heads of one call), and some (row, head) cells belong to no
+// task. fp32 within kFp32Tolerance of the fp64 reference; cells of heads outside every task untouched.
+TEST(KernelHeads, MixedHeadRangesAndPerHeadMasksMatchTheFp64Reference) {
+  Rng rng(31);
+  for (int trial = 0; trial < 12; ++trial) {
+    std::vector<Tokens> lengths;
+    for (int d = static_cast<int>(rng.uniform_int(1, 3)); d > 0; --d) lengths.push_back(rng.uniform_int(1, 200));
+    Problem p = testing::make_problem(rng, random_shape(rng), lengths, MaskSpec::causal(), 3, trial % 2 == 1, false);
+    testing::split_heads(rng, p, testing::every_mask(rng, lengths[0]), trial % 3 == 0);
+    std::string masks;
+    for (const auto& m : *p.head_masks) masks += m.to_string() + " ";
+    check_fp32(p, fmt::format("trial {} heads {} masks {}lengths {} tasks {}", trial, p.shape.q_heads, masks,
+                              fmt::join(lengths, ","), p.tasks.size()));
+  }
+}
+
+// bf16 storage with head ranges and per-head masks: at most twice the error of a naive bf16
+// implementation of the same tasks, against the fp64 reference.
+TEST(KernelHeads, Bf16ErrorWithHeadRangesIsAtMostTwiceANaiveBf16Implementation) {
+  Rng rng(32);
+  for (int trial = 0; trial < 4; ++trial) {
+    std::vector<Tokens> lengths = {rng.uniform_int(100, 300), rng.uniform_int(1, 100)};
+    Problem p = testing::make_problem(rng, {8, 2, 64, 0}, lengths, MaskSpec::causal(), 3, false, true);
+    testing::split_heads(rng, p, testing::every_mask(rng, lengths[0]), trial == 3);
+    auto truth = reference_attention(p.tasks, p.shape, p.q, p.k, p.v, p.d_o);
+    auto as_float = [](const std::vector<double>& x) { return std::vector<float>(x.begin(), x.end()); };
+    auto naive = naive_bf16_attention(p.tasks, p.shape, as_float(p.q), as_float(p.k), as_float(p.v), as_float(p.d_o));
+    auto got = run_kernels<BFloat16>(p, true);
+    expect_untouched_and_mask(p, got, truth);
+    const std::pair<const std::vector<float>*, const std::vector<double>*> outputs[] = {
+        {&got.o, &truth.o}, {&got.dq, &truth.dq}, {&got.dk, &truth.dk}, {&got.dv, &truth.dv}};
+    const std::vector<float>* naive_outputs[] = {&naive.o, &naive.dq, &naive.dk, &naive.dv};
+    for (std::size_t i = 0; i < 4; ++i) {
+      const double ours = testing::relative_error(*outputs[i].first, *outputs[i].second);
+      const double theirs = testing::relative_error(*naive_outputs[i], *outputs[i].second);
+      EXPECT_LE(ours, 2 * theirs) << "trial " << trial << " output " << i << ": kernel " << ours << ", naive "
+                                  << theirs;
+    }
+  }
+}
+
+TEST(KernelHeads, OneWriterPerRowAndHead) {
+  Rng rng(33);
+  Problem p = testing::make_problem(rng, {4, 2, 64, 0}, {100}, MaskSpec::causal(), 1, false, false);
+  AttentionTask a = p.tasks[0], b = p.tasks[0];
+  a.heads = {0, 2};
+  b.heads = {2, 4};
+  // Disjoint heads of the same rows: one writer per (row, head), accepted.
+  EXPECT_NO_THROW(validate_tasks(std::vector<AttentionTask>{a, b}, p.q_rows, p.kv_rows, 4));
+  b.heads = {1, 4};
+  try {
+    validate_tasks(std::vector<AttentionTask>{a, b}, p.q_rows, p.kv_rows, 4);
+    FAIL() << "overlapping heads of shared rows were accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("heads [1, 4)"), std::string::npos) << e.what();
+  }
+  b.heads = {2, 5};
+  try {
+    validate_tasks(std::vector<AttentionTask>{a, b}, p.q_rows, p.kv_rows, 4);
+    FAIL() << "a head past q_heads was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tasks[1].heads = [2, 5)"), std::string::npos) << e.what();
+  }
+  const std::vector<MaskSpec> three(3, MaskSpec::causal());
+  a.head_masks = three;
+  try {
+    validate_tasks(std::vector<AttentionTask>{a}, p.q_rows, p.kv_rows, 4);
+    FAIL() << "3 head masks for 4 heads were accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tasks[0].head_masks"), std::string::npos) << e.what();
   }
 }
 

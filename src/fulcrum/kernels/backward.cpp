@@ -2,7 +2,8 @@
 // dS = P * (dP - D) with D = rowsum(dO * O). Two passes, so that no two threads ever add into the
 // same output rows except where tasks share key rows:
 //   dK/dV: one work item per (task, kv head, key tile) owns its dK/dV rows and sweeps every
-//          query tile of every q head of its group (scores row-major, vectors along the keys);
+//          query tile of every q head of its group that the task covers, each under its head's mask
+//          (scores row-major, vectors along the keys);
 //   dQ:    one work item per (task, q head, query tile) owns its dQ rows and sweeps the key
 //          tiles (scores transposed, as in the forward pass).
 // Recomputing S and dP in both passes costs 7 tile products instead of 5; the alternative, atomic
@@ -119,18 +120,22 @@ FULCRUM_KERNEL_CLONES void key_item(const Backward<T>& b, std::size_t index, con
   std::fill(w.acc_a.begin(), w.acc_a.end(), 0.0f);
   std::fill(w.acc_b.begin(), w.acc_b.end(), 0.0f);
 
-  for (int h = item.head * b.group; h < (item.head + 1) * b.group; ++h) {
-    for (const TokenRows& range : task.queries) {
+  // The q heads of this kv head's group that the task covers, each under its own mask.
+  const int h0 = std::max(item.head * b.group, task.heads.first());
+  const int h1 = std::min((item.head + 1) * b.group, task.heads.last(b.q.heads));
+  for (int h = h0; h < h1; ++h) {
+    const MaskSpec& mask = task.mask_of(h);
+    for (const RowSpan& range : task.queries) {
       for (Tokens offset = 0; offset < range.count; offset += kTile) {
         const Tokens nq = std::min<Tokens>(kTile, range.count - offset);
         const Range queries = positions(range, offset, nq);
-        const TileKind kind = task.mask.classify(queries, keys, task.doc_len);
+        const TileKind kind = mask.classify(queries, keys, task.doc_len);
         if (kind == TileKind::kEmpty) continue;
         const Tokens row = range.row + offset;
         const float* qs = b.q_rows + b.q_first(row, h);
         const float* d_o = b.do_rows + b.q_first(row, h);
         gemm({w.s.data(), kTile, qs, ld, 1, k_t, kTile, dim, nq}, false);    // S = Q K^T
-        mask_scores(w.s.data(), false, task, queries, keys, kind);
+        mask_scores(w.s.data(), false, mask, task.doc_len, queries, keys, kind);
         gemm({w.dp.data(), kTile, d_o, ld, 1, v_t, kTile, dim, nq}, false);  // dP = dO V^T
         softmax_grad_rows(w.s.data(), w.dp.data(), nq, b.lse2 + b.row_head(row, h), b.delta + b.row_head(row, h),
                           b.q.heads);
@@ -179,6 +184,7 @@ FULCRUM_KERNEL_CLONES void query_item(const Backward<T>& b, std::size_t, const W
   const int dim = b.q.dim;
   const long ld = padded_dim(dim);
   const int kv_head = item.head / b.group;
+  const MaskSpec& mask = task.mask_of(item.head);
   const Tokens nq = item.rows.count;
   const Range queries = positions(item.rows, 0, nq);
   float* q_t = w.a_t.data();
@@ -196,12 +202,12 @@ FULCRUM_KERNEL_CLONES void query_item(const Backward<T>& b, std::size_t, const W
   for (Tokens offset = 0; offset < task.keys.count; offset += kTile) {
     const Tokens nk = std::min<Tokens>(kTile, task.keys.count - offset);
     const Range keys = positions(task.keys, offset, nk);
-    const TileKind kind = task.mask.classify(queries, keys, task.doc_len);
+    const TileKind kind = mask.classify(queries, keys, task.doc_len);
     if (kind == TileKind::kEmpty) continue;
     const float* k_tile = b.k_rows + b.k_first(task.keys.row + offset, kv_head);
     const float* v_tile = b.v_rows + b.k_first(task.keys.row + offset, kv_head);
     gemm({w.s.data(), kTile, k_tile, ld, 1, q_t, kTile, dim, nk}, false);    // S^T = K Q^T
-    mask_scores(w.s.data(), true, task, queries, keys, kind);
+    mask_scores(w.s.data(), true, mask, task.doc_len, queries, keys, kind);
     gemm({w.dp.data(), kTile, v_tile, ld, 1, do_t, kTile, dim, nk}, false);  // dP^T = V dO^T
     softmax_grad_transposed(w.s.data(), w.dp.data(), nk, lse2, delta);
     gemm_wide({dq, ld, w.dp.data(), 1, kTile, k_tile, ld, nk, nq}, ld, true);  // dQ += dS K
@@ -289,23 +295,29 @@ void attention_backward(std::span<const AttentionTask> tasks, const AttentionSha
   check_shape("dq", dq, q.rows, shape.q_heads, shape.head_dim);
   check_shape("dk", dk, k.rows, shape.kv_heads, shape.head_dim);
   check_shape("dv", dv, k.rows, shape.kv_heads, shape.head_dim);
-  validate_tasks(tasks, q.rows, k.rows);
+  validate_tasks(tasks, q.rows, k.rows, shape.q_heads);
 
-  // Per (row, head): LSE in base 2 and D = rowsum(dO * O), for the rows the tasks name.
+  // Per (row, head): LSE in base 2 and D = rowsum(dO * O), for the rows and heads the tasks name (O
+  // and LSE of other heads may be undefined).
   const std::size_t cells = static_cast<std::size_t>(q.rows) * shape.q_heads;
   std::vector<float> lse2(cells), delta(cells);
-  std::vector<TokenRows> ranges;
+  struct Cells {
+    RowSpan rows;
+    int h0, h1;
+  };
+  std::vector<Cells> ranges;
   for (const auto& t : tasks) {
     for (const auto& r : t.queries) {
-      if (r.count > 0) ranges.push_back(r);
+      if (r.count > 0) ranges.push_back({r, t.heads.first(), t.heads.last(shape.q_heads)});
     }
   }
   const auto n_ranges = static_cast<std::ptrdiff_t>(ranges.size());
 #pragma omp parallel for schedule(dynamic, 1)
   for (std::ptrdiff_t ri = 0; ri < n_ranges; ++ri) {
-    const TokenRows& r = ranges[static_cast<std::size_t>(ri)];
+    const Cells& cr = ranges[static_cast<std::size_t>(ri)];
+    const RowSpan& r = cr.rows;
     for (Tokens row = r.row; row < r.row + r.count; ++row) {
-      for (int h = 0; h < shape.q_heads; ++h) {
+      for (int h = cr.h0; h < cr.h1; ++h) {
         const std::size_t cell = static_cast<std::size_t>(row) * shape.q_heads + h;
         const float l = *lse.at(row, h);
         lse2[cell] = std::isinf(l) && l < 0 ? __builtin_inff() : l * std::numbers::log2e_v<float>;
@@ -320,7 +332,7 @@ void attention_backward(std::span<const AttentionTask> tasks, const AttentionSha
   Backward<T> b{tasks, q, k, v, d_o, dq, dk, dv, lse2.data(), delta.data(), head_major(q, 0, scale_log2),
                 head_major(d_o, 1), head_major(k, 2), head_major(v, 3), shape.q_heads / shape.kv_heads,
                 shape.softmax_scale()};
-  const std::vector<WorkItem> key_items = key_tiles(tasks, shape.kv_heads);
+  const std::vector<WorkItem> key_items = key_tiles(tasks, shape.q_heads, shape.kv_heads);
   std::vector<std::ptrdiff_t> partial_at;
   if (shape.deterministic) {
     const std::ptrdiff_t floats = place_partials(key_items, shape.head_dim, partial_at);

@@ -74,7 +74,7 @@ class ThreadCount {
 
 int shared_key_items(const Problem& p) {
   int shared = 0;
-  for (const auto& item : key_tiles(p.tasks, p.shape.kv_heads)) shared += item.shared ? 1 : 0;
+  for (const auto& item : key_tiles(p.tasks, p.shape.q_heads, p.shape.kv_heads)) shared += item.shared ? 1 : 0;
   return shared;
 }
 
@@ -131,7 +131,7 @@ TEST(DeterministicBackward, LongShardedDocumentInBf16) {
   p.tasks.clear();
   for (Tokens begin = 0; begin < 1024; begin += 128) {
     AttentionTask t = whole;
-    t.queries = {TokenRows{whole.queries[0].row + begin, begin, 128}, TokenRows{}};
+    t.queries = {RowSpan{whole.queries[0].row + begin, begin, 128}, RowSpan{}};
     p.tasks.push_back(t);
   }
   expect_deterministic<BFloat16>(p, "sharded causal, bf16");

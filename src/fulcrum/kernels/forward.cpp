@@ -1,4 +1,5 @@
-// Forward kernel. A work item is one (task, q head, query tile). Its scores are kept transposed,
+// Forward kernel. A work item is one (task, q head of the task's range, query tile), under that head's
+// mask. Its scores are kept transposed,
 // S^T[key][query], so that every vector runs along the 64 queries: the online-softmax maxima, sums
 // and rescaling are plain vector operations. S^T = K Q^T broadcasts K's elements against the tile's
 // Q^T (packed once per item); O = P V broadcasts P^T's elements against V's rows, a 64-column strip
@@ -93,6 +94,7 @@ FULCRUM_KERNEL_CLONES void forward_item(const Forward<T>& f, const WorkItem& ite
   const int dim = f.q.dim;
   const long ld = padded_dim(dim);
   const int kv_head = item.head / f.group;
+  const MaskSpec& mask = task.mask_of(item.head);
   const int n_tiles = static_cast<int>((item.rows.count + kTile - 1) / kTile);
   auto tile_rows = [&](int t) { return std::min<Tokens>(kTile, item.rows.count - t * kTile); };
   for (int t = 0; t < n_tiles; ++t) {
@@ -111,10 +113,10 @@ FULCRUM_KERNEL_CLONES void forward_item(const Forward<T>& f, const WorkItem& ite
       QueryTileState& s = w.tiles[t];
       const Tokens nq = tile_rows(t);
       const Range queries = positions(item.rows, t * kTile, nq);
-      const TileKind kind = task.mask.classify(queries, keys, task.doc_len);
+      const TileKind kind = mask.classify(queries, keys, task.doc_len);
       if (kind == TileKind::kEmpty) continue;
       gemm({w.s_t.data(), kTile, f.k_rows + first, ld, 1, s.q_t.data(), kTile, dim, nk}, false);  // S^T = K Q^T
-      mask_scores(w.s_t.data(), true, task, queries, keys, kind);
+      mask_scores(w.s_t.data(), true, mask, task.doc_len, queries, keys, kind);
       online_softmax(w.s_t.data(), static_cast<int>(nk), s.o.data(), ld, nq, s.m, s.l);
       gemm_wide({s.o.data(), ld, w.s_t.data(), 1, kTile, f.v_rows + first, ld, nk, nq}, ld, true);  // O += P V
     }
@@ -146,7 +148,7 @@ void attention_forward(std::span<const AttentionTask> tasks, const AttentionShap
   check_shape("v", v, k.rows, shape.kv_heads, shape.head_dim);
   check_shape("o", o, q.rows, shape.q_heads, shape.head_dim);
   check_shape("lse", lse, q.rows, shape.q_heads, 1);
-  validate_tasks(tasks, q.rows, k.rows);
+  validate_tasks(tasks, q.rows, k.rows, shape.q_heads);
 
   const Forward<T> f{tasks, q, k, v, o, lse, head_major(k, 0), head_major(v, 1), shape.q_heads / shape.kv_heads,
                      shape.softmax_scale() * std::numbers::log2e_v<float>};

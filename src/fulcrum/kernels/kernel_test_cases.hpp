@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -62,7 +63,39 @@ struct Problem {
   std::vector<AttentionTask> tasks;
   Tokens q_rows = 0, kv_rows = 0;
   std::vector<double> q, k, v, d_o;  // token-major, fp64 (values exactly representable as bf16 when asked)
+  std::shared_ptr<const std::vector<MaskSpec>> head_masks;  // what the tasks' head_masks view, if any
 };
+
+/// Gives every q head its own mask drawn from `masks` (so heads of one call mix mask kinds) and cuts
+/// every task into 1..3 tasks over disjoint head ranges that share its query and key rows. With
+/// `drop_one`, one head range of one task is left out: those (row, head) cells must stay untouched.
+inline void split_heads(Rng& rng, Problem& p, const std::vector<MaskSpec>& masks, bool drop_one) {
+  const int hq = p.shape.q_heads;
+  auto per_head = std::make_shared<std::vector<MaskSpec>>();
+  const auto n_masks = static_cast<std::int64_t>(masks.size());
+  for (int h = 0; h < hq; ++h) per_head->push_back(masks[static_cast<std::size_t>(rng.uniform_int(0, n_masks - 1))]);
+  p.head_masks = per_head;
+  std::vector<AttentionTask> out;
+  for (const auto& task : p.tasks) {
+    std::vector<int> cuts = {0, hq};
+    for (int i = static_cast<int>(rng.uniform_int(0, 2)); i > 0; --i) {
+      cuts.push_back(static_cast<int>(rng.uniform_int(1, hq)));
+    }
+    std::sort(cuts.begin(), cuts.end());
+    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+    for (std::size_t c = 0; c + 1 < cuts.size(); ++c) {
+      AttentionTask part = task;
+      part.head_masks = *per_head;
+      // A range over every head stays "all" now and then, as planners that do not cut heads write it.
+      part.heads = cuts.size() == 2 && rng.uniform() < 0.5 ? HeadRange{} : HeadRange{cuts[c], cuts[c + 1]};
+      out.push_back(part);
+    }
+  }
+  if (drop_one && out.size() > 1) {
+    out.erase(out.begin() + rng.uniform_int(0, static_cast<std::int64_t>(out.size()) - 1));
+  }
+  p.tasks = std::move(out);
+}
 
 /// Documents of the given lengths, one after the other in the buffers with `pad` unused rows between
 /// them. Each document's query rows are cut into 1..max_tasks tasks (some head+tail pairs) that all
@@ -79,13 +112,13 @@ inline Problem make_problem(Rng& rng, AttentionShape shape, const std::vector<To
     const int pieces = static_cast<int>(rng.uniform_int(1, max_tasks));
     for (int i = 1; i < pieces; ++i) cuts.push_back(rng.uniform_int(0, len));
     std::sort(cuts.begin(), cuts.end());
-    std::vector<TokenRows> ranges;
+    std::vector<RowSpan> ranges;
     for (std::size_t i = 0; i + 1 < cuts.size(); ++i) {
       if (cuts[i + 1] > cuts[i]) ranges.push_back({row + cuts[i], cuts[i], cuts[i + 1] - cuts[i]});
     }
     // Pair the first and last pieces as one head+tail task, as DistCA's shards do.
     while (!ranges.empty()) {
-      AttentionTask task{{ranges.front(), TokenRows{}}, {row + key_begin, key_begin, len - key_begin}, len, mask};
+      AttentionTask task{{0, {ranges.front(), RowSpan{}}, {row + key_begin, key_begin, len - key_begin}}, len, mask};
       ranges.erase(ranges.begin());
       if (!ranges.empty() && rng.uniform() < 0.5) {
         task.queries[1] = ranges.back();
@@ -136,12 +169,17 @@ double relative_error(const std::vector<A>& got, const std::vector<B>& want) {
   return scale == 0 ? worst : worst / scale;
 }
 
-/// Rows named by the problem's tasks, as [row][head] cells.
+/// (row, head) cells named by the problem's tasks (their rows, their heads), as [row][head] cells.
 inline std::vector<char> named_cells(const Problem& p) {
-  std::vector<char> named(static_cast<std::size_t>(p.q_rows * p.shape.q_heads), 0);
+  const int hq = p.shape.q_heads;
+  std::vector<char> named(static_cast<std::size_t>(p.q_rows * hq), 0);
   for (const auto& t : p.tasks) {
     for (const auto& r : t.queries) {
-      for (Tokens i = 0; i < r.count * p.shape.q_heads; ++i) named[static_cast<std::size_t>(r.row * p.shape.q_heads + i)] = 1;
+      for (Tokens i = 0; i < r.count; ++i) {
+        for (int h = t.heads.first(); h < t.heads.last(hq); ++h) {
+          named[static_cast<std::size_t>((r.row + i) * hq + h)] = 1;
+        }
+      }
     }
   }
   return named;

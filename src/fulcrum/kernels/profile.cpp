@@ -39,7 +39,7 @@ ProfileTable profile_attention(const ProfileConfig& config, const std::function<
       std::vector<AttentionTask> tasks;
       const Tokens doc_len = std::max(q_len, k_len);
       for (Tokens c = 0; c < copies; ++c) {
-        tasks.push_back({{TokenRows{c * q_len, 0, q_len}, TokenRows{}}, {0, 0, k_len}, doc_len, MaskSpec::full()});
+        tasks.push_back({{0, {RowSpan{c * q_len, 0, q_len}, RowSpan{}}, {0, 0, k_len}}, doc_len, MaskSpec::full()});
       }
       const auto t = time_attention(tasks, config.shape, copies * q_len, k_len, config.dtype, config.repeats, true);
       table.forward().flops_per_s.push_back(t.forward_flops / t.forward_s);

@@ -22,7 +22,7 @@ MaterialisedResult<Real> materialised(std::span<const AttentionTask> tasks, cons
   const Tokens kv_rows = static_cast<Tokens>(k.size() / static_cast<std::size_t>(hkv * dim));
   if (v.size() != k.size()) fail("v: {} values, k has {}", v.size(), k.size());
   if (!d_o.empty() && d_o.size() != q.size()) fail("d_o: {} values, q has {}", d_o.size(), q.size());
-  validate_tasks(tasks, q_rows, kv_rows);
+  validate_tasks(tasks, q_rows, kv_rows, hq);
   const Real scale = static_cast<Real>(shape.softmax_scale());
   const bool backward = !d_o.empty();
 
@@ -42,11 +42,11 @@ MaterialisedResult<Real> materialised(std::span<const AttentionTask> tasks, cons
     for (const auto& range : task.queries) {
       for (Tokens i = 0; i < range.count; ++i) {
         const Tokens row = range.row + i, pos = range.position + i;
-        visible.clear();
-        for (Tokens j = 0; j < task.keys.count; ++j) {
-          if (task.mask.allows(pos, task.keys.position + j, task.doc_len)) visible.push_back(task.keys.row + j);
-        }
-        for (int h = 0; h < hq; ++h) {
+        for (int h = task.heads.first(); h < task.heads.last(hq); ++h) {
+          visible.clear();
+          for (Tokens j = 0; j < task.keys.count; ++j) {
+            if (task.mask_of(h).allows(pos, task.keys.position + j, task.doc_len)) visible.push_back(task.keys.row + j);
+          }
           const int g = h / group;
           const Real* qi = &q[q_at(row, h)];
           p.assign(visible.size(), 0);

@@ -24,27 +24,53 @@ std::vector<char> shares_keys(std::span<const AttentionTask> tasks) {
   return shared;
 }
 
-std::vector<WorkItem> tiles(std::span<const AttentionTask> tasks, int heads, bool of_keys, Tokens rows) {
+// Visible pairs of `span` against (query tiles) or from (key tiles) the task's other side, under the
+// mask of q head h.
+double tile_pairs(const AttentionTask& task, int h, bool of_keys, Range span) {
+  const MaskSpec& mask = task.mask_of(h);
+  if (!of_keys) {
+    return static_cast<double>(mask.count_pairs(span, positions(task.keys, 0, task.keys.count), task.doc_len));
+  }
+  double pairs = 0;
+  for (const auto& q : task.queries) {
+    pairs += static_cast<double>(mask.count_pairs(positions(q, 0, q.count), span, task.doc_len));
+  }
+  return pairs;
+}
+
+// Query tiles: one item per q head of the task. Key tiles: one per kv head whose group holds some of
+// the task's heads, costed by the pairs of those heads. Pairs are counted once per tile while the
+// task has one mask (the all-head case), per head otherwise.
+std::vector<WorkItem> tiles(std::span<const AttentionTask> tasks, int q_heads, int kv_heads, bool of_keys,
+                            Tokens rows) {
   std::vector<WorkItem> items;
   const std::vector<char> shared = of_keys ? shares_keys(tasks) : std::vector<char>(tasks.size(), 0);
+  const int group = q_heads / kv_heads;
   for (std::size_t t = 0; t < tasks.size(); ++t) {
     const auto& task = tasks[t];
-    const Range keys = positions(task.keys, 0, task.keys.count);
-    auto add_tiles = [&](const TokenRows& r) {
+    const int h0 = task.heads.first(), h1 = task.heads.last(q_heads);
+    const bool one_mask = task.head_masks.empty();
+    auto add_tiles = [&](const RowSpan& r) {
       for (Tokens offset = 0; offset < r.count; offset += rows) {
         const Tokens count = std::min<Tokens>(rows, r.count - offset);
         const Range span = positions(r, offset, count);
-        double pairs = 0;
-        if (of_keys) {
-          for (const auto& q : task.queries) {
-            pairs += static_cast<double>(task.mask.count_pairs(positions(q, 0, q.count), span, task.doc_len));
+        const RowSpan tile{r.row + offset, r.position + offset, count};
+        const double shared_pairs = one_mask ? tile_pairs(task, h0, of_keys, span) : 0;
+        if (!of_keys) {
+          // Empty query tiles still write O = 0, LSE = -inf.
+          for (int h = h0; h < h1; ++h) {
+            const double pairs = one_mask ? shared_pairs : tile_pairs(task, h, false, span);
+            items.push_back({static_cast<int>(t), h, tile, pairs, false});
           }
-        } else {
-          pairs = static_cast<double>(task.mask.count_pairs(span, keys, task.doc_len));
+          continue;
         }
-        if (pairs == 0 && of_keys) continue;  // empty query tiles still write O = 0, LSE = -inf
-        for (int h = 0; h < heads; ++h) {
-          items.push_back({static_cast<int>(t), h, {r.row + offset, r.position + offset, count}, pairs, shared[t] != 0});
+        for (int g = h0 / group; g * group < h1; ++g) {
+          double pairs = 0;
+          for (int h = std::max(h0, g * group); h < std::min(h1, (g + 1) * group); ++h) {
+            pairs += one_mask ? shared_pairs : tile_pairs(task, h, true, span);
+          }
+          if (pairs == 0) continue;
+          items.push_back({static_cast<int>(t), g, tile, pairs, shared[t] != 0});
         }
       }
     };
@@ -67,11 +93,11 @@ float* call_workspace(int slot, std::size_t floats) {
   return buffer.data();
 }
 
-std::vector<WorkItem> query_tiles(std::span<const AttentionTask> tasks, int heads, Tokens rows) {
-  return tiles(tasks, heads, false, rows);
+std::vector<WorkItem> query_tiles(std::span<const AttentionTask> tasks, int q_heads, Tokens rows) {
+  return tiles(tasks, q_heads, 1, false, rows);
 }
-std::vector<WorkItem> key_tiles(std::span<const AttentionTask> tasks, int kv_heads) {
-  return tiles(tasks, kv_heads, true, simd::kTile);
+std::vector<WorkItem> key_tiles(std::span<const AttentionTask> tasks, int q_heads, int kv_heads) {
+  return tiles(tasks, q_heads, kv_heads, true, simd::kTile);
 }
 
 }  // namespace fulcrum::kernels

@@ -16,18 +16,19 @@ namespace fulcrum::kernels {
 struct WorkItem {
   int task = 0;
   int head = 0;
-  TokenRows rows;
+  RowSpan rows;
   double cost = 0;      // visible pairs: the scheduler runs the largest items first
   bool shared = false;  // key tiles: another task reads some of these rows too (dK/dV adds must be atomic)
 };
 
-/// Tiles of up to `rows` (a multiple of 64) rows of each task's query ranges, for every q head,
-/// largest first.
-std::vector<WorkItem> query_tiles(std::span<const AttentionTask> tasks, int heads, Tokens rows = simd::kTile);
-/// 64-row tiles of each task's key range, for every kv head, largest first.
-std::vector<WorkItem> key_tiles(std::span<const AttentionTask> tasks, int kv_heads);
+/// Tiles of up to `rows` (a multiple of 64) rows of each task's query ranges, for every q head of the
+/// task's head range, largest first.
+std::vector<WorkItem> query_tiles(std::span<const AttentionTask> tasks, int q_heads, Tokens rows = simd::kTile);
+/// 64-row tiles of each task's key range, for every kv head some q head of the task reads (GQA:
+/// q head h reads kv head h / (q_heads / kv_heads)), largest first.
+std::vector<WorkItem> key_tiles(std::span<const AttentionTask> tasks, int q_heads, int kv_heads);
 
-inline Range positions(const TokenRows& r, Tokens offset, Tokens count) {
+inline Range positions(const RowSpan& r, Tokens offset, Tokens count) {
   return {r.position + offset, r.position + offset + count};
 }
 
@@ -75,14 +76,14 @@ const float* head_major(HeadTensor<const T> t, int slot, float scale = 1.0f) {
 
 /// Sets masked scores to -inf. `transposed`: scores are [key][query] (else [query][key]), ld 64.
 /// Keys past `keys.size()` (a short last tile) are masked too; a full 64-key tile is left as is.
-FULCRUM_INLINE void mask_scores(float* s, bool transposed, const AttentionTask& task, Range queries, Range keys,
-                                TileKind kind) {
+FULCRUM_INLINE void mask_scores(float* s, bool transposed, const MaskSpec& mask, Tokens doc_len, Range queries,
+                                Range keys, TileKind kind) {
   const int nk = static_cast<int>(keys.size());
   const bool partial = kind == TileKind::kPartial;
   if (!partial && nk == simd::kTile) return;
   const Tokens nq = queries.size();
   for (Tokens i = 0; i < nq; ++i) {
-    std::uint64_t bits = partial ? task.mask.row_bits(queries.begin + i, keys.begin, nk, task.doc_len)
+    std::uint64_t bits = partial ? mask.row_bits(queries.begin + i, keys.begin, nk, doc_len)
                                  : (nk == 64 ? ~0ull : (1ull << nk) - 1);
     if (bits == ~0ull) continue;
     // Transposed scores have only nk key rows; row-major ones have 64 columns, zero-padded past nk.

@@ -133,7 +133,7 @@ std::vector<AttentionTask> sharded_document(Tokens doc_len, Tokens shard, const 
   std::vector<AttentionTask> tasks;
   for (Tokens begin = 0; begin < doc_len; begin += shard) {
     const Tokens count = std::min(shard, doc_len - begin);
-    tasks.push_back({{TokenRows{begin, begin, count}, TokenRows{}}, {0, 0, doc_len}, doc_len, mask});
+    tasks.push_back({{0, {RowSpan{begin, begin, count}, RowSpan{}}, {0, 0, doc_len}}, doc_len, mask});
   }
   return tasks;
 }

@@ -22,8 +22,8 @@ struct Buffers {
     dq = q;
     dk = k;
     dv = v;
-    tasks = {{{TokenRows{0, 0, 50}, TokenRows{}}, {0, 0, 50}, 50, MaskSpec::causal()},
-             {{TokenRows{50, 0, 50}, TokenRows{}}, {50, 0, 50}, 50, MaskSpec::causal()}};
+    tasks = {{{0, {RowSpan{0, 0, 50}, RowSpan{}}, {0, 0, 50}}, 50, MaskSpec::causal()},
+             {{0, {RowSpan{50, 0, 50}, RowSpan{}}, {50, 0, 50}}, 50, MaskSpec::causal()}};
   }
   void forward(int q_heads_view = 4) {
     attention_forward<float>(tasks, shape, {q.data(), rows, q_heads_view, 64}, {k.data(), rows, 2, 64},

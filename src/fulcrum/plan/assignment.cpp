@@ -1,5 +1,7 @@
 #include "fulcrum/plan/assignment.hpp"
 
+#include "fulcrum/workload/head_masks.hpp"
+
 #include <unordered_map>
 #include <utility>
 
@@ -30,6 +32,7 @@ std::vector<Transfer> minimal_transfers(const Batch& batch, std::span<const CATa
   for (const auto& task : tasks) {
     const auto& doc = batch.documents[task.doc];
     RangeSet& have = received_kv[(static_cast<std::uint64_t>(task.server) << 32) | static_cast<std::uint32_t>(task.doc)];
+    const auto runs = mask_runs(doc.mask, doc.head_masks, task.heads);
     for (const auto& q : task.query_ranges()) {
       add_transfers_from_owners(batch, TensorKind::kQ, task.doc, q, task.server, out);
       // O and LSE of every row go back to the row's owner.
@@ -39,7 +42,7 @@ std::vector<Transfer> minimal_transfers(const Batch& batch, std::span<const CATa
           out.push_back({TensorKind::kOut, task.doc, piece, task.server, segment.rank});
         }
       }
-      for (const auto& needed : doc.mask.keys_needed(q, task.keys, doc.length)) {
+      for (const auto& needed : keys_needed(runs, q, task.keys, doc.length)) {
         for (const auto& gap : have.missing(needed)) {
           add_transfers_from_owners(batch, TensorKind::kKV, task.doc, gap, task.server, out);
           have.add(gap);

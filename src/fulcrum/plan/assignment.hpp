@@ -14,7 +14,9 @@
 namespace fulcrum {
 
 /// One unit of core-attention work: rows `queries` (one range, or a head+tail pair) of document `doc`
-/// against keys `keys`, all q heads, computed on rank `server`.
+/// against keys `keys`, q heads `heads` (default: all), computed on rank `server`. Each head is masked
+/// by its document's mask for that head (Document::mask_of). Tasks over disjoint head ranges may share
+/// rows and keys; the verifier checks every (head, query, key) triple is computed exactly once.
 struct CATask {
   int doc = 0;
   std::array<Range, 2> queries{};  // the second is empty for a single range
@@ -23,6 +25,7 @@ struct CATask {
   /// The planner's ordered division (DCP), which the ping-pong schedule runs as its nano-batch; -1 when
   /// the planner leaves it to the schedule (halves of each server's work). All tasks set it or none.
   int division = -1;
+  HeadRange heads{};
 
   std::span<const Range> query_ranges() const { return {queries.data(), queries[1].empty() ? 1u : 2u}; }
   Tokens query_tokens() const { return queries[0].size() + queries[1].size(); }
@@ -45,11 +48,15 @@ struct Assignment {
   Batch batch;  // the documents this assignment computes and where their tokens live
   std::vector<CATask> tasks;
   std::vector<Transfer> transfers;
+  /// The model's q heads. 0 (unknown) is enough while every task covers all heads and no document has
+  /// per-head masks; the verifier needs it to check explicit head ranges.
+  int q_heads = 0;
 };
 
 /// The least traffic that lets every task run: for each task, the Q rows and the K/V keys its rows can
-/// see that its server does not own, fetched once per (server, document), and O+LSE sent back to each
-/// row's owner.
+/// see (under the mask of any of its heads) that its server does not own, fetched once per (server,
+/// document), and O+LSE sent back to each row's owner. Rows move whole (every head), as compile moves
+/// them; per-head slicing of the traffic is a later optimisation.
 std::vector<Transfer> minimal_transfers(const Batch& batch, std::span<const CATask> tasks);
 
 /// Appends transfers of `range` of `kind` from its owners (per the batch's segments) to `dst`,

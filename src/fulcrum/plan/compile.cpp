@@ -3,6 +3,9 @@
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/cost/attention_cost.hpp"
 #include "fulcrum/plan/compile_layout.hpp"
+#include "fulcrum/workload/head_masks.hpp"
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <map>
@@ -51,7 +54,16 @@ class Compiler {
     plan_.planner = a.planner;
     plan_.mode = mode;
     plan_.heads = heads;
-    for (const auto& d : a.batch.documents) plan_.documents.push_back({d.length, d.mask});
+    for (std::size_t i = 0; i < a.batch.documents.size(); ++i) {
+      const auto& d = a.batch.documents[i];
+      validate_head_masks(d.head_masks, heads.q_heads, fmt::format("documents[{}].head_masks", i));
+      plan_.documents.push_back({d.length, d.mask, d.head_masks});
+    }
+    bool partial_heads = false;
+    for (std::size_t i = 0; i < a.tasks.size(); ++i) {
+      validate_head_range(a.tasks[i].heads, heads.q_heads, fmt::format("tasks[{}].heads", i));
+      partial_heads = partial_heads || a.tasks[i].heads.count(heads.q_heads) != heads.q_heads;
+    }
     nano_batches_ = pingpong_ ? 2 : 1;
     if (pingpong_ && !a.tasks.empty() && a.tasks.front().division >= 0) {
       nano_batches_ = 0;
@@ -60,7 +72,10 @@ class Compiler {
         nano_batches_ = std::max(nano_batches_, t.division + 1);
       }
     }
-    for (int r = 0; r < a.batch.ranks; ++r) ranks_.emplace_back(r, owners_, pass, nano_batches_);
+    for (int r = 0; r < a.batch.ranks; ++r) {
+      ranks_.emplace_back(r, owners_, pass, nano_batches_);
+      ranks_.back().partial_heads = partial_heads;
+    }
     tags_.assign(static_cast<std::size_t>(a.batch.ranks) * a.batch.ranks, 0);
     for (const auto& t : a.tasks) {
       if (pingpong_) {
@@ -96,7 +111,7 @@ class Compiler {
   // over the server's own keys needs no traffic, so it runs while the rest of the keys arrive (DCP's
   // "blocks needing no traffic first"); the owner merges the parts as it merges any split keys.
   void split_at_held_keys(const CATask& t) {
-    const auto& doc = a_.batch.documents[t.doc];
+    const auto runs = runs_of(t);
     bool rows_held = true;
     for (const auto& q : t.query_ranges()) rows_held = rows_held && owners_.owned_by(t.doc, q, t.server);
     std::vector<Tokens> cuts = {t.keys.begin, t.keys.end};
@@ -119,7 +134,7 @@ class Compiler {
       // A stretch no row can see adds nothing (asked as the planners and the verifier ask: index-list
       // masks by their causal hull).
       bool seen = false;
-      for (const auto& q : part.query_ranges()) seen = seen || !doc.mask.keys_needed(q, part.keys, doc.length).empty();
+      for (const auto& q : part.query_ranges()) seen = seen || !keys_needed(runs, q, part.keys, length_of(t)).empty();
       if (seen) tasks_.push_back(part);
     }
     if (tasks_.size() == first) tasks_.push_back(t);  // rows that see no key still get O = 0, LSE = -inf
@@ -127,19 +142,32 @@ class Compiler {
 
   // A task is local when its server owns every Q row and every key it reads, and so every output row.
   bool is_local(const CATask& t) const {
-    const auto& doc = a_.batch.documents[t.doc];
+    const auto runs = runs_of(t);
     for (const auto& q : t.query_ranges()) {
       if (!owners_.owned_by(t.doc, q, t.server)) return false;
-      for (const auto& keys : doc.mask.keys_needed(q, t.keys, doc.length)) {
+      for (const auto& keys : keys_needed(runs, q, t.keys, length_of(t))) {
         if (!owners_.owned_by(t.doc, keys, t.server)) return false;
       }
     }
     return true;
   }
 
-  Tokens task_pairs(const CATask& t) const {
+  // A task's heads as runs under one mask each (one run for all-head tasks over one mask).
+  std::vector<MaskRun> runs_of(const CATask& t) const {
     const auto& doc = a_.batch.documents[t.doc];
-    return attention_pairs(doc.mask, t.query_ranges(), t.keys, doc.length);
+    return mask_runs(doc.mask, doc.head_masks, t.heads);
+  }
+  Tokens length_of(const CATask& t) const { return a_.batch.documents[t.doc].length; }
+
+  // Work of a task in (head, query, key) triples: every task's pairs times q_heads for all-head
+  // tasks, so the halves cut where they did before tasks had heads.
+  Tokens task_pairs(const CATask& t) const {
+    Tokens pairs = 0;
+    for (const auto& run : runs_of(t)) {
+      pairs += run.heads.count(plan_.heads.q_heads) *
+               attention_pairs(*run.mask, t.query_ranges(), t.keys, length_of(t));
+    }
+    return pairs;
   }
 
   // Splits one server's tasks into the schedule's groups, in execution order. Within local and remote
@@ -225,9 +253,10 @@ class Compiler {
     std::vector<AttentionItem> items;
     for (int i : group.tasks) {
       const auto& t = tasks_[i];
-      const auto& doc = a_.batch.documents[t.doc];
+      const auto runs = runs_of(t);
       AttentionItem item;
       item.doc = t.doc;
+      item.heads = t.heads;
       int span = 0;
       for (const auto& q : t.query_ranges()) {
         const Tokens row = rank.allocate_q_rows(slot, q.size());
@@ -237,7 +266,7 @@ class Compiler {
       }
       item.keys = {rank.key_row(slot, t.doc, t.keys.begin), t.keys.begin, t.keys.size()};
       for (const auto& q : t.query_ranges()) {
-        for (const auto& needed : doc.mask.keys_needed(q, t.keys, doc.length)) {
+        for (const auto& needed : keys_needed(runs, q, t.keys, length_of(t))) {
           for (const auto& gap : rank.keys_missing(slot, t.doc, needed)) {
             const Tokens row = rank.key_row(slot, t.doc, gap.begin);
             fetch(server, nb, slot, t.doc, gap, row, fields_.kv_in);

@@ -79,9 +79,13 @@ int RankBuilder::workspace(int slot, Field field) {
   if (fresh) {
     // Gradients accumulate and K/V rows between fetched keys are read (then masked), so both start at
     // zero; every other workspace row is written by a fetch or by the attention call before it is read.
-    const bool zero = is_gradient(field) || field == Field::kK || field == Field::kV;
+    // With head-split tasks a workspace row's O and LSE are written only for the task's heads; the
+    // others start at O = 0, LSE = -inf, so the owner's LSE merge of the head parts is exact.
+    const bool zero =
+        is_gradient(field) || field == Field::kK || field == Field::kV || (partial_heads && field == Field::kO);
+    const bool neg_inf = partial_heads && field == Field::kLse;
     it->second = add_buffer(fmt::format("ws{}.{}.{}", slot / 2, slot % 2 ? "local" : "remote", to_string(field)), field,
-                            zero ? BufferInit::kZero : BufferInit::kUndefined, false);
+                            neg_inf ? BufferInit::kNegInf : zero ? BufferInit::kZero : BufferInit::kUndefined, false);
   }
   return it->second;
 }

@@ -47,6 +47,8 @@ class RankBuilder {
   int own(Field field) const;
   /// A slot's workspace buffer of `field`, created on first use.
   int workspace(int slot, Field field);
+  /// Some task covers only some heads: forward workspaces then start at O = 0, LSE = -inf.
+  bool partial_heads = false;
   /// The buffer that receives partial results of `field` from other servers, created on first use.
   int part(Field field);
   Tokens allocate_q_rows(int slot, Tokens rows);

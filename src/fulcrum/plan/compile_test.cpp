@@ -39,6 +39,66 @@ TEST(Compile, EveryPlanOfRandomAssignmentsVerifies) {
   }
 }
 
+// Head-split tasks with per-head masks: every plan verifies (per-head coverage of the items, and every
+// head part of a row delivered exactly once to its owner), in both passes and schedules.
+TEST(CompileHeads, EveryPlanOfHeadSplitAssignmentsVerifies) {
+  for (std::uint64_t seed = 0; seed < 150; ++seed) {
+    const Assignment a = seed < 3 ? testing::head_split_assignment(static_cast<int>(seed) + 2)
+                                  : testing::random_head_assignment(seed, kHeads.q_heads);
+    ASSERT_TRUE(verify(a).ok()) << "seed " << seed << ": " << verify(a).summary();
+    for (Pass pass : {Pass::kForward, Pass::kBackward}) {
+      for (CommMode schedule : {CommMode::kPingPong, CommMode::kSingleStream}) {
+        const Plan plan = compile(a, kHeads, pass, schedule);
+        const auto report = verify_plan(plan, a.batch);
+        ASSERT_TRUE(report.ok()) << "seed " << seed << " " << to_string(pass) << " " << to_string(schedule) << ": "
+                                 << report.summary();
+      }
+    }
+  }
+}
+
+// A plan that drops one head part of a row is caught by verify_plan (its items no longer cover that
+// head), and head ranges or mask lists that do not fit the model are rejected by compile.
+TEST(CompileHeads, VerifyPlanCatchesAMissingHeadAndCompileChecksTheModel) {
+  const Assignment a = testing::head_split_assignment(2);
+  Plan plan = compile(a, kHeads, Pass::kForward, CommMode::kSingleStream);
+  bool dropped = false;
+  for (auto& program : plan.programs) {
+    for (auto& in : program.instructions) {
+      auto* att = std::get_if<Attention>(&in.op);
+      if (dropped || !att) continue;
+      for (auto& item : att->items) {
+        if (!item.heads.all() && item.heads.end - item.heads.begin == 2) {
+          item.heads.end -= 1;
+          dropped = true;
+          break;
+        }
+      }
+    }
+  }
+  ASSERT_TRUE(dropped);
+  const auto report = verify_plan(plan, a.batch);
+  ASSERT_FALSE(report.ok());
+  EXPECT_NE(report.summary().find("coverage: document"), std::string::npos) << report.summary();
+
+  Assignment bad = a;
+  bad.tasks[0].heads = {0, 5};
+  try {
+    compile(bad, kHeads, Pass::kForward, CommMode::kSingleStream);
+    FAIL() << "heads past q_heads compiled";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tasks[0].heads = [0, 5)"), std::string::npos) << e.what();
+  }
+  bad = a;
+  bad.batch.documents[1].head_masks.pop_back();
+  try {
+    compile(bad, kHeads, Pass::kForward, CommMode::kSingleStream);
+    FAIL() << "3 head masks for 4 heads compiled";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("documents[1].head_masks has 3 masks"), std::string::npos) << e.what();
+  }
+}
+
 // A planner's divisions (DCP) are the nano-batches: any number of them, any task in any division.
 TEST(Compile, PlansWithPlannerDivisionsVerify) {
   for (std::uint64_t seed = 0; seed < 120; ++seed) {

@@ -59,4 +59,65 @@ inline Assignment random_assignment(std::uint64_t seed, const MaskSpec& mask, in
   return a;
 }
 
+/// random_assignment with heads: every document gets one mask per q head (drawn from causal, a sliding
+/// window and a lambda mask, so one document mixes them), and every task is cut into 1..3 tasks over
+/// disjoint head ranges, each on a random server (several servers then compute parts of one row).
+inline Assignment random_head_assignment(std::uint64_t seed, int q_heads, int max_ranks = 4) {
+  Assignment a = random_assignment(seed, MaskSpec::causal(), max_ranks);
+  Rng rng(seed ^ 0x4845414453ull);
+  a.q_heads = q_heads;
+  for (auto& doc : a.batch.documents) {
+    const Tokens w = rng.uniform_int(1, std::max<Tokens>(1, doc.length / 2));
+    const MaskSpec kinds[] = {MaskSpec::causal(), MaskSpec::sliding_window(w),
+                              MaskSpec::lambda(rng.uniform_int(0, 8), w)};
+    for (int h = 0; h < q_heads; ++h) doc.head_masks.push_back(kinds[rng.uniform_int(0, 2)]);
+  }
+  std::vector<CATask> tasks;
+  for (const auto& t : a.tasks) {
+    std::vector<int> cuts = {0, q_heads};
+    for (int i = static_cast<int>(rng.uniform_int(0, 2)); i > 0; --i) {
+      cuts.push_back(static_cast<int>(rng.uniform_int(1, q_heads)));
+    }
+    std::sort(cuts.begin(), cuts.end());
+    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+    for (std::size_t c = 0; c + 1 < cuts.size(); ++c) {
+      CATask part = t;
+      if (cuts.size() > 2) part.heads = {cuts[c], cuts[c + 1]};
+      part.server = static_cast<int>(rng.uniform_int(0, a.batch.ranks - 1));
+      tasks.push_back(part);
+    }
+  }
+  a.tasks = std::move(tasks);
+  a.transfers = minimal_transfers(a.batch, a.tasks);
+  return a;
+}
+
+/// A hand-built head-split Assignment on `ranks` ranks (4 q heads): three documents whose heads have
+/// different masks (causal on heads 0-1, a sliding window on head 2, a lambda mask on head 3). Per
+/// document, heads [0, 2) of all rows run on one server; heads [2, 4) of the first rows on a second;
+/// heads [2, 4) of the last rows are split over keys between a third and a fourth server.
+inline Assignment head_split_assignment(int ranks) {
+  const Tokens per_rank = 128;  // ranks >= 2
+  std::vector<Document> docs = {{0, 150, MaskSpec::causal()}, {1, 60, MaskSpec::causal()},
+                                {2, ranks * per_rank - 210, MaskSpec::causal()}};
+  for (auto& d : docs) {
+    d.head_masks = {MaskSpec::causal(), MaskSpec::causal(), MaskSpec::sliding_window(24), MaskSpec::lambda(4, 16)};
+  }
+  Assignment a;
+  a.planner = "head-split";
+  a.q_heads = 4;
+  a.batch = pack_batch(docs, ranks, per_rank);
+  for (int d = 0; d < static_cast<int>(a.batch.documents.size()); ++d) {
+    const Tokens len = a.batch.documents[d].length;
+    const Tokens m = len / 3, k = len / 2;
+    auto server = [&](int i) { return (d + i) % ranks; };
+    a.tasks.push_back({d, {Range{0, len}, Range{}}, {0, len}, server(0), -1, {0, 2}});
+    a.tasks.push_back({d, {Range{0, m}, Range{}}, {0, len}, server(1), -1, {2, 4}});
+    a.tasks.push_back({d, {Range{m, len}, Range{}}, {0, k}, server(2), -1, {2, 4}});
+    a.tasks.push_back({d, {Range{m, len}, Range{}}, {k, len}, server(3), -1, {2, 4}});
+  }
+  a.transfers = minimal_transfers(a.batch, a.tasks);
+  return a;
+}
+
 }  // namespace fulcrum::testing

@@ -96,20 +96,15 @@ struct CommWait {
   friend bool operator==(const CommWait&, const CommWait&) = default;
 };
 
-/// Buffer rows [row, row + count) hold document positions [position, position + count).
-struct RowSpan {
-  Tokens row = 0;
-  Tokens position = 0;
-  Tokens count = 0;
-  friend bool operator==(const RowSpan&, const RowSpan&) = default;
-};
-
 /// One CA-task inside a fused call: query rows (one span or a head+tail pair) of document `doc` (an
-/// index into Plan::documents) against one span of key rows, all heads, masked by the document's mask.
+/// index into Plan::documents) against one span of key rows, for q heads `heads` (default all), each
+/// head masked by its own mask (PlanDocument::mask_of). Buffer rows stay full width: heads outside
+/// the range are neither read nor written by the item.
 struct AttentionItem {
   int doc = 0;
   std::array<RowSpan, 2> queries{};  // the second has count 0 for a single span
   RowSpan keys;
+  HeadRange heads{};
   friend bool operator==(const AttentionItem&, const AttentionItem&) = default;
 };
 
@@ -182,8 +177,20 @@ Pass parse_pass(std::string_view text);
 struct PlanDocument {
   Tokens length = 0;
   MaskSpec mask;
+  std::vector<MaskSpec> head_masks{};  // empty: `mask` for every q head; else one per q head
+
+  const MaskSpec& mask_of(int head) const {
+    return head_masks.empty() ? mask : head_masks[static_cast<std::size_t>(head)];
+  }
   friend bool operator==(const PlanDocument& a, const PlanDocument& b) {
-    return a.length == b.length && a.mask.to_string() == b.mask.to_string();
+    if (a.length != b.length || a.mask.to_string() != b.mask.to_string() ||
+        a.head_masks.size() != b.head_masks.size()) {
+      return false;
+    }
+    for (std::size_t h = 0; h < a.head_masks.size(); ++h) {
+      if (a.head_masks[h].to_string() != b.head_masks[h].to_string()) return false;
+    }
+    return true;
   }
 };
 

@@ -1,6 +1,7 @@
 #include "fulcrum/plan/program_labels.hpp"
 
 #include "fulcrum/core/random.hpp"
+#include "fulcrum/workload/head_masks.hpp"
 
 #include <fmt/format.h>
 
@@ -9,10 +10,15 @@ namespace {
 
 constexpr std::size_t kMaxErrors = 40;
 
-std::uint64_t contribution_id(int rank, std::size_t at, int buffer, Tokens row, std::size_t item) {
-  return mix64(mix64(mix64(mix64(static_cast<std::uint64_t>(rank)) ^ at) ^ static_cast<std::uint64_t>(buffer)) ^
-             static_cast<std::uint64_t>(row)) ^
-         mix64(item);
+// A contribution is named by where it was computed and by its item's heads, so that the parts of a row
+// split over heads are tracked as different contributions and each must reach the owner exactly once.
+std::uint64_t contribution_id(int rank, std::size_t at, int buffer, Tokens row, std::size_t item, HeadRange heads) {
+  const std::uint64_t head_bits = heads.all() ? 0 : mix64((static_cast<std::uint64_t>(heads.begin) << 32) ^
+                                                          static_cast<std::uint64_t>(heads.end) ^ 0x4845414453ull);
+  return (mix64(mix64(mix64(mix64(static_cast<std::uint64_t>(rank)) ^ at) ^ static_cast<std::uint64_t>(buffer)) ^
+                static_cast<std::uint64_t>(row)) ^
+          mix64(item)) +
+         head_bits;
 }
 
 }  // namespace
@@ -113,6 +119,7 @@ void Machine::check_items(int rank, std::size_t at, const std::vector<AttentionI
   const Program& p = plan_.programs[rank];
   for (const auto& item : items) {
     const auto& doc = plan_.documents[item.doc];
+    const auto runs = mask_runs(doc.mask, doc.head_masks, item.heads);
     for (const auto& span : item.queries) {
       for (Tokens i = 0; i < span.count; ++i) {
         for (int b : q_side) expect_value(rank, at, b, span.row + i, item.doc, span.position + i, p.buffers[b].field);
@@ -120,7 +127,7 @@ void Machine::check_items(int rank, std::size_t at, const std::vector<AttentionI
       if (span.count == 0) continue;
       const Range queries{span.position, span.position + span.count};
       const Range keys{item.keys.position, item.keys.position + item.keys.count};
-      for (const auto& needed : doc.mask.keys_needed(queries, keys, doc.length)) {
+      for (const auto& needed : keys_needed(runs, queries, keys, doc.length)) {
         for (Tokens key = needed.begin; key < needed.end; ++key) {
           const Tokens row = item.keys.row + (key - item.keys.position);
           expect_value(rank, at, k, row, item.doc, key, Field::kK);
@@ -132,15 +139,51 @@ void Machine::check_items(int rank, std::size_t at, const std::vector<AttentionI
   }
 }
 
+// Items of one call may write the same output rows over disjoint heads (the kernels' one writer per
+// (row, head)); such items add their contributions to the rows, others must find them empty.
+std::vector<char> Machine::shared_rows(int rank, std::size_t at, const std::vector<AttentionItem>& items) {
+  struct Writer {
+    Tokens begin, end;
+    int h0, h1;
+    std::size_t item;
+  };
+  const int q_heads = plan_.heads.q_heads;
+  std::vector<Writer> writers;
+  for (std::size_t n = 0; n < items.size(); ++n) {
+    for (const auto& span : items[n].queries) {
+      if (span.count > 0) {
+        writers.push_back({span.row, span.row + span.count, items[n].heads.first(), items[n].heads.last(q_heads), n});
+      }
+    }
+  }
+  std::sort(writers.begin(), writers.end(), [](const Writer& x, const Writer& y) { return x.begin < y.begin; });
+  std::vector<char> shared(items.size(), 0);
+  std::vector<const Writer*> open;
+  for (const auto& w : writers) {
+    std::erase_if(open, [&](const Writer* o) { return o->end <= w.begin; });
+    for (const Writer* o : open) {
+      if (o->h0 < w.h1 && w.h0 < o->h1) {
+        error("rank {} instruction {}: items {} and {} both write heads [{}, {}) of rows [{}, {})", rank, at, o->item,
+              w.item, std::max(o->h0, w.h0), std::min(o->h1, w.h1), std::max(o->begin, w.begin),
+              std::min(o->end, w.end));
+      }
+      shared[o->item] = shared[w.item] = 1;
+    }
+    open.push_back(&w);
+  }
+  return shared;
+}
+
 void Machine::attention(int rank, std::size_t at, const Attention& a) {
   const int q_side[] = {a.q};
   check_items(rank, at, a.items, q_side, a.k, a.v);
+  const std::vector<char> shared = shared_rows(rank, at, a.items);
   for (std::size_t n = 0; n < a.items.size(); ++n) {
     for (const auto& span : a.items[n].queries) {
       for (Tokens i = 0; i < span.count; ++i) {
         for (int b : {a.o, a.lse}) {
           contribute(rank, at, b, span.row + i, a.items[n].doc, span.position + i,
-                     contribution_id(rank, at, b, span.row + i, n), false);
+                     contribution_id(rank, at, b, span.row + i, n, a.items[n].heads), shared[n] != 0);
         }
       }
     }
@@ -153,20 +196,22 @@ void Machine::attention_backward(int rank, std::size_t at, const AttentionBackwa
   for (std::size_t n = 0; n < a.items.size(); ++n) {
     const auto& item = a.items[n];
     const auto& doc = plan_.documents[item.doc];
+    const auto runs = mask_runs(doc.mask, doc.head_masks, item.heads);
     for (const auto& span : item.queries) {
       if (span.count == 0) continue;
       for (Tokens i = 0; i < span.count; ++i) {
         contribute(rank, at, a.dq, span.row + i, item.doc, span.position + i,
-                   contribution_id(rank, at, a.dq, span.row + i, n), true);
+                   contribution_id(rank, at, a.dq, span.row + i, n, item.heads), true);
       }
       // dK and dV get a contribution from every (item, query span) that sees the key.
       const Range queries{span.position, span.position + span.count};
       const Range keys{item.keys.position, item.keys.position + item.keys.count};
-      for (const auto& needed : doc.mask.keys_needed(queries, keys, doc.length)) {
+      for (const auto& needed : keys_needed(runs, queries, keys, doc.length)) {
         for (Tokens key = needed.begin; key < needed.end; ++key) {
           const Tokens row = item.keys.row + (key - item.keys.position);
           for (int b : {a.dk, a.dv}) {
-            contribute(rank, at, b, row, item.doc, key, contribution_id(rank, at, b, row, n) + span.row, true);
+            contribute(rank, at, b, row, item.doc, key, contribution_id(rank, at, b, row, n, item.heads) + span.row,
+                       true);
           }
         }
       }

@@ -53,6 +53,8 @@ class Machine {
                   bool accumulate);
   void check_items(int rank, std::size_t at, const std::vector<AttentionItem>& items, std::span<const int> q_side,
                    int k, int v);
+  /// Per item: whether another item of the call writes some of its rows (over disjoint heads, else an error).
+  std::vector<char> shared_rows(int rank, std::size_t at, const std::vector<AttentionItem>& items);
   void attention(int rank, std::size_t at, const Attention& a);
   void attention_backward(int rank, std::size_t at, const AttentionBackward& a);
   void reduce(int rank, std::size_t at, const Reduce& r);

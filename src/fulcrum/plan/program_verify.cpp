@@ -53,7 +53,7 @@ class PlanChecker {
     for (std::size_t d = 0; d < std::min(plan_.documents.size(), batch_.documents.size()); ++d) {
       const PlanDocument& mine = plan_.documents[d];
       const Document& theirs = batch_.documents[d];
-      if (mine.length != theirs.length || !(mine.mask == theirs.mask)) {
+      if (mine.length != theirs.length || !(mine.mask == theirs.mask) || mine.head_masks != theirs.head_masks) {
         error("documents[{}]: the plan's {} tokens ({}) differ from the batch's {} ({})", d, mine.length,
               mine.mask.to_string(), theirs.length, theirs.mask.to_string());
       }
@@ -129,6 +129,15 @@ class PlanChecker {
       if (!span_ok(item.queries[0], q) || !span_ok(item.queries[1], q) || !span_ok(item.keys, k) ||
           item.queries[0].count == 0 || item.keys.count == 0) {
         error("rank {} instruction {}: an item of document {} leaves its buffers or the document", p.rank, at, item.doc);
+      }
+      const HeadRange h = item.heads;
+      if (h.all() ? h.begin != 0 : (h.begin < 0 || h.begin >= h.end || h.end > plan_.heads.q_heads)) {
+        error("rank {} instruction {}: an item of document {} has heads [{}, {}) outside the plan's {} q heads", p.rank,
+              at, item.doc, h.begin, h.end, plan_.heads.q_heads);
+      }
+      const auto& head_masks = plan_.documents[item.doc].head_masks;
+      if (!head_masks.empty() && static_cast<int>(head_masks.size()) != plan_.heads.q_heads) {
+        error("documents[{}].head_masks: {} masks for {} q heads", item.doc, head_masks.size(), plan_.heads.q_heads);
       }
     }
   }
@@ -231,6 +240,7 @@ class PlanChecker {
   void check_coverage() {
     Assignment items;
     items.planner = plan_.planner;
+    items.q_heads = plan_.heads.q_heads;
     items.batch = batch_;
     for (const auto& p : plan_.programs) {
       for (const auto& i : p.instructions) {
@@ -244,6 +254,7 @@ class PlanChecker {
           t.server = p.rank;
           for (int q = 0; q < 2; ++q) t.queries[q] = {item.queries[q].position, item.queries[q].position + item.queries[q].count};
           t.keys = {item.keys.position, item.keys.position + item.keys.count};
+          t.heads = item.heads;
           items.tasks.push_back(t);
         }
       }

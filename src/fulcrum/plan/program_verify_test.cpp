@@ -43,6 +43,33 @@ TEST(VerifyPlan, TheUnmutatedPlansAreValid) {
   }
 }
 
+// One fused call may write the same rows over disjoint heads: the all-head item of a one-rank plan cut
+// into items over heads [0, 1) and [1, 2) is still a valid plan; overlapping heads are not.
+TEST(VerifyPlan, ItemsMayShareRowsOverDisjointHeads) {
+  Assignment a;
+  a.batch = pack_batch({{0, 8, MaskSpec::causal()}}, 1, 8);
+  a.tasks = {{0, {Range{0, 8}, Range{}}, {0, 8}, 0}};
+  Plan plan = compile(a, HeadLayout{2, 1, 8, 4}, Pass::kForward, CommMode::kSingleStream);
+  auto cut = [&](HeadRange first, HeadRange second) {
+    Plan p = plan;
+    for (auto& in : p.programs[0].instructions) {
+      if (auto* att = std::get_if<Attention>(&in.op)) {
+        AttentionItem item = att->items.at(0);
+        item.heads = first;
+        att->items = {item, item};
+        att->items[1].heads = second;
+      }
+    }
+    return verify_plan(p, a.batch);
+  };
+  EXPECT_TRUE(cut({0, 1}, {1, 2}).ok()) << cut({0, 1}, {1, 2}).summary();
+  const auto report = cut({0, 2}, {1, 2});
+  ASSERT_FALSE(report.ok());
+  // Head 1 computed twice: the per-head coverage check names it before the data flow runs.
+  EXPECT_NE(report.summary().find("heads [1, 2) row 0: some key is computed more than once"), std::string::npos)
+      << report.summary();
+}
+
 TEST(VerifyPlan, FindsAMissingReceive) {
   Fixture f(Pass::kForward, CommMode::kSingleStream);
   mutate_first(f.plan, [](Program& p, std::size_t i) {

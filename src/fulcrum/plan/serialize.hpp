@@ -7,15 +7,21 @@
 // JSON layout ("format": "fulcrum-plan", "version": 2):
 //   { "format", "version", "pass": "forward"|"backward", "planner", "mode": to_string(CommMode), "nano_batches",
 //     "heads": {"q_heads", "kv_heads", "head_dim", "dtype_bytes"},
-//     "documents": [{"length", "mask": MaskSpec::to_string()}],
+//     "documents": [{"length", "mask": MaskSpec::to_string(), "head_masks": [mask text per q head]}],
 //     "programs": [{"rank", "owned": [{"doc", "tokens": [begin, end], "row"}],
 //                   "buffers": [{"name", "field", "rows", "init", "output"}],
 //                   "instructions": [{"op": operation_name(op), "stream", ...the op's fields}]}] }
 //   Slices are [buffer, row, rows]; RowSpans are [row, position, count]; an attention item is
-//   {"doc", "queries": [span] or [span, span], "keys": span} (the second query span is written only when
-//   it is not all zeros). Ops: launch {id, sends, receives: [{peer, tag, slice}]}, wait {launch},
+//   {"doc", "queries": [span] or [span, span], "keys": span, "heads": [begin, end]} (the second query span
+//   is written only when it is not all zeros, "heads" only for a head range other than all heads, and
+//   "head_masks" only for a document with per-head masks).
+//   Ops: launch {id, sends, receives: [{peer, tag, slice}]}, wait {launch},
 //   attention {q, k, v, o, lse, items}, attention-backward {q, k, v, o, lse, d_o, dq, dk, dv, items},
 //   merge|sum {out, out_lse, parts, part_lse}, copy {src, dst}. Unknown keys are ignored.
+//
+// Head ranges and per-head masks are optional fields: an item's "heads": [begin, end] only when it
+// covers some heads, a document's "head_masks" only when its heads differ (binary: an item's heads as
+// two i32 after its keys, a document's head_masks as a mask list after its mask, always).
 //
 // Binary layout (little-endian): "FCPL", u32 version = 2, then the plan's fields in declaration order:
 // int as i32, Tokens as i64, enums, bools and the op's variant index as u8, strings and list lengths as

@@ -208,6 +208,8 @@ void schema(Ar& ar, Is<AttentionItem> auto& item) {
   schema(ar, item.queries[0], "queries[0]");
   schema(ar, item.queries[1], "queries[1]");
   schema(ar, item.keys, "keys");
+  ar.integer(item.heads.begin, "heads begin");
+  ar.integer(item.heads.end, "heads end");
 }
 
 template <class Ar>
@@ -321,6 +323,7 @@ void schema(Ar& ar, Is<Plan> auto& plan) {
   ar.sequence(plan.documents, "documents", [&](auto& doc) {
     ar.integer(doc.length, "length");
     ar.mask(doc.mask, "mask");
+    ar.sequence(doc.head_masks, "head_masks", [&](auto& m) { ar.mask(m, "mask"); });
   });
   ar.sequence(plan.programs, "programs", [&](auto& program) { schema(ar, program); });
 }

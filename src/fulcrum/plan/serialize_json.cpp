@@ -40,7 +40,9 @@ json items_json(const std::vector<AttentionItem>& items) {
     json queries = json::array({span_json(item.queries[0])});
     // A single query span is the common case; the empty second span is left out to keep files readable.
     if (item.queries[1] != RowSpan{}) queries.push_back(span_json(item.queries[1]));
-    out.push_back({{"doc", item.doc}, {"queries", std::move(queries)}, {"keys", span_json(item.keys)}});
+    json j = {{"doc", item.doc}, {"queries", std::move(queries)}, {"keys", span_json(item.keys)}};
+    if (!item.heads.all()) j["heads"] = json::array({item.heads.begin, item.heads.end});
+    out.push_back(std::move(j));
   }
   return out;
 }
@@ -127,6 +129,10 @@ AttentionItem read_item(const JsonValue& j) {
   const auto queries = j.at("queries").elements(1, 2, "[span] or [span, span]");
   for (std::size_t i = 0; i < queries.size(); ++i) item.queries[i] = read_span(queries[i]);
   item.keys = read_span(j.at("keys"));
+  if (const auto heads = j.find("heads")) {
+    const auto h = heads->elements(2, 2, "[begin, end]");
+    item.heads = {h[0].integer<int>(), h[1].integer<int>()};
+  }
   return item;
 }
 
@@ -230,6 +236,9 @@ PlanDocument read_document(const JsonValue& j) {
   PlanDocument doc;
   doc.length = j.at("length").integer<Tokens>();
   doc.mask = j.at("mask").parsed(MaskSpec::parse);
+  if (const auto masks = j.find("head_masks")) {
+    for (const auto& m : masks->elements()) doc.head_masks.push_back(m.parsed(MaskSpec::parse));
+  }
   return doc;
 }
 
@@ -237,7 +246,15 @@ PlanDocument read_document(const JsonValue& j) {
 
 json to_json(const Plan& plan) {
   json documents = json::array();
-  for (const auto& doc : plan.documents) documents.push_back({{"length", doc.length}, {"mask", doc.mask.to_string()}});
+  for (const auto& doc : plan.documents) {
+    json d = {{"length", doc.length}, {"mask", doc.mask.to_string()}};
+    if (!doc.head_masks.empty()) {
+      json masks = json::array();
+      for (const auto& m : doc.head_masks) masks.push_back(m.to_string());
+      d["head_masks"] = std::move(masks);
+    }
+    documents.push_back(std::move(d));
+  }
   json programs = json::array();
   for (const auto& program : plan.programs) programs.push_back(program_json(program));
   const auto& h = plan.heads;

@@ -22,6 +22,7 @@ using nlohmann::json;
 struct PlanMaker {
   Rng rng;
   int docs = 0;
+  bool heads = false;  // items with head ranges and documents with per-head masks (format version 2)
 
   Tokens tokens() { return rng.uniform_int(-3, Tokens{1} << 40); }
   int index() { return static_cast<int>(rng.uniform_int(-1, 1'000'000)); }
@@ -45,6 +46,7 @@ struct PlanMaker {
       // Half the items have a head+tail pair; the rest keep the all-zero second span JSON leaves out.
       if (rng.uniform() < 0.5) item.queries[1] = span();
       item.keys = span();
+      if (heads && rng.uniform() < 0.7) item.heads = {index(), index()};
     }
     return out;
   }
@@ -90,6 +92,14 @@ struct PlanMaker {
         MaskSpec::block_sparse(64, {{0, 0}, {1, 0}, {1, 1}, {3, 2}}),
     };
     for (const auto& mask : masks) p.documents.push_back({rng.uniform_int(1, 100'000), mask});
+    if (heads) {
+      for (auto& doc : p.documents) {
+        if (rng.uniform() < 0.5) continue;
+        for (int h = static_cast<int>(rng.uniform_int(1, 9)); h > 0; --h) {
+          doc.head_masks.push_back(masks[static_cast<std::size_t>(rng.uniform_int(0, 8))]);
+        }
+      }
+    }
     docs = static_cast<int>(p.documents.size());
     for (int r = 0; r < ranks; ++r) {
       Program program;
@@ -107,8 +117,8 @@ struct PlanMaker {
   }
 };
 
-Plan random_plan(std::uint64_t seed, int ranks = 3, int instructions = 21) {
-  return PlanMaker{Rng(seed)}.plan(ranks, instructions);
+Plan random_plan(std::uint64_t seed, int ranks = 3, int instructions = 21, bool heads = false) {
+  return PlanMaker{Rng(seed), 0, heads}.plan(ranks, instructions);
 }
 
 /// Runs `f`, expecting a fulcrum::Error whose message contains every one of `parts`.
@@ -131,6 +141,28 @@ TEST(Serialize, JsonRoundTripsRandomPlans) {
     EXPECT_EQ(plan_from_json(j), plan) << "seed " << seed;
     EXPECT_EQ(plan_from_json(json::parse(j.dump())), plan) << "seed " << seed << " through text";
   }
+}
+
+// Head ranges and per-head masks round-trip in both encodings; JSON writes them only where a plan has
+// them.
+TEST(Serialize, HeadRangesAndPerHeadMasksRoundTrip) {
+  for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+    const Plan plan = random_plan(seed, 3, 21, true);
+    const json j = to_json(plan);
+    EXPECT_EQ(j.at("version"), 2);
+    EXPECT_EQ(plan_from_json(j), plan) << "seed " << seed;
+    EXPECT_EQ(plan_from_json(json::parse(j.dump())), plan) << "seed " << seed;
+    const auto bytes = to_binary(plan);
+    EXPECT_EQ(bytes[4], 2);
+    EXPECT_EQ(plan_from_binary(bytes), plan) << "seed " << seed;
+  }
+  Plan plan = random_plan(3);
+  const std::string text = to_json(plan).dump();
+  EXPECT_EQ(text.find("head_masks"), std::string::npos);
+  EXPECT_EQ(text.find("\"heads\":["), std::string::npos);
+  plan.documents[0].head_masks = {MaskSpec::causal()};
+  EXPECT_NE(to_json(plan).dump().find("head_masks"), std::string::npos);
+  EXPECT_EQ(plan_from_binary(to_binary(plan)), plan);
 }
 
 TEST(Serialize, JsonIsReadable) {
@@ -283,6 +315,10 @@ TEST(Serialize, MalformedJsonThrowsNamingTheField) {
       {[](json& j) { j["programs"] = json::object(); }, {"plan.programs = {}: must be an array"}},
       {[](json& j) { j["version"] = 3; }, {"plan.version = 3: this build reads version 2"}},
       {[](json& j) { j["mode"] = "ring"; }, {"plan.mode = 'ring'"}},
+      {[](json& j) { j["programs"][1]["instructions"][2]["items"][0]["heads"] = {1}; },
+       {"instructions[2].items[0].heads = [1]: must be [begin, end]"}},
+      {[](json& j) { j["documents"][2]["head_masks"] = {"causal", "nope"}; },
+       {"plan.documents[2].head_masks[1] = 'nope'"}},
       {[](json& j) { j["format"] = "other"; }, {"plan.format = 'other': must be 'fulcrum-plan'"}},
       {[](json& j) { j = json::array(); }, {"plan = []: must be an object"}},
   };

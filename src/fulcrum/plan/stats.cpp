@@ -44,7 +44,9 @@ AssignmentStats compute_stats(const Assignment& a, const ModelShape& model) {
   s.tasks = a.tasks.size();
   for (const auto& task : a.tasks) {
     const auto& doc = a.batch.documents[task.doc];
-    s.rank_flops[task.server] += attention_forward_flops(model, doc.mask, task.query_ranges(), task.keys, doc.length);
+    const auto runs = mask_runs(doc.mask, doc.head_masks, task.heads);
+    s.rank_flops[task.server] +=
+        attention_forward_flops(model.head_dim, model.q_heads, runs, task.query_ranges(), task.keys, doc.length);
   }
   for (const auto& segment : a.batch.segments) s.rank_tokens_held[segment.rank] += static_cast<double>(segment.tokens.size());
   std::map<std::pair<int, int>, RangeSet> received;  // (rank, doc) -> remote tokens received for attention

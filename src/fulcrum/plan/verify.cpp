@@ -1,5 +1,7 @@
 #include "fulcrum/plan/verify.hpp"
 
+#include "fulcrum/workload/head_masks.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -28,7 +30,7 @@ class Checker {
     if (!report_.ok()) return std::move(report_);
     tasks_by_doc_.assign(a_.batch.documents.size(), {});
     for (std::size_t i = 0; i < a_.tasks.size(); ++i) tasks_by_doc_[a_.tasks[i].doc].push_back(i);
-    for (std::size_t d = 0; d < a_.batch.documents.size(); ++d) check_coverage(static_cast<int>(d));
+    for (std::size_t d = 0; d < a_.batch.documents.size(); ++d) check_heads_coverage(static_cast<int>(d));
     if (traffic_) check_traffic();
     return std::move(report_);
   }
@@ -74,6 +76,15 @@ class Checker {
         continue;
       }
       if (t.server < 0 || t.server >= a_.batch.ranks) error("task {}: server {} is not a rank", i, t.server);
+      const int q_heads = heads_of(t.doc);
+      if (!t.heads.all() && q_heads == 0) {
+        error("task {}: heads [{}, {}) need the model's q heads (Assignment::q_heads = 0)", i, t.heads.begin,
+              t.heads.end);
+      } else if (t.heads.all() ? t.heads.begin != 0
+                                : (t.heads.begin < 0 || t.heads.begin >= t.heads.end || t.heads.end > q_heads)) {
+        error("task {}: heads [{}, {}) are empty or leave the model's {} q heads", i, t.heads.begin, t.heads.end,
+              q_heads);
+      }
       const Range doc{0, a_.batch.documents[t.doc].length};
       for (const auto& r : {t.queries[0], t.keys}) {
         if (r.empty() || intersect(r, doc) != r) {
@@ -89,31 +100,69 @@ class Checker {
     }
   }
 
+  // The q heads a document's coverage is checked over: the Assignment's, else its per-head masks'.
+  int heads_of(int d) const {
+    return a_.q_heads > 0 ? a_.q_heads : static_cast<int>(a_.batch.documents[d].head_masks.size());
+  }
+
+  // Exact coverage of every (head, query, key) triple. Heads are cut into runs at every task's head
+  // range edge and wherever the mask changes; within a run the same tasks cover every head under one
+  // mask, so one row sweep per run proves them all. All-head tasks over one mask are one run: the
+  // check costs what it did before heads existed.
+  void check_heads_coverage(int d) {
+    const auto& doc = a_.batch.documents[d];
+    const auto& tasks = tasks_by_doc_[d];
+    bool all_heads = doc.head_masks.empty();
+    for (std::size_t i : tasks) all_heads = all_heads && a_.tasks[i].heads.all();
+    if (all_heads) return check_coverage(d, tasks, doc.mask, "");
+    const int q_heads = heads_of(d);
+    if (!doc.head_masks.empty() && static_cast<int>(doc.head_masks.size()) != q_heads) {
+      return error("document {}: head_masks has {} masks, the model has {} q heads", d, doc.head_masks.size(), q_heads);
+    }
+    std::vector<int> cuts = {0, q_heads};
+    for (std::size_t i : tasks) {
+      cuts.push_back(a_.tasks[i].heads.first());
+      cuts.push_back(a_.tasks[i].heads.last(q_heads));
+    }
+    for (const auto& run : mask_runs(doc.mask, doc.head_masks, HeadRange{0, q_heads})) cuts.push_back(run.heads.begin);
+    std::sort(cuts.begin(), cuts.end());
+    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+    for (std::size_t c = 0; c + 1 < cuts.size(); ++c) {
+      std::vector<std::size_t> covering;
+      for (std::size_t i : tasks) {
+        if (a_.tasks[i].heads.contains(cuts[c], q_heads)) covering.push_back(i);
+      }
+      const std::size_t before = report_.errors.size();
+      check_coverage(d, covering, doc.mask_of(cuts[c]), fmt::format(" heads [{}, {})", cuts[c], cuts[c + 1]));
+      if (report_.errors.size() != before) return;  // one broken run is enough to say what is wrong
+    }
+  }
+
   // Exact coverage by sweeping rows. Between consecutive "breakpoint" rows the set of tasks holding the
   // row is fixed and every visible-range endpoint moves linearly, so if the tasks' key ranges tile the
   // visible set exactly at both ends of such a stretch they tile it on every row in between.
-  void check_coverage(int d) {
+  void check_coverage(int d, const std::vector<std::size_t>& tasks, const MaskSpec& mask, const std::string& heads) {
     const auto& doc = a_.batch.documents[d];
     std::vector<RowEntry> entries;
     std::vector<Tokens> rows = {0, doc.length};
     std::vector<Tokens> key_edges = {0, doc.length};
     Tokens task_pairs = 0;
-    for (std::size_t i : tasks_by_doc_[d]) {
+    for (std::size_t i : tasks) {
       const auto& t = a_.tasks[i];
       for (const auto& q : t.query_ranges()) {
         entries.push_back({q, i});
         rows.push_back(q.begin);
         rows.push_back(q.end);
-        task_pairs += doc.mask.count_pairs(q, t.keys, doc.length);
+        task_pairs += mask.count_pairs(q, t.keys, doc.length);
       }
       key_edges.push_back(t.keys.begin);
       key_edges.push_back(t.keys.end);
     }
-    if (task_pairs != doc.mask.document_pairs(doc.length)) {
-      error("document {}: tasks compute {} pairs, the mask has {} (FLOPs not conserved)", d, task_pairs,
-            doc.mask.document_pairs(doc.length));
+    if (task_pairs != mask.document_pairs(doc.length)) {
+      error("document {}{}: tasks compute {} pairs, the mask has {} (FLOPs not conserved)", d, heads, task_pairs,
+            mask.document_pairs(doc.length));
     }
-    for (Tokens r : doc.mask.row_breakpoints(key_edges, doc.length)) rows.push_back(r);
+    for (Tokens r : mask.row_breakpoints(key_edges, doc.length)) rows.push_back(r);
     std::sort(rows.begin(), rows.end());
     rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
     std::sort(entries.begin(), entries.end(), [](const RowEntry& x, const RowEntry& y) { return x.rows.begin < y.rows.begin; });
@@ -128,13 +177,16 @@ class Checker {
         if (entries[next_entry].rows.end > first) active.push_back(&entries[next_entry]);
         ++next_entry;
       }
-      if (!check_row(d, first, active) || (last != first && !check_row(d, last, active))) return;
+      if (!check_row(d, mask, heads, first, active) || (last != first && !check_row(d, mask, heads, last, active))) {
+        return;
+      }
     }
   }
 
-  bool check_row(int d, Tokens q, const std::vector<const RowEntry*>& active) {
+  bool check_row(int d, const MaskSpec& mask, const std::string& heads, Tokens q,
+                 const std::vector<const RowEntry*>& active) {
     const auto& doc = a_.batch.documents[d];
-    const auto visible = doc.mask.visible(q, doc.length);
+    const auto visible = mask.visible(q, doc.length);
     std::vector<Range> pieces;
     for (const auto* e : active) {
       for (const auto& v : visible) {
@@ -156,12 +208,12 @@ class Checker {
       expected.add(v);
     }
     if (covered != uni.size()) {
-      error("document {} row {}: some key is computed more than once ({} key-computations for {} keys)", d, q,
-            covered, uni.size());
+      error("document {}{} row {}: some key is computed more than once ({} key-computations for {} keys)", d, heads,
+            q, covered, uni.size());
       return false;
     }
     if (uni.ranges() != expected.ranges()) {
-      error("document {} row {}: tasks cover {} of its {} visible keys", d, q, uni.size(), visible_count);
+      error("document {}{} row {}: tasks cover {} of its {} visible keys", d, heads, q, uni.size(), visible_count);
       return false;
     }
     return true;
@@ -211,7 +263,8 @@ class Checker {
         if (!available(t.server, t.doc, TensorKind::kQ, q)) {
           error("task {}: Q rows [{}, {}) of document {} never reach server {}", i, q.begin, q.end, t.doc, t.server);
         }
-        for (const auto& k : doc.mask.keys_needed(q, t.keys, doc.length)) {
+        const auto runs = mask_runs(doc.mask, doc.head_masks, t.heads);
+        for (const auto& k : keys_needed(runs, q, t.keys, doc.length)) {
           if (!available(t.server, t.doc, TensorKind::kKV, k)) {
             error("task {}: K/V [{}, {}) of document {} never reach server {}", i, k.begin, k.end, t.doc, t.server);
           }
@@ -252,7 +305,7 @@ VerifyReport verify(const Assignment& assignment, const Batch& input) {
   bool same = docs.size() == input.documents.size() && assignment.batch.ranks == input.ranks;
   for (std::size_t i = 0; same && i < docs.size(); ++i) {
     same = docs[i].id == input.documents[i].id && docs[i].length == input.documents[i].length &&
-           docs[i].mask == input.documents[i].mask;
+           docs[i].mask == input.documents[i].mask && docs[i].head_masks == input.documents[i].head_masks;
   }
   if (!same) {
     report.errors.push_back(fmt::format("the assignment computes {} documents on {} ranks, the batch has {} on {}",

@@ -1,6 +1,8 @@
 #include "fulcrum/plan/verify.hpp"
 
 #include "fulcrum/core/random.hpp"
+#include "fulcrum/cost/attention_cost.hpp"
+#include "fulcrum/plan/plan_test_cases.hpp"
 #include "fulcrum/plan/stats.hpp"
 #include "fulcrum/workload/mask_test_cases.hpp"
 
@@ -182,6 +184,87 @@ TEST(Stats, CountsTrafficAndBalance) {
   EXPECT_EQ(s.tasks, 3u);
   EXPECT_DOUBLE_EQ(s.memory_imbalance, 1.0);  // both ranks own 8 tokens
   EXPECT_GT(s.imbalance, 1.0);
+}
+
+// Heads: document 0 of small_batch with 4 q heads, causal on heads 0-1 and a sliding window on 2-3,
+// split as heads [0, 2) on rank 0 and [2, 4) on rank 1 for every row.
+Assignment head_split_assignment() {
+  Batch batch = small_batch();
+  batch.documents[0].head_masks = {MaskSpec::causal(), MaskSpec::causal(), MaskSpec::sliding_window(3),
+                                   MaskSpec::sliding_window(3)};
+  Assignment a{"test", batch, {}, {}, 4};
+  a.tasks = {{0, {Range{0, 10}, Range{}}, {0, 10}, 0, -1, {0, 2}},
+             {0, {Range{0, 10}, Range{}}, {0, 10}, 1, -1, {2, 4}},
+             {1, {Range{0, 6}, Range{}}, {0, 6}, 0}};
+  a.transfers = minimal_transfers(a.batch, a.tasks);
+  return a;
+}
+
+TEST(VerifyHeads, AcceptsTasksSplitOverHeadsWithPerHeadMasks) {
+  const auto a = head_split_assignment();
+  const auto report = verify(a, a.batch);
+  EXPECT_TRUE(report.ok()) << report.summary();
+}
+
+TEST(VerifyHeads, RejectsAPlanMissingOneHeadOfOneRow) {
+  auto a = head_split_assignment();
+  // Heads [2, 4) now stop at row 9, and row 9 gets only head 2: head 3 of row 9 is never computed.
+  a.tasks[1].queries[0] = {0, 9};
+  a.tasks.push_back({0, {Range{9, 10}, Range{}}, {0, 10}, 1, -1, {2, 3}});
+  a.transfers = minimal_transfers(a.batch, a.tasks);
+  const auto report = verify(a);
+  ASSERT_FALSE(report.ok());
+  EXPECT_NE(report.summary().find("document 0 heads [3, 4) row 9: tasks cover 0 of its 3 visible keys"),
+            std::string::npos)
+      << report.summary();
+}
+
+TEST(VerifyHeads, RejectsOverlappingHeadRangesAndHeadsOutsideTheModel) {
+  auto a = head_split_assignment();
+  a.tasks[1].heads = {1, 4};  // head 1 computed twice
+  auto report = verify(a);
+  ASSERT_FALSE(report.ok());
+  EXPECT_NE(report.summary().find("heads [1, 2)"), std::string::npos) << report.summary();
+  a = head_split_assignment();
+  a.tasks[1].heads = {2, 5};
+  report = verify(a);
+  ASSERT_FALSE(report.ok());
+  EXPECT_NE(report.summary().find("task 1: heads [2, 5)"), std::string::npos) << report.summary();
+  a = head_split_assignment();
+  a.q_heads = 0;
+  a.batch.documents[0].head_masks.clear();
+  report = verify(a);
+  ASSERT_FALSE(report.ok());
+  EXPECT_NE(report.summary().find("Assignment::q_heads = 0"), std::string::npos) << report.summary();
+}
+
+TEST(VerifyHeads, WrongPerHeadMaskCountIsRejected) {
+  auto a = head_split_assignment();
+  a.batch.documents[0].head_masks.pop_back();
+  const auto report = verify(a);
+  ASSERT_FALSE(report.ok());
+  EXPECT_NE(report.summary().find("head_masks has 3 masks"), std::string::npos) << report.summary();
+}
+
+TEST(VerifyHeads, RandomHeadSplitAssignmentsAreValidAndBreakingOneIsCaught) {
+  int broken = 0;
+  for (std::uint64_t seed = 0; seed < 40; ++seed) {
+    auto a = testing::random_head_assignment(seed, 4);
+    auto report = verify(a);
+    ASSERT_TRUE(report.ok()) << "seed " << seed << ": " << report.summary();
+    // Drop the last head of one task that covers several and sees some pair under that head's mask.
+    for (auto& t : a.tasks) {
+      const MaskSpec& last = a.batch.documents[t.doc].mask_of(t.heads.end - 1);
+      if (!t.heads.all() && t.heads.end - t.heads.begin > 1 &&
+          attention_pairs(last, t.query_ranges(), t.keys, a.batch.documents[t.doc].length) > 0) {
+        --t.heads.end;
+        EXPECT_FALSE(verify(a).ok()) << "seed " << seed;
+        ++broken;
+        break;
+      }
+    }
+  }
+  EXPECT_GE(broken, 20) << "too few seeds had a head to drop";
 }
 
 }  // namespace

@@ -38,7 +38,7 @@ kernels::AttentionShape shape_of(const HeadLayout& h) {
 WholeDocument<double> reference_document(const HeadLayout& h, const Document& doc, std::uint64_t seed,
                                          ReferenceKind kind) {
   const std::vector<kernels::AttentionTask> tasks = {
-      {{kernels::TokenRows{0, 0, doc.length}, kernels::TokenRows{}}, {0, 0, doc.length}, doc.length, doc.mask}};
+      {{0, {RowSpan{0, 0, doc.length}, RowSpan{}}, {0, 0, doc.length}}, doc.length, doc.mask, doc.head_masks}};
   const auto shape = shape_of(h);
   WholeDocument<double> out;
   if (kind == ReferenceKind::kFp64) {

@@ -63,15 +63,7 @@ class Runner {
   std::vector<kernels::AttentionTask> tasks_of(const std::vector<AttentionItem>& items) const {
     std::vector<kernels::AttentionTask> tasks;
     tasks.reserve(items.size());
-    for (const auto& item : items) {
-      const auto& doc = plan_.documents.at(item.doc);
-      kernels::AttentionTask t;
-      for (int i = 0; i < 2; ++i) t.queries[i] = {item.queries[i].row, item.queries[i].position, item.queries[i].count};
-      t.keys = {item.keys.row, item.keys.position, item.keys.count};
-      t.doc_len = doc.length;
-      t.mask = doc.mask;
-      tasks.push_back(std::move(t));
-    }
+    for (const auto& item : items) tasks.push_back(kernels::task_from_item(item, plan_.documents.at(item.doc)));
     return tasks;
   }
 

@@ -4,6 +4,7 @@
 
 #include "fulcrum/plan/compile.hpp"
 #include "fulcrum/plan/plan_test_cases.hpp"
+#include "fulcrum/plan/verify.hpp"
 #include "fulcrum/runtime/attention_data.hpp"
 #include "fulcrum/runtime/local_communicator.hpp"
 #include "fulcrum/workload/mask_test_cases.hpp"
@@ -54,6 +55,24 @@ TEST(Executor, RandomAssignmentsEqualTheReference) {
                             MaskSpec::shared_question(3, 20), MaskSpec::vertical_slash({0, 3, 50}, {0, 1, 17})});
   for (std::uint64_t seed = 0; seed < 40; ++seed) {
     const Assignment a = testing::random_assignment(seed, masks[seed % std::size(masks)]);
+    for (CommMode s : {CommMode::kPingPong, CommMode::kSingleStream}) {
+      EXPECT_LE(run_and_compare(a, s), kTolerance) << "seed " << seed << " " << to_string(s);
+    }
+  }
+}
+
+// Heads: tasks over different head ranges of the same rows on different servers, one mask per head
+// (causal, sliding window and lambda mixed in a document); both schedules, both passes.
+TEST(ExecutorHeads, HeadSplitAssignmentsEqualTheReference) {
+  for (int ranks : {2, 3, 4}) {
+    const Assignment a = testing::head_split_assignment(ranks);
+    ASSERT_TRUE(verify(a).ok()) << verify(a).summary();
+    for (CommMode s : {CommMode::kPingPong, CommMode::kSingleStream}) {
+      EXPECT_LE(run_and_compare(a, s), kTolerance) << ranks << " ranks " << to_string(s);
+    }
+  }
+  for (std::uint64_t seed = 0; seed < 20; ++seed) {
+    const Assignment a = testing::random_head_assignment(seed, kHeads.q_heads);
     for (CommMode s : {CommMode::kPingPong, CommMode::kSingleStream}) {
       EXPECT_LE(run_and_compare(a, s), kTolerance) << "seed " << seed << " " << to_string(s);
     }

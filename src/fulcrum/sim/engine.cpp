@@ -15,7 +15,7 @@ constexpr double kNever = std::numeric_limits<double>::infinity();
 constexpr double kDoneBytes = 1e-6;    // a flow with less left than this has arrived (rounding of rate x time)
 constexpr double kDoneSeconds = 1e-12;  // likewise for compute work, relative to the instruction's length
 
-// What an item costs: its query rows and forward FLOPs (4 x head_dim x q_heads per visible pair).
+// What an item costs: its query rows and forward FLOPs (cost/: its heads, each under its own mask).
 struct ItemShape {
   Tokens q_len = 0;
   double flops = 0;
@@ -31,8 +31,8 @@ ItemShape item_shape(const Plan& plan, const AttentionItem& item) {
     shape.q_len += q.count;
     queries.push_back({q.position, q.position + q.count});
   }
-  shape.flops = 4.0 * plan.heads.head_dim * plan.heads.q_heads *
-                static_cast<double>(attention_pairs(doc.mask, queries, keys, doc.length));
+  shape.flops = attention_forward_flops(plan.heads.head_dim, plan.heads.q_heads,
+                                        mask_runs(doc.mask, doc.head_masks, item.heads), queries, keys, doc.length);
   return shape;
 }
 

@@ -16,6 +16,13 @@ struct Document {
   std::int64_t id = 0;  // unique within a stream of batches
   Tokens length = 0;
   MaskSpec mask;
+  /// Empty: `mask` for every q head. Otherwise one mask per q head (validate_head_masks), and `mask`
+  /// is only a label (planners that predate per-head masks balance by it).
+  std::vector<MaskSpec> head_masks{};
+
+  const MaskSpec& mask_of(int head) const {
+    return head_masks.empty() ? mask : head_masks[static_cast<std::size_t>(head)];
+  }
 };
 
 /// Tokens [tokens.begin, tokens.end) of document `doc` (an index into Batch::documents) live on `rank`:

@@ -1,0 +1,122 @@
+// Heads on real MPI ranks (ctest runs it under mpiexec with 2 and 4 processes): an Assignment whose
+// tasks split the q heads of rows over servers, with a different mask per head, compiled (ping-pong
+// and single stream), checked by verify_plan, and run forward and backward through the executor; every
+// rank's O, LSE, dQ, dK and dV equal the fp64 reference within 1e-5 (fp32 storage). The verdict of
+// each test is combined over all ranks, so a failure on any rank fails it everywhere.
+#include "fulcrum/core/error.hpp"
+#include "fulcrum/plan/compile.hpp"
+#include "fulcrum/plan/plan_test_cases.hpp"
+#include "fulcrum/plan/program_verify.hpp"
+#include "fulcrum/plan/verify.hpp"
+#include "fulcrum/runtime/attention_data.hpp"
+#include "fulcrum/runtime/executor.hpp"
+#include "fulcrum/runtime/mpi_communicator.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+
+namespace fulcrum::runtime {
+namespace {
+
+constexpr double kTolerance = 1e-5;
+const HeadLayout kHeads{4, 2, 16, 4};
+
+MpiCommunicator* g_comm = nullptr;
+
+// This rank's largest relative error over O, LSE, dQ, dK, dV, as max diff / max reference over all ranks.
+double run_and_compare(const Assignment& a, CommMode schedule) {
+  Communicator& comm = *g_comm;
+  const Plan forward = compile(a, kHeads, Pass::kForward, schedule);
+  const Plan backward = compile(a, kHeads, Pass::kBackward, schedule);
+  for (const Plan* plan : {&forward, &backward}) {
+    const auto report = verify_plan(*plan, a.batch);
+    if (!report.ok()) fail("verify_plan: {}", report.summary());
+  }
+  RankBuffers fb(forward.programs[comm.rank()], kHeads);
+  fill_inputs(forward, a.batch, 11, fb);
+  execute(forward, fb, comm, {0});
+  RankBuffers bb(backward.programs[comm.rank()], kHeads);
+  fill_inputs(backward, a.batch, 11, bb);
+  for (const char* name : {"o", "lse"}) bb.copy_from(fb, name);
+  execute(backward, bb, comm, {0});
+  const ErrorParts parts = compare_with_reference(forward, fb, backward, bb, a.batch, 11, ReferenceKind::kFp64);
+  std::vector<double> mine(parts.max_diff.begin(), parts.max_diff.end());
+  mine.insert(mine.end(), parts.max_ref.begin(), parts.max_ref.end());
+  const std::vector<double> all = comm.all_gather(std::span<const double>(mine));
+  double worst = 0;
+  for (std::size_t t = 0; t < 5; ++t) {
+    double diff = 0, ref = 0;
+    for (std::size_t r = 0; r < all.size() / 10; ++r) {
+      diff = std::max(diff, all[r * 10 + t]);
+      ref = std::max(ref, all[r * 10 + 5 + t]);
+    }
+    worst = std::max(worst, ref > 0 ? diff / ref : diff);
+  }
+  return worst;
+}
+
+// Runs this rank's part of a test, then fails the test on every rank if it failed on any.
+void on_all_ranks(const std::function<void()>& body) {
+  try {
+    body();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << e.what();
+  }
+  const double ok = ::testing::Test::HasFailure() ? 0.0 : 1.0;
+  const std::vector<double> all = g_comm->all_gather(std::span(&ok, 1));
+  for (std::size_t r = 0; r < all.size(); ++r) EXPECT_EQ(all[r], 1.0) << "rank " << r << " failed this test";
+}
+
+TEST(MpiHeads, HeadSplitTasksWithPerHeadMasksEqualTheFp64Reference) {
+  on_all_ranks([] {
+    const Assignment a = testing::head_split_assignment(g_comm->size());
+    const auto report = verify(a, a.batch);
+    ASSERT_TRUE(report.ok()) << report.summary();
+    for (CommMode s : {CommMode::kPingPong, CommMode::kSingleStream}) {
+      EXPECT_LE(run_and_compare(a, s), kTolerance) << to_string(s);
+    }
+  });
+}
+
+TEST(MpiHeads, RandomHeadSplitAssignmentsEqualTheFp64Reference) {
+  on_all_ranks([] {
+    int ran = 0;
+    for (std::uint64_t seed = 0; ran < 6; ++seed) {
+      // Same seed on every rank; keep those drawn for this job's rank count.
+      const Assignment a = testing::random_head_assignment(seed, kHeads.q_heads, g_comm->size());
+      if (a.batch.ranks != g_comm->size()) continue;
+      ++ran;
+      EXPECT_LE(run_and_compare(a, CommMode::kPingPong), kTolerance) << "seed " << seed;
+    }
+  });
+}
+
+}  // namespace
+}  // namespace fulcrum::runtime
+
+int main(int argc, char** argv) {
+  using namespace fulcrum::runtime;
+  ::testing::InitGoogleTest(&argc, argv);
+  try {
+    MpiSession session(&argc, &argv);
+    if (session.world_rank() != 0) {
+      auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+      delete listeners.Release(listeners.default_result_printer());
+    }
+    MpiCommunicator comm(MpiProgress::kThread);
+    comm.set_timeout_s(60);
+    g_comm = &comm;
+    const double failed = RUN_ALL_TESTS() == 0 ? 0.0 : 1.0;
+    const std::vector<double> all = comm.all_gather(std::span(&failed, 1));
+    g_comm = nullptr;
+    for (double f : all) {
+      if (f != 0.0) return 1;
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
+  }
+}
