@@ -46,7 +46,7 @@ struct TaskGroup {
 class Compiler {
  public:
   Compiler(const Assignment& a, const HeadLayout& heads, Pass pass, Schedule schedule)
-      : a_(a), pass_(pass), schedule_(schedule), fields_(pass_fields(pass)), owners_(a.batch) {
+      : a_(a), pass_(pass), fields_(pass_fields(pass)), owners_(a.batch) {
     plan_.pass = pass;
     plan_.planner = a.planner;
     plan_.schedule = to_string(schedule);
@@ -343,7 +343,6 @@ class Compiler {
 
   const Assignment& a_;
   Pass pass_;
-  Schedule schedule_;
   int nano_batches_ = 1;
   PassFields fields_;
   OwnerMap owners_;
