@@ -13,7 +13,7 @@ tidy=$(command -v clang-tidy-14 || command -v clang-tidy)
 # Library sources only (not the tests, the CLI or the bindings); the regex is matched against absolute paths.
 set +e
 "$run_tidy" -clang-tidy-binary "$tidy" -p "$build" -j "$(nproc)" -quiet "$@" "$PWD/src/fulcrum/.*(?<!_test)\.cpp$" \
-  2>&1 | grep -vE '^[0-9]+ warnings? (and [0-9]+ errors? )?generated\.$|^Suppressed [0-9]+ warnings|^Use -header-filter|^$'
+  2>&1 | grep -vE '^/usr/bin/clang-tidy|^[0-9]+ warnings? (and [0-9]+ errors? )?generated\.$|^Suppressed [0-9]+ warnings|^Use -header-filter|^$'
 status=${PIPESTATUS[0]}
 set -e
 [ "$status" -eq 0 ] && echo "tidy: no findings" || echo "tidy: findings above (exit $status)" >&2
