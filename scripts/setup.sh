@@ -2,7 +2,8 @@
 # Installs the Debian packages Fulcrum builds with, if any is missing. Safe to run again.
 set -euo pipefail
 packages=(cmake ninja-build g++ python3 libgtest-dev libbenchmark-dev libfmt-dev nlohmann-json3-dev libcli11-dev
-          libomp-dev openmpi-bin libopenmpi-dev python3-dev python3-pip)
+          libomp-dev openmpi-bin libopenmpi-dev python3-dev python3-pip python3-venv ccache
+          clang-14 clang-tidy-14 clang-format-14)  # CI's Clang, TSan (with libomp-dev), tidy and format steps
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -18,7 +19,8 @@ fi
 # The Python module and its tests need these from PyPI (torch too: CI reaches PyPI but not
 # download.pytorch.org). Each is installed only when python3 cannot import it, so a warm machine pays
 # one import check each and torch's large download happens once.
-python_requirements=(pybind11:pybind11 numpy:numpy pytest:pytest scikit_build_core:scikit-build-core torch:torch)
+python_requirements=(pybind11:pybind11 numpy:numpy pytest:pytest scikit_build_core:scikit-build-core torch:torch
+                     ruff:ruff mypy:mypy)
 python_missing=()
 for entry in "${python_requirements[@]}"; do
   python3 -c "import ${entry%%:*}" >/dev/null 2>&1 || python_missing+=("${entry#*:}")

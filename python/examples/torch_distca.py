@@ -30,6 +30,7 @@ import fulcrum
 RANKS = 2
 TOKENS_PER_RANK = 1024
 Q_HEADS, KV_HEADS, HEAD_DIM = 4, 2, 32  # GQA: two query heads per K/V head
+HEADS_PER_TENSOR = (Q_HEADS, KV_HEADS, KV_HEADS)  # Q, K, V
 # One long document split across both ranks (its causal work piles up on rank 1's tail) and short ones:
 # the imbalance DistCA fixes by moving attention shards, so the plan must move work between ranks.
 LENGTHS = [1536, 200, 77, 128, 59]
@@ -42,7 +43,7 @@ def full_qkv(batch):
     """Every document's Q, K, V from one seed: each rank builds its own rows, and the fp64 reference."""
     g = torch.Generator().manual_seed(SEED)
     return [
-        tuple(torch.randn(doc.length, h, HEAD_DIM, generator=g, dtype=torch.float64) for h in (Q_HEADS, KV_HEADS, KV_HEADS))
+        tuple(torch.randn(doc.length, h, HEAD_DIM, generator=g, dtype=torch.float64) for h in HEADS_PER_TENSOR)
         for doc in batch.documents
     ]
 
@@ -154,7 +155,10 @@ def run_rank(rank: int, port: int) -> None:
         def scatter(p, rows, work=work):
             work[p[3] : p[3] + p[2] - p[1]] = rows.view(-1, *work.shape[1:])
 
-        exchange(width, out, into, lambda p, local=local: local[local_index(*p[:3])].reshape(-1, width), scatter)
+        def gather(p, local=local, width=width):
+            return local[local_index(*p[:3])].reshape(-1, width)
+
+        exchange(width, out, into, gather, scatter)
 
     # 2. one fused attention call over every task this rank serves (NumPy views of the workspaces).
     wk, wv = wkv[:, :KV_HEADS].contiguous(), wkv[:, KV_HEADS:].contiguous()

@@ -8,9 +8,10 @@ batches on a worker thread while the current one trains.
 Errors from the engine raise ``fulcrum.Error`` (a RuntimeError) with the engine's message; bad input
 raises its subclass ``fulcrum.InputError``, which is also a ValueError.
 """
-from ._core import *  # noqa: F401,F403  (the binding's names are the package's API)
+from ._core import *  # noqa: F403  (the binding's names are the package's API)
 from ._core import Document, Mask
-from .loader import PlanAheadLoader, PlannedBatch
+from .loader import PlanAheadLoader as PlanAheadLoader
+from .loader import PlannedBatch as PlannedBatch
 
 __all__ = [name for name in dir() if not name.startswith("_")]
 

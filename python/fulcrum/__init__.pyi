@@ -1,7 +1,8 @@
-from typing import Sequence
+from collections.abc import Sequence
 
-from ._core import *  # noqa: F401,F403
+from ._core import *  # noqa: F403
 from ._core import Document, Mask
-from .loader import PlanAheadLoader as PlanAheadLoader, PlannedBatch as PlannedBatch
+from .loader import PlanAheadLoader as PlanAheadLoader
+from .loader import PlannedBatch as PlannedBatch
 
 def documents(lengths: Sequence[int], mask: Mask | str = "causal", first_id: int = 0) -> list[Document]: ...

@@ -1,5 +1,6 @@
 """Type stubs for fulcrum._core, the pybind11 module (python/src)."""
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt

@@ -8,19 +8,28 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from typing import Iterable, Iterator, NamedTuple, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from types import TracebackType
+from typing import NamedTuple, Protocol
 
 from . import _core
 
 
 class PlannedBatch(NamedTuple):
-    index: int  # position in the stream of length lists
+    # position in the stream of length lists (shadows tuple.index, which nobody calls on a PlannedBatch)
+    index: int  # type: ignore[assignment]
     batch: _core.Batch  # the packed documents (ids are unique across the whole stream)
     assignment: _core.Assignment  # the planner's output for `batch`
     plan_s: float  # wall seconds the planner took (on the worker thread)
 
 
 _END = object()
+
+
+class PlannerLike(Protocol):
+    """What the loader needs of a planner: ``fulcrum.make_planner``'s result, or any object like it."""
+
+    def plan(self, batch: _core.Batch) -> _core.Assignment: ...
 
 
 class PlanAheadLoader:
@@ -36,7 +45,7 @@ class PlanAheadLoader:
     def __init__(
         self,
         lengths: Iterable[Sequence[int]],
-        planner,
+        planner: str | PlannerLike,
         *,
         ranks: int,
         tokens_per_rank: int,
@@ -44,14 +53,14 @@ class PlanAheadLoader:
         mask: str = "causal",
         depth: int = 2,
         verify: bool = False,
-    ):
+    ) -> None:
         if depth < 1:
             raise _core.InputError(f"depth = {depth}: must be >= 1")
         if isinstance(planner, str):
             if options is None:
                 options = _core.PlannerOptions(_core.model_shape("llama3-8b"))
             planner = _core.make_planner(planner, options)
-        self._planner = planner
+        self._planner: PlannerLike = planner
         self._lengths = iter(lengths)
         self._ranks = ranks
         self._tokens_per_rank = tokens_per_rank
@@ -60,7 +69,7 @@ class PlanAheadLoader:
         # `depth` permits: the worker takes one before planning a batch and the consumer returns one when
         # it takes a batch, so at most `depth` planned batches wait while the current one trains.
         self._slots = threading.Semaphore(depth)
-        self._ready: queue.Queue = queue.Queue()
+        self._ready: queue.Queue[PlannedBatch | BaseException | object] = queue.Queue()
         self._stop = threading.Event()
         self._worker = threading.Thread(target=self._run, name="fulcrum-plan-ahead", daemon=True)
         self._worker.start()
@@ -95,6 +104,7 @@ class PlanAheadLoader:
                 return
             if isinstance(item, BaseException):
                 raise item
+            assert isinstance(item, PlannedBatch)
             self._slots.release()
             yield item
 
@@ -103,8 +113,10 @@ class PlanAheadLoader:
         self._stop.set()
         self._worker.join()
 
-    def __enter__(self) -> "PlanAheadLoader":
+    def __enter__(self) -> PlanAheadLoader:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
+    ) -> None:
         self.close()

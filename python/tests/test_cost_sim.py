@@ -11,7 +11,8 @@ def test_pair_counts_and_flops(model):
     assert fulcrum.attention_pairs("full", [(0, 10), (90, 100)], (0, 100), 100) == 2000
     per_pair = fulcrum.attention_forward_flops_per_pair(model)
     assert per_pair == 4 * model.head_dim * model.q_heads
-    assert fulcrum.attention_forward_flops(model, fulcrum.Mask("causal"), [(0, n)], (0, n), n) == per_pair * n * (n + 1) // 2
+    causal = fulcrum.Mask("causal")
+    assert fulcrum.attention_forward_flops(model, causal, [(0, n)], (0, n), n) == per_pair * n * (n + 1) // 2
     assert fulcrum.BACKWARD_FLOPS_FACTOR == 2.5
     assert fulcrum.linear_forward_flops_per_token(model) > 0 and fulcrum.activation_bytes_per_token(model) > 0
     with pytest.raises(fulcrum.InputError, match="range"):

@@ -1,10 +1,9 @@
-import threading
 import time
 
 import pytest
+from conftest import HEAVY_RANKS, HEAVY_TOKENS, heavy_lengths, heavy_options
 
 import fulcrum
-from conftest import HEAVY_RANKS, HEAVY_TOKENS, heavy_lengths, heavy_options
 
 
 def test_batches_arrive_in_order_verified_with_unique_ids():

@@ -3,9 +3,9 @@ import time
 
 import numpy as np
 import pytest
+from conftest import HEAVY_RANKS, HEAVY_TOKENS, heavy_lengths, heavy_options
 
 import fulcrum
-from conftest import HEAVY_RANKS, HEAVY_TOKENS, heavy_lengths, heavy_options
 
 
 @pytest.mark.parametrize("name", fulcrum.planner_names())
@@ -24,7 +24,8 @@ def test_every_planner_gives_a_verified_plan_as_arrays(name, model, batch):
 
     arrays = assignment.task_arrays()
     n = len(assignment.tasks)
-    assert {k: v.shape for k, v in arrays.items()} == {"doc": (n,), "queries": (n, 2, 2), "keys": (n, 2), "server": (n,)}
+    shapes = {"doc": (n,), "queries": (n, 2, 2), "keys": (n, 2), "server": (n,)}
+    assert {k: v.shape for k, v in arrays.items()} == shapes
     assert all(v.dtype == np.int64 for v in arrays.values())
     for i, task in enumerate(assignment.tasks):
         assert arrays["doc"][i] == task.doc and arrays["server"][i] == task.server

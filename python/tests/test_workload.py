@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
+from conftest import RANKS, TOKENS_PER_RANK
 
 import fulcrum
-from conftest import RANKS, TOKENS_PER_RANK
 
 
 def test_model_shapes():

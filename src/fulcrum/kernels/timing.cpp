@@ -34,10 +34,10 @@ FULCRUM_KERNEL_CLONES float fma_loop(long iterations, float seed) {
   const Vec a = simd::splat(0.999999f), b = simd::splat(1e-7f);
   for (long it = 0; it < iterations; ++it) {
 #pragma GCC unroll 12
-    for (int i = 0; i < 12; ++i) acc[i] = acc[i] * a + b;
+    for (Vec& v : acc) v = v * a + b;
   }
   float sum = 0;
-  for (int i = 0; i < 12; ++i) sum += acc[i][0];
+  for (const Vec& v : acc) sum += v[0];
   return sum;
 }
 

@@ -115,7 +115,7 @@ void RankBuilder::allocate_key_blocks() {
     for (auto& [doc, k] : keys_[slot]) {
       if (!k.blocks.empty()) continue;  // allocated before
       for (const auto& r : k.reserved.ranges()) {
-        k.blocks.push_back({r, kv_rows_[slot]});
+        k.blocks.emplace_back(r, kv_rows_[slot]);
         kv_rows_[slot] += r.size();
       }
     }

@@ -222,7 +222,7 @@ void Machine::attention_backward(int rank, std::size_t at, const AttentionBackwa
 void Machine::reduce(int rank, std::size_t at, const Reduce& r) {
   const bool merge = r.op == ReduceOp::kMerge;
   std::vector<std::pair<Slice, const std::vector<Slice>*>> groups = {{r.out, &r.parts}};
-  if (merge) groups.push_back({r.out_lse, &r.part_lse});
+  if (merge) groups.emplace_back(r.out_lse, &r.part_lse);
   for (const auto& [out, parts] : groups) {
     auto& target = rows(rank, out.buffer);
     for (Tokens i = 0; i < out.rows; ++i) {

@@ -109,7 +109,7 @@ class BinaryReader {
   void sequence(Vec& items, const char* what, F&& each) {
     items.resize(count(what));
     // The path stack is only formatted on error, so tracking it costs a push and a pop per list.
-    path_.push_back({what, 0});
+    path_.emplace_back(what, 0);
     for (auto& item : items) {
       each(item);
       ++path_.back().second;
@@ -119,7 +119,7 @@ class BinaryReader {
   /// Names a nested struct in error paths ("src" in "...instructions[6].src.row").
   /// A null name (a list's element) adds nothing.
   void enter(const char* name) {
-    if (name != nullptr) path_.push_back({name, kNoIndex});
+    if (name != nullptr) path_.emplace_back(name, kNoIndex);
   }
   void leave(const char* name) {
     if (name != nullptr) path_.pop_back();

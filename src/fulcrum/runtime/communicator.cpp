@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include <time.h>
+#include <ctime>
 
 namespace fulcrum::runtime {
 

@@ -225,7 +225,7 @@ void attribute_waits(const Plan& plan, int rank, const std::vector<std::vector<d
     // Done before its wait began: hidden, it ended at completion. Otherwise the program could use the
     // data only when its wait returned, so that ends it.
     const double end = rec.completed_s <= rec.wait_start_s ? rec.completed_s : std::max(rec.completed_s, rec.wait_end_s);
-    in_flight.push_back({ready, std::max(ready, end)});
+    in_flight.emplace_back(ready, std::max(ready, end));
   }
   s.comm_s = union_length(in_flight);
 }

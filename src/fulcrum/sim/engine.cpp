@@ -299,6 +299,7 @@ class Engine {
 
   void advance(double now, double next) {
     std::vector<double> rates;
+    rates.reserve(ranks_.size());
     for (int r = 0; r < static_cast<int>(ranks_.size()); ++r) rates.push_back(compute_rate(r));
     for (int r = 0; r < static_cast<int>(ranks_.size()); ++r) {
       if (ranks_[r].compute.active) ranks_[r].compute.work_left_s -= rates[r] * (next - now);

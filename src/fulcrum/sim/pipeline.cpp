@@ -44,6 +44,7 @@ PipelineResult simulate_1f1b(const std::vector<std::vector<StageWork>>& work, do
   // done[s][m][backward]: when that step ended (-1: not yet).
   std::vector<std::vector<std::array<double, 2>>> done(stages, std::vector<std::array<double, 2>>(microbatches, {-1, -1}));
   std::vector<std::vector<Op>> order;
+  order.reserve(static_cast<std::size_t>(stages));
   for (int s = 0; s < stages; ++s) order.push_back(one_f_one_b(stages, microbatches, s));
   std::vector<std::size_t> next(stages, 0);
   std::vector<double> free_at(stages, 0);

@@ -206,6 +206,7 @@ TrainingResult simulate_training(const TrainingConfig& config, const ModelShape&
   config.validate(gpu, model);
   const ParallelConfig& par = config.parallel;
   Context cx{{model, gpu, tp_group_hardware(gpu, par.tp), par.tp, config.mode}, par.dp(), par.pp,
+             // NOLINTNEXTLINE(bugprone-integer-division): exact, validate() requires pp to divide the layers.
              par.microbatch_count(), static_cast<double>(model.layers / par.pp), 0};
   const double activation_bytes =
       static_cast<double>(config.rank_tokens()) * model.hidden * model.dtype_bytes / par.tp;
@@ -228,6 +229,7 @@ TrainingResult simulate_training(const TrainingConfig& config, const ModelShape&
   result.hardware = gpu.name;
   const int slots = cx.pp * cx.dp;
   std::vector<IterationOutcome> outcomes;
+  outcomes.reserve(static_cast<std::size_t>(std::max(config.iterations, 0)));
   for (int it = 0; it < config.iterations; ++it) {
     outcomes.push_back(phase_aligned ? run_phase_aligned(cx, *planner, source) : run_1f1b(cx, *planner, source));
   }

@@ -54,6 +54,7 @@ RankSummary median_summary(const std::vector<RankSummary>& runs) {
   std::array<double, kSummaryFields> out{};
   for (std::size_t f = 0; f < kSummaryFields; ++f) {
     std::vector<double> values;
+    values.reserve(runs.size());
     for (const auto& r : runs) values.push_back(pack(r)[f]);
     out[f] = median(values);
   }

@@ -59,7 +59,7 @@ Batch pack_batch(const std::vector<Document>& documents, int ranks, Tokens token
 }
 
 BatchStream::BatchStream(LengthFn next_length, int ranks, Tokens tokens_per_rank, MaskSpec mask)
-    : next_length_(std::move(next_length)), ranks_(ranks), tokens_per_rank_(tokens_per_rank), mask_(mask) {
+    : next_length_(std::move(next_length)), ranks_(ranks), tokens_per_rank_(tokens_per_rank), mask_(std::move(mask)) {
   validate_batch_shape(ranks, tokens_per_rank);
 }
 

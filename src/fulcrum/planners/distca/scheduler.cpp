@@ -23,8 +23,8 @@ class Scheduler {
     const auto n = static_cast<std::size_t>(batch.ranks);
     load_.assign(n, 0.0);
     closed_.assign(n, false);
-    for (std::size_t i = 0; i < items_.size(); ++i) {
-      load_[items_[i].server] += items_[i].flops;
+    for (const auto& item : items_) {
+      load_[item.server] += item.flops;
     }
     holdings_.resize(batch.documents.size());
     for (const auto& s : batch.segments) {

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# `pip install .[test]` into a clean virtual environment, as a user would, with OpenMPI and CLI11 made
+# unfindable, then the Python tests from outside the source tree against the installed package. Fails if
+# the extension links libmpi or if the tests import the source tree's package instead of the installed one.
+#   bash scripts/test_python_package.sh      (CI runs it; needs network access to PyPI for numpy, pytest
+#                                             and the build requirements)
+# The tests do not need torch (python/examples/torch_distca.py is ctest's python.torch_distca, in the dev
+# build), so the venv stays clean and small.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+python3 -m venv "$work/venv"
+py="$work/venv/bin/python"
+pip_flags=(--quiet --disable-pip-version-check)
+
+# The same compiler (by name: ccache keys on it; scikit-build-core would pick Python's `g++`), build type and
+# warnings as the dev build, so with ccache (.ci/run sets it up) the library's objects come from the dev
+# build's; the build folder is inside the checkout for the same reason.
+export CMAKE_ARGS="-DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON -DCMAKE_DISABLE_FIND_PACKAGE_CLI11=ON -DCMAKE_CXX_COMPILER=c++"
+export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
+"$py" -m pip install "${pip_flags[@]}" "$repo[test]" \
+  --config-settings=build-dir="$repo/build/pip" \
+  --config-settings=cmake.build-type=RelWithDebInfo \
+  --config-settings=cmake.define.FULCRUM_WERROR=ON
+
+cd "$work"  # outside the source tree: `import fulcrum` must find the installed package
+installed=$("$py" -c 'import fulcrum, os; print(os.path.dirname(fulcrum.__file__))')
+case "$installed" in
+  "$work/venv/"*) ;;
+  *) echo "test_python_package: imported fulcrum from $installed, not from the venv" >&2; exit 1 ;;
+esac
+extension=$(ls "$installed"/_core*.so)
+if ldd "$extension" | grep -i 'libmpi'; then
+  echo "test_python_package: $extension links MPI" >&2
+  exit 1
+fi
+echo "test_python_package: $extension links no MPI"
+"$py" -m pytest -q -p no:cacheprovider --rootdir="$work" "$repo/python/tests"
