@@ -39,8 +39,9 @@ int main(int argc, char** argv) {
   int machines = 0, tries = 8, vcycles = dcp::PartitionConfig{}.vcycles;
   app.add_option("--tries", tries, "initial partitions tried (DCP's planner uses the default, 8)");
   app.add_option("--vcycles", vcycles, "V-cycles after the first multilevel pass (DCP's planner uses the default)");
-  app.add_option("--dcp-machines", machines,
-                 "also report DCP's own partition: two constraints, machines x (parts / machines), eps 0.4 / --epsilon");
+  app.add_option(
+      "--dcp-machines", machines,
+      "also report DCP's own partition: two constraints, machines x (parts / machines), eps 0.4 / --epsilon");
   CLI11_PARSE(app, argc, argv);
 
   const auto shape = model_shape_preset(model);
@@ -75,17 +76,23 @@ int main(int argc, char** argv) {
   for (int v = 0; v < h.vertices(); ++v) file.print("{:.0f}\n", h.weight(v, 0));
   file.close();
 
-  const dcp::PartitionConfig config{
-      .parts = parts, .epsilon = epsilon, .allow_heaviest_vertex = false, .seed = seed, .initial_tries = tries,
-      .vcycles = vcycles};
+  const dcp::PartitionConfig config{.parts = parts,
+                                    .epsilon = epsilon,
+                                    .allow_heaviest_vertex = false,
+                                    .seed = seed,
+                                    .initial_tries = tries,
+                                    .vcycles = vcycles};
   const auto start = std::chrono::steady_clock::now();
   const auto partition = dcp::partition(h, config);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const auto loads = dcp::part_weights(h, partition, parts);
   const double mean = h.total_weight(0) / parts;
   if (machines > 0) {
-    const dcp::HierarchyConfig hierarchy{.machines = machines, .devices_per_machine = parts / machines,
-                                         .epsilon_machines = 0.4, .epsilon_devices = epsilon, .seed = seed};
+    const dcp::HierarchyConfig hierarchy{.machines = machines,
+                                         .devices_per_machine = parts / machines,
+                                         .epsilon_machines = 0.4,
+                                         .epsilon_devices = epsilon,
+                                         .seed = seed};
     const auto t0 = std::chrono::steady_clock::now();
     const auto device = dcp::partition_hierarchical(two, hierarchy);
     const double s2 = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -94,13 +101,15 @@ int main(int argc, char** argv) {
     for (int p = 0; p < parts; ++p) {
       for (int c = 0; c < 2; ++c) most[c] = std::max(most[c], w[2 * static_cast<std::size_t>(p) + c]);
     }
-    fmt::print(stderr, "dcp two-constraint hierarchical: km1 {:.1f} MB, compute imbalance {:.3f}, memory {:.3f}, {:.3f} s\n",
-               dcp::connectivity_cost(two, device, parts) / 1e6, most[0] / (flops / parts), most[1] / (bytes / parts), s2);
+    fmt::print(
+        stderr, "dcp two-constraint hierarchical: km1 {:.1f} MB, compute imbalance {:.3f}, memory {:.3f}, {:.3f} s\n",
+        dcp::connectivity_cost(two, device, parts) / 1e6, most[0] / (flops / parts), most[1] / (bytes / parts), s2);
   }
   fmt::print("{}\n", nlohmann::json{{"name", name},
                                     {"vertices", h.vertices()},
                                     {"nets", h.nets()},
-                                    {"pins", [&] {
+                                    {"pins",
+                                     [&] {
                                        std::size_t n = 0;
                                        for (int e = 0; e < h.nets(); ++e) n += h.pins(e).size();
                                        return n;

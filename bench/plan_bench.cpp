@@ -41,8 +41,8 @@ void plan_benchmark(benchmark::State& state, const std::string& planner_name, do
   state.counters["tasks"] = static_cast<double>(stats.tasks);
 }
 
-BENCHMARK_CAPTURE(plan_benchmark, distca_eps0.10, std::string("distca"), 0.10)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(plan_benchmark, distca_eps0.02, std::string("distca"), 0.02)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(plan_benchmark, distca_eps0 .10, std::string("distca"), 0.10)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(plan_benchmark, distca_eps0 .02, std::string("distca"), 0.02)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(plan_benchmark, perdoc_cp, std::string("perdoc-cp"), 0.10)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(plan_benchmark, wlb, std::string("wlb"), 0.10)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(plan_benchmark, packed, std::string("packed"), 0.10)->Unit(benchmark::kMillisecond);

@@ -2,9 +2,6 @@
 # clang-format over the C++ tree (.clang-format at the root).
 #   bash scripts/format.sh            format every tracked .cpp/.hpp in place
 #   bash scripts/format.sh --check    CI: list the files clang-format would change, exit 1 if any
-# scripts/format_pending.txt lists the files written before .clang-format existed; --check skips them until
-# the one central formatting pass (which runs this script, then empties that list), so every new or
-# already-formatted file is held to the style from now on.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 clang_format=$(command -v clang-format-14 || command -v clang-format)
@@ -13,15 +10,13 @@ if [ "${1:-}" != "--check" ]; then
   "$clang_format" -i "${files[@]}"
   exit 0
 fi
-pending=scripts/format_pending.txt
 unformatted=()
 for f in "${files[@]}"; do
   [ -f "$f" ] || continue
-  grep -qxF "$f" "$pending" 2>/dev/null && continue
   "$clang_format" --dry-run --Werror "$f" >/dev/null 2>&1 || unformatted+=("$f")
 done
 if [ ${#unformatted[@]} -gt 0 ]; then
   printf 'format: %s is not clang-formatted (bash scripts/format.sh)\n' "${unformatted[@]}" >&2
   exit 1
 fi
-echo "format: ${#files[@]} files, $(grep -c . "$pending" 2>/dev/null || echo 0) pending the central pass, the rest formatted"
+echo "format: all ${#files[@]} files formatted"

@@ -46,7 +46,8 @@ Action add_bench_command(CLI::App& app) {
 
 Action add_bench_comm_command(CLI::App& app) {
   auto* cmd = app.get_subcommand("bench")->add_subcommand("comm", "Latency and bandwidth between two MPI ranks");
-  auto sizes = std::make_shared<std::vector<std::size_t>>(std::vector<std::size_t>{8, 1024, 65536, 1 << 20, 16 << 20, 64 << 20});
+  auto sizes =
+      std::make_shared<std::vector<std::size_t>>(std::vector<std::size_t>{8, 1024, 65536, 1 << 20, 16 << 20, 64 << 20});
   auto repeats = std::make_shared<int>(20);
   auto json_path = std::make_shared<std::string>();
   cmd->add_option("--sizes", *sizes, "message sizes in bytes")->delimiter(',')->capture_default_str();

@@ -32,10 +32,13 @@ std::vector<std::string>& command_line() {
 }  // namespace
 
 // Open MPI's launcher sets these in every process it starts.
-bool started_by_mpiexec() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMIX_RANK") != nullptr; }
+bool started_by_mpiexec() {
+  return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMIX_RANK") != nullptr;
+}
 
 int relaunch_under_mpiexec(int ranks) {
-  std::vector<std::string> args = {FULCRUM_MPIEXEC, "-n", std::to_string(ranks), "--oversubscribe", "--bind-to", "none"};
+  std::vector<std::string> args = {FULCRUM_MPIEXEC,   "-n",        std::to_string(ranks),
+                                   "--oversubscribe", "--bind-to", "none"};
   if (geteuid() == 0) args.push_back("--allow-run-as-root");  // containers and CI run as root
   args.push_back(std::filesystem::read_symlink("/proc/self/exe").string());
   args.insert(args.end(), command_line().begin() + 1, command_line().end());
@@ -100,7 +103,8 @@ void write_trace(const std::vector<studies::JobResult>& results, const std::stri
   std::vector<std::string> names;
   for (std::size_t j = 0; j < results.size(); ++j) {
     const auto& job = results[j];
-    for (int r = 0; r < job.ranks; ++r) names.push_back(fmt::format("{} / {}: rank {}", job.config.planner, mode_name(job.config), r));
+    for (int r = 0; r < job.ranks; ++r)
+      names.push_back(fmt::format("{} / {}: rank {}", job.config.planner, mode_name(job.config), r));
     for (auto e : job.timeline.events) {
       e.rank += static_cast<int>(j) * job.ranks;
       all.events.push_back(e);
@@ -149,8 +153,8 @@ int report(const SessionOptions& options, const std::vector<studies::JobResult>&
 
 int run_mpi(const SessionOptions& options, const std::vector<studies::JobConfig>& jobs) {
   runtime::MpiSession session;
-  auto comm = std::make_unique<runtime::MpiCommunicator>(
-      options.progress == "none" ? runtime::MpiProgress::kNone : runtime::MpiProgress::kThread);
+  auto comm = std::make_unique<runtime::MpiCommunicator>(options.progress == "none" ? runtime::MpiProgress::kNone
+                                                                                    : runtime::MpiProgress::kThread);
   comm->set_timeout_s(options.timeout_s);
   std::vector<studies::JobResult> results;
   try {
@@ -208,15 +212,17 @@ int run_job_session(const SessionOptions& requested, const std::vector<studies::
     options.ranks = started_by_mpiexec() && world ? std::atoi(world) : 4;
   }
   if (options.ranks < 1 || options.ranks > 1024) fail("ranks = {}: must be in [1, 1024]", options.ranks);
-  if (options.backend != "mpi" && options.backend != "local") fail("backend = '{}': must be mpi or local", options.backend);
+  if (options.backend != "mpi" && options.backend != "local")
+    fail("backend = '{}': must be mpi or local", options.backend);
   if (options.progress != "thread" && options.progress != "none") {
     fail("progress = '{}': must be thread or none", options.progress);
   }
-  if (!(options.timeout_s > 0 && options.timeout_s <= 86400)) fail("timeout = {}: must be in (0, 86400] s", options.timeout_s);
+  if (!(options.timeout_s > 0 && options.timeout_s <= 86400))
+    fail("timeout = {}: must be in (0, 86400] s", options.timeout_s);
   if (!(options.max_error > 0)) fail("max-error = {}: must be > 0", options.max_error);
   parse_injection(options.inject_failure, options.ranks);
   if (!options.simulate.empty()) load_hardware(options.simulate);  // a bad name fails before any rank starts
-  for (const auto& job : jobs) job.validate(options.ranks);  // bad input fails here, before any rank starts
+  for (const auto& job : jobs) job.validate(options.ranks);        // bad input fails here, before any rank starts
   if (options.backend == "local") return run_local(options, jobs);
   if (!started_by_mpiexec()) return relaunch_under_mpiexec(options.ranks);
   return run_mpi(options, jobs);

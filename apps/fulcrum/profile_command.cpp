@@ -32,11 +32,14 @@ std::string grid_table(const char* pass, const ThroughputGrid& grid) {
 }  // namespace
 
 Action add_profile_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("profile", "Measure the CPU kernels per shard shape; write the cost model's ProfileTable");
+  auto* cmd =
+      app.add_subcommand("profile", "Measure the CPU kernels per shard shape; write the cost model's ProfileTable");
   auto config = std::make_shared<kernels::ProfileConfig>();
   auto out = std::make_shared<std::string>("profile.json");
   auto dtype = std::make_shared<std::string>("fp32");
-  cmd->add_option("--query-lengths", config->query_lengths, "query rows per shard")->delimiter(',')->capture_default_str();
+  cmd->add_option("--query-lengths", config->query_lengths, "query rows per shard")
+      ->delimiter(',')
+      ->capture_default_str();
   cmd->add_option("--key-lengths", config->key_lengths, "key rows per shard")->delimiter(',')->capture_default_str();
   cmd->add_option("--q-heads", config->shape.q_heads, "query heads")->capture_default_str();
   cmd->add_option("--kv-heads", config->shape.kv_heads, "key/value heads (GQA)")->capture_default_str();
@@ -52,9 +55,9 @@ Action add_profile_command(CLI::App& app) {
     });
     fmt::print("{}\n{}", grid_table("forward", table.forward()), grid_table("backward", table.backward()));
     nlohmann::json json = table.to_json();
-    json["measured_with"] = {{"q_heads", config->shape.q_heads}, {"kv_heads", config->shape.kv_heads},
+    json["measured_with"] = {{"q_heads", config->shape.q_heads},   {"kv_heads", config->shape.kv_heads},
                              {"head_dim", config->shape.head_dim}, {"dtype", *dtype},
-                             {"threads", omp_get_max_threads()}, {"repeats", config->repeats}};
+                             {"threads", omp_get_max_threads()},   {"repeats", config->repeats}};
     write_json(*out, json);
     fmt::print("wrote {}\n", *out);
     return 0;

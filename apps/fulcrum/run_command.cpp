@@ -16,16 +16,17 @@ void add_job_options(CLI::App& cmd, studies::JobConfig& job) {
   cmd.add_option("--dataset", job.dataset, "pretrain | prolong | uniform:MIN:MAX | lognormal:MU:SIGMA | file:PATH")
       ->capture_default_str();
   cmd.add_option("--model", job.model, "llama3-8b | llama-34b | qwen2.5-3b | tiny")->capture_default_str();
-  cmd.add_option("--mask", job.mask, mask_syntax_list(" | "))
+  cmd.add_option("--mask", job.mask, mask_syntax_list(" | "))->capture_default_str();
+  cmd.add_option("--tokens-per-rank", job.tokens_per_rank, "tokens each rank holds after packing")
       ->capture_default_str();
-  cmd.add_option("--tokens-per-rank", job.tokens_per_rank, "tokens each rank holds after packing")->capture_default_str();
   cmd.add_option("--seed", job.seed, "seed of the lengths and of the Q/K/V/dO values")->capture_default_str();
   add_planner_flags(cmd, job.options);
   add_topology_flags(cmd, job.options);
   cmd.add_option("--reference", job.reference, "kernel (fused fp32, one process) | fp64 (materialised) | none")
-      ->transform(CLI::CheckedTransformer(std::map<std::string, runtime::ReferenceKind>{
-          {"kernel", runtime::ReferenceKind::kKernel}, {"fp64", runtime::ReferenceKind::kFp64},
-          {"none", runtime::ReferenceKind::kNone}}));
+      ->transform(CLI::CheckedTransformer(
+          std::map<std::string, runtime::ReferenceKind>{{"kernel", runtime::ReferenceKind::kKernel},
+                                                        {"fp64", runtime::ReferenceKind::kFp64},
+                                                        {"none", runtime::ReferenceKind::kNone}}));
   cmd.add_option("--repeats", job.repeats, "timed runs of each pass (times are medians)")->capture_default_str();
   cmd.add_option("--threads", job.threads, "kernel threads per rank (0: cores / ranks)")->capture_default_str();
   cmd.add_option("--save-plans", job.save_plans, "write the compiled plans to this folder (JSON if it ends in .json)");
@@ -63,7 +64,8 @@ Action add_run_command(CLI::App& app) {
 }
 
 Action add_demo_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("demo", "The main job: DistCA and the baselines on 4 local ranks, verified, with a report");
+  auto* cmd =
+      app.add_subcommand("demo", "The main job: DistCA and the baselines on 4 local ranks, verified, with a report");
   auto job = std::make_shared<studies::JobConfig>();
   auto session = std::make_shared<SessionOptions>();
   session->report_dir = "fulcrum-demo";
@@ -72,7 +74,8 @@ Action add_demo_command(CLI::App& app) {
   job->tokens_per_rank = 4096;
   job->seed = 36;
   job->options.set("tolerance", 0.05);  // DistCA within 5% of the mean, the setting docs/performance.md measures
-  cmd->add_option("--out", session->report_dir, "report folder (JSON, Chrome trace, SVG, summary)")->capture_default_str();
+  cmd->add_option("--out", session->report_dir, "report folder (JSON, Chrome trace, SVG, summary)")
+      ->capture_default_str();
   add_job_options(*cmd, *job);
   session->add_to(*cmd);
   return [job, session] {

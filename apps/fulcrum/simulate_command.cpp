@@ -56,27 +56,34 @@ std::string sibling_path(const std::string& path, const std::string& suffix) {
 }  // namespace
 
 Action add_simulate_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("simulate", "Simulate training iterations of DistCA and the baselines on a modelled cluster");
+  auto* cmd =
+      app.add_subcommand("simulate", "Simulate training iterations of DistCA and the baselines on a modelled cluster");
   auto a = std::make_shared<SimulateArgs>();
   auto& c = a->spec.base;
   c.parallel.cp = 0;
   a->spec.reference = "wlb";
   cmd->add_option("--model", a->spec.model, "llama3-8b | llama-34b | qwen2.5-3b | tiny")->capture_default_str();
-  cmd->add_option("--hardware", a->spec.hardware, "h200-dgx | a100-p4de | a JSON file (e.g. data/hardware/cpu-local.json)")
+  cmd->add_option("--hardware", a->spec.hardware,
+                  "h200-dgx | a100-p4de | a JSON file (e.g. data/hardware/cpu-local.json)")
       ->capture_default_str();
   cmd->add_option("--gpus", c.parallel.gpus, "GPUs in the job")->capture_default_str();
   cmd->add_option("--tp", c.parallel.tp, "tensor parallelism (inside a node)")->capture_default_str();
   cmd->add_option("--dp", a->dp, "TP groups per pipeline stage; 0: gpus / (tp x pp), else it must equal that");
-  auto* pp_option = cmd->add_option("--pp", c.parallel.pp, "pipeline stages (with --search: pins pp)")->capture_default_str();
-  cmd->add_option("--cp", c.parallel.cp, "TP groups per CP group (planners with CP groups: perdoc-cp, wlb); 0: perdoc-cp up to 8, wlb the least that keeps documents whole");
+  auto* pp_option =
+      cmd->add_option("--pp", c.parallel.pp, "pipeline stages (with --search: pins pp)")->capture_default_str();
+  cmd->add_option("--cp", c.parallel.cp,
+                  "TP groups per CP group (planners with CP groups: perdoc-cp, wlb); 0: perdoc-cp up to 8, wlb the "
+                  "least that keeps documents whole");
   cmd->add_option("--microbatches", c.parallel.microbatches, "per pipeline and iteration; 0: 1, or 2 x pp with PP");
-  cmd->add_flag("--search", a->spec.search, "give each system the best cp (and pp, unless --pp is given) it finds, global batch fixed");
+  cmd->add_flag("--search", a->spec.search,
+                "give each system the best cp (and pp, unless --pp is given) it finds, global batch fixed");
   cmd->add_option("--max-doc-len", c.max_doc_len, "longest document, tokens")->capture_default_str();
   cmd->add_option("--dataset", c.dataset, "pretrain | prolong | uniform:MIN:MAX | lognormal:MU:SIGMA | file:PATH")
       ->capture_default_str();
   cmd->add_option("--tokens-per-rank", c.tokens_per_rank, "tokens per TP group and micro-batch; 0: max-doc-len");
   cmd->add_option("--systems", a->systems, "comma-separated systems: " + planner_list())->capture_default_str();
-  cmd->add_option("--modes", a->modes, "DistCA's: comma-separated pingpong, single-stream, signal")->capture_default_str();
+  cmd->add_option("--modes", a->modes, "DistCA's: comma-separated pingpong, single-stream, signal")
+      ->capture_default_str();
   cmd->add_option("--baseline-mode", a->baseline_mode, "the baselines' communication mode")->capture_default_str();
   cmd->add_option("--iterations", c.iterations, "iterations per run (fresh data each)")->capture_default_str();
   cmd->add_option("--seed", c.seed, "seed of the length source")->capture_default_str();

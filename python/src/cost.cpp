@@ -43,8 +43,7 @@ void bind_cost(py::module_& m) {
            py::arg("flops"))
       .def("linear_s", &HardwareModel::linear_s, py::arg("flops"))
       .def("to_dict", [](const HardwareModel& h) { return json_to_python(h.to_json()); })
-      .def_static("from_dict",
-                  [](const py::object& d) { return HardwareModel::from_json(python_to_json(d)); });
+      .def_static("from_dict", [](const py::object& d) { return HardwareModel::from_json(python_to_json(d)); });
   m.def("hardware", &load_hardware, py::arg("name_or_path"), "A preset (h200-dgx, a100-p4de) or a JSON file.");
   m.def("hardware_names", &hardware_preset_names);
 }

@@ -16,7 +16,6 @@ using kernels::AttentionTask;
 using kernels::BFloat16;
 using kernels::HeadTensor;
 
-
 template <class T>
 struct NumpyStorage {
   using type = T;
@@ -89,9 +88,11 @@ py::tuple forward(const std::vector<AttentionTask>& tasks, const AttentionShape&
 template <class T>
 py::tuple backward(const std::vector<AttentionTask>& tasks, const AttentionShape& shape, const py::array& q,
                    const py::array& k, const py::array& v, const py::array& o, const py::array& lse,
-                   const py::array& d_o, const std::optional<py::array>& dq_in,
-                   const std::optional<py::array>& dk_in, const std::optional<py::array>& dv_in) {
-  const auto shape_of_array = [](const py::array& a) { return std::vector<py::ssize_t>(a.shape(), a.shape() + a.ndim()); };
+                   const py::array& d_o, const std::optional<py::array>& dq_in, const std::optional<py::array>& dk_in,
+                   const std::optional<py::array>& dv_in) {
+  const auto shape_of_array = [](const py::array& a) {
+    return std::vector<py::ssize_t>(a.shape(), a.shape() + a.ndim());
+  };
   const py::array dq = output_or_new<float>(dq_in, shape_of_array(q), 0.0f);
   const py::array dk = output_or_new<float>(dk_in, shape_of_array(k), 0.0f);
   const py::array dv = output_or_new<float>(dv_in, shape_of_array(v), 0.0f);
@@ -141,9 +142,9 @@ void bind_kernels(py::module_& m) {
              return task;
            }),
            py::arg("queries"), py::arg("keys"), py::arg("doc_len"), py::arg("mask") = MaskSpec::causal())
-      .def_property_readonly("queries", [](const AttentionTask& t) {
-        return py::make_tuple(rows_tuple(t.queries[0]), rows_tuple(t.queries[1]));
-      })
+      .def_property_readonly(
+          "queries",
+          [](const AttentionTask& t) { return py::make_tuple(rows_tuple(t.queries[0]), rows_tuple(t.queries[1])); })
       .def_property_readonly("keys", [](const AttentionTask& t) { return rows_tuple(t.keys); })
       .def_readonly("doc_len", &AttentionTask::doc_len)
       .def_readonly("mask", &AttentionTask::mask);
@@ -153,7 +154,8 @@ void bind_kernels(py::module_& m) {
       [](const std::vector<AttentionTask>& tasks, const py::array& q, const py::array& k, const py::array& v,
          const std::optional<py::array>& o, const std::optional<py::array>& lse, double scale) {
         const AttentionShape shape = shape_of(q, k, scale);
-        return is_bf16(q) ? forward<BFloat16>(tasks, shape, q, k, v, o, lse) : forward<float>(tasks, shape, q, k, v, o, lse);
+        return is_bf16(q) ? forward<BFloat16>(tasks, shape, q, k, v, o, lse)
+                          : forward<float>(tasks, shape, q, k, v, o, lse);
       },
       py::arg("tasks"), py::arg("q"), py::arg("k"), py::arg("v"), py::arg("o") = py::none(),
       py::arg("lse") = py::none(), py::arg("scale") = 0.0,
@@ -175,7 +177,8 @@ void bind_kernels(py::module_& m) {
       "Returns (dq, dk, dv).");
   m.def(
       "reference_attention",
-      [](const std::vector<AttentionTask>& tasks, const py::array_t<double, py::array::c_style | py::array::forcecast>& q,
+      [](const std::vector<AttentionTask>& tasks,
+         const py::array_t<double, py::array::c_style | py::array::forcecast>& q,
          const py::array_t<double, py::array::c_style | py::array::forcecast>& k,
          const py::array_t<double, py::array::c_style | py::array::forcecast>& v,
          const std::optional<py::array_t<double, py::array::c_style | py::array::forcecast>>& d_o, double scale) {

@@ -17,15 +17,13 @@ std::vector<Range> to_ranges(const py::handle& pairs) {
 
 py::array_t<std::int64_t> int_array(std::vector<py::ssize_t> shape, const std::vector<std::int64_t>& values) {
   py::array_t<std::int64_t> out(shape);
-  FULCRUM_CHECK(static_cast<std::size_t>(out.size()) == values.size(), "array of {} values for {} slots",
-                values.size(), out.size());
+  FULCRUM_CHECK(static_cast<std::size_t>(out.size()) == values.size(), "array of {} values for {} slots", values.size(),
+                out.size());
   std::copy(values.begin(), values.end(), out.mutable_data());
   return out;
 }
 
-py::object json_to_python(const nlohmann::json& json) {
-  return py::module_::import("json").attr("loads")(json.dump());
-}
+py::object json_to_python(const nlohmann::json& json) { return py::module_::import("json").attr("loads")(json.dump()); }
 
 nlohmann::json python_to_json(const py::handle& object) {
   return nlohmann::json::parse(py::module_::import("json").attr("dumps")(object).cast<std::string>());
@@ -36,9 +34,8 @@ nlohmann::json python_to_json(const py::handle& object) {
 void bind_errors(py::module_& m) {
   // Exception types live as long as the interpreter; the references are deliberately never released.
   static PyObject* error = PyErr_NewException("fulcrum.Error", PyExc_RuntimeError, nullptr);
-  static PyObject* input_error =
-      PyErr_NewException("fulcrum.InputError", py::make_tuple(py::handle(error), py::handle(PyExc_ValueError)).ptr(),
-                         nullptr);
+  static PyObject* input_error = PyErr_NewException(
+      "fulcrum.InputError", py::make_tuple(py::handle(error), py::handle(PyExc_ValueError)).ptr(), nullptr);
   m.attr("Error") = py::handle(error);
   m.attr("InputError") = py::handle(input_error);
   py::register_exception_translator([](std::exception_ptr thrown) {

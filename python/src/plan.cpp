@@ -18,8 +18,7 @@ void bind_plan(py::module_& m) {
 
   const auto release = py::call_guard<py::gil_scoped_release>();
   m.def(
-      "verify",
-      [](const Assignment& a, const Batch* input) { return input ? verify(a, *input) : verify(a); },
+      "verify", [](const Assignment& a, const Batch* input) { return input ? verify(a, *input) : verify(a); },
       py::arg("assignment"), py::arg("input") = py::none(), release,
       "Placement, exact coverage, FLOPs conservation and traffic; with `input`, also that the assignment "
       "computes exactly the input batch's documents.");
@@ -32,23 +31,25 @@ void bind_plan(py::module_& m) {
       .def_property_readonly("mode", [](const Plan& p) { return std::string(to_string(p.mode)); })
       .def_readonly("nano_batches", &Plan::nano_batches)
       .def_property_readonly("ranks", &Plan::ranks)
-      .def("to_dict", [](const Plan& p) { return json_to_python(to_json(p)); },
-           "The whole plan as plain Python data (the JSON schema of `fulcrum plan --save`).")
+      .def(
+          "to_dict", [](const Plan& p) { return json_to_python(to_json(p)); },
+          "The whole plan as plain Python data (the JSON schema of `fulcrum plan --save`).")
       .def_static("from_dict", [](const py::object& d) { return plan_from_json(python_to_json(d)); })
-      .def("to_bytes", [](const Plan& p) {
-        const std::vector<std::uint8_t> bytes = to_binary(p);
-        return py::bytes(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-      })
-      .def_static("from_bytes", [](const py::bytes& b) {
-        const std::string_view view = b;
-        return plan_from_binary({reinterpret_cast<const std::uint8_t*>(view.data()), view.size()});
-      })
+      .def("to_bytes",
+           [](const Plan& p) {
+             const std::vector<std::uint8_t> bytes = to_binary(p);
+             return py::bytes(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+           })
+      .def_static("from_bytes",
+                  [](const py::bytes& b) {
+                    const std::string_view view = b;
+                    return plan_from_binary({reinterpret_cast<const std::uint8_t*>(view.data()), view.size()});
+                  })
       .def("__eq__", [](const Plan& a, const Plan& b) { return a == b; });
 
   m.def(
       "compile_plan",
-      [](const Assignment& a, const ModelShape& model, std::string_view pass, std::string_view mode,
-         int dtype_bytes) {
+      [](const Assignment& a, const ModelShape& model, std::string_view pass, std::string_view mode, int dtype_bytes) {
         const HeadLayout heads = head_layout(model, dtype_bytes);
         const Pass p = parse_pass(pass);
         const CommMode s = parse_comm_mode(mode);

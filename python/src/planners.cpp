@@ -83,7 +83,10 @@ void bind_planners(py::module_& m) {
           "set", [](PlannerOptions& o, const std::string& name, double value) { o.set(option_name(name), value); },
           py::arg("name"), py::arg("value"), "Sets one option ('tolerance', 'dcp_block' or 'dcp-block', ...).")
       .def(
-          "get", [](const PlannerOptions& o, const std::string& name) { return o.get(find_planner_option(option_name(name))); },
+          "get",
+          [](const PlannerOptions& o, const std::string& name) {
+            return o.get(find_planner_option(option_name(name)));
+          },
           py::arg("name"), "The option's value (its default when unset).")
       .def("__getattr__",
            [](const PlannerOptions& o, const std::string& name) {
@@ -92,11 +95,14 @@ void bind_planners(py::module_& m) {
              }
              throw py::attribute_error(fmt::format("PlannerOptions has no option '{}'", name));
            })
-      .def_property_readonly("values", [](const PlannerOptions& o) {
-        py::dict out;
-        for (const auto& spec : planner_option_specs()) out[py::str(std::string(spec.name))] = o.get(spec);
-        return out;
-      }, "Every option's value by its CLI name, defaults included.");
+      .def_property_readonly(
+          "values",
+          [](const PlannerOptions& o) {
+            py::dict out;
+            for (const auto& spec : planner_option_specs()) out[py::str(std::string(spec.name))] = o.get(spec);
+            return out;
+          },
+          "Every option's value by its CLI name, defaults included.");
   m.def("planner_options", &planner_option_specs, "Every planner option (name, help, default, range), once each.");
 
   py::class_<PlannerCapabilities>(m, "PlannerCapabilities")
@@ -106,14 +112,15 @@ void bind_planners(py::module_& m) {
       .def_readonly("keeps_placement", &PlannerCapabilities::keeps_placement)
       .def_readonly("overlaps_traffic", &PlannerCapabilities::overlaps_traffic)
       .def_readonly("pools_pipeline_stages", &PlannerCapabilities::pools_pipeline_stages)
-      .def_property_readonly("cp_groups", [](const PlannerCapabilities& c) {
-        switch (c.cp_groups) {
-          case CpGroups::kNone: return "none";
-          case CpGroups::kWithinGroup: return "within-group";
-          case CpGroups::kHoldsDocuments: return "holds-documents";
-        }
-        return "?";
-      })
+      .def_property_readonly("cp_groups",
+                             [](const PlannerCapabilities& c) {
+                               switch (c.cp_groups) {
+                                 case CpGroups::kNone: return "none";
+                                 case CpGroups::kWithinGroup: return "within-group";
+                                 case CpGroups::kHoldsDocuments: return "holds-documents";
+                               }
+                               return "?";
+                             })
       .def_property_readonly("masks", [](const PlannerCapabilities& c) {
         std::vector<std::string> names;
         for (MaskKind k : c.masks) names.emplace_back(mask_kind_info(k).name);
@@ -135,12 +142,13 @@ void bind_planners(py::module_& m) {
                              })
       .def_property_readonly("keys", [](const CATask& t) { return to_tuple(t.keys); })
       .def_readonly("server", &CATask::server)
-      .def_property_readonly("heads",
-                             [](const CATask& t) -> py::object {
-                               if (t.heads.all()) return py::none();
-                               return py::make_tuple(t.heads.begin, t.heads.end);
-                             },
-                             "q heads [begin, end) of the task, or None for all heads")
+      .def_property_readonly(
+          "heads",
+          [](const CATask& t) -> py::object {
+            if (t.heads.all()) return py::none();
+            return py::make_tuple(t.heads.begin, t.heads.end);
+          },
+          "q heads [begin, end) of the task, or None for all heads")
       .def("__repr__", [](const CATask& t) {
         return fmt::format("CATask(doc={}, queries=[{}, {}), keys=[{}, {}), server={})", t.doc, t.queries[0].begin,
                            t.queries[0].end, t.keys.begin, t.keys.end, t.server);

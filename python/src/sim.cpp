@@ -21,11 +21,14 @@ void bind_sim(py::module_& m) {
 
   py::class_<sim::SimResult>(m, "SimResult")
       .def_readonly("makespan_s", &sim::SimResult::makespan_s)
-      .def_property_readonly("ranks", [](const sim::SimResult& r) {
-        std::vector<RankSummary> out;
-        for (const auto& rank : r.ranks) out.push_back(rank.summary);
-        return out;
-      }, "Per-rank RankSummary.");
+      .def_property_readonly(
+          "ranks",
+          [](const sim::SimResult& r) {
+            std::vector<RankSummary> out;
+            for (const auto& rank : r.ranks) out.push_back(rank.summary);
+            return out;
+          },
+          "Per-rank RankSummary.");
 
   m.def(
       "simulate_plan",

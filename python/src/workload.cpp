@@ -34,7 +34,9 @@ void bind_workload(py::module_& m) {
   py::implicitly_convertible<std::string, MaskSpec>();
 
   py::class_<Document>(m, "Document")
-      .def(py::init([](std::int64_t id, Tokens length, const MaskSpec& mask) { return Document{id, length, mask}; }),
+      .def(py::init([](std::int64_t id, Tokens length, const MaskSpec& mask) {
+             return Document{id, length, mask};
+           }),
            py::arg("id"), py::arg("length"), py::arg("mask") = MaskSpec::causal())
       .def_readwrite("id", &Document::id)
       .def_readwrite("length", &Document::length)
@@ -58,7 +60,8 @@ void bind_workload(py::module_& m) {
           "segment_array",
           [](const Batch& b) {
             std::vector<std::int64_t> values;
-            for (const Segment& s : b.segments) values.insert(values.end(), {s.doc, s.tokens.begin, s.tokens.end, s.rank});
+            for (const Segment& s : b.segments)
+              values.insert(values.end(), {s.doc, s.tokens.begin, s.tokens.end, s.rank});
             return int_array({static_cast<py::ssize_t>(b.segments.size()), 4}, values);
           },
           "int64 [segments, 4]: document index, token begin, token end, rank.")

@@ -40,18 +40,16 @@ template <typename... Args>
 }
 
 namespace detail {
-[[noreturn]] void throw_check_failure(const char* file, int line, const char* condition,
-                                      const std::string& message);
+[[noreturn]] void throw_check_failure(const char* file, int line, const char* condition, const std::string& message);
 }  // namespace detail
 
 }  // namespace fulcrum
 
 /// Internal invariant check: throws an internal Error carrying file:line, the failed condition and a
 /// formatted explanation. For validating user input use fulcrum::fail with a field-naming message.
-#define FULCRUM_CHECK(condition, ...)                                                             \
-  do {                                                                                            \
-    if (!(condition)) {                                                                           \
-      ::fulcrum::detail::throw_check_failure(__FILE__, __LINE__, #condition,                      \
-                                             ::fmt::format(__VA_ARGS__));                         \
-    }                                                                                             \
+#define FULCRUM_CHECK(condition, ...)                                                                     \
+  do {                                                                                                    \
+    if (!(condition)) {                                                                                   \
+      ::fulcrum::detail::throw_check_failure(__FILE__, __LINE__, #condition, ::fmt::format(__VA_ARGS__)); \
+    }                                                                                                     \
   } while (false)

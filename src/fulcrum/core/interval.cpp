@@ -32,8 +32,8 @@ Tokens SmallRanges::total() const {
 Tokens RangeSet::count_missing(Range r) const {
   if (r.empty()) return 0;
   Tokens covered = 0;
-  auto it = std::lower_bound(ranges_.begin(), ranges_.end(), r.begin,
-                             [](const Range& x, Tokens t) { return x.end <= t; });
+  auto it =
+      std::lower_bound(ranges_.begin(), ranges_.end(), r.begin, [](const Range& x, Tokens t) { return x.end <= t; });
   for (; it != ranges_.end() && it->begin < r.end; ++it) covered += intersect(*it, r).size();
   return r.size() - covered;
 }
@@ -41,8 +41,8 @@ Tokens RangeSet::count_missing(Range r) const {
 void RangeSet::add(Range r) {
   if (r.empty()) return;
   // Find the first range that ends at or after r.begin; merge everything overlapping or adjacent.
-  auto first = std::lower_bound(ranges_.begin(), ranges_.end(), r.begin,
-                                [](const Range& x, Tokens t) { return x.end < t; });
+  auto first =
+      std::lower_bound(ranges_.begin(), ranges_.end(), r.begin, [](const Range& x, Tokens t) { return x.end < t; });
   auto last = first;
   while (last != ranges_.end() && last->begin <= r.end) {
     r.begin = std::min(r.begin, last->begin);
@@ -57,8 +57,8 @@ std::vector<Range> RangeSet::missing(Range r) const {
   std::vector<Range> out;
   if (r.empty()) return out;
   Tokens cursor = r.begin;
-  auto it = std::lower_bound(ranges_.begin(), ranges_.end(), r.begin,
-                             [](const Range& x, Tokens t) { return x.end <= t; });
+  auto it =
+      std::lower_bound(ranges_.begin(), ranges_.end(), r.begin, [](const Range& x, Tokens t) { return x.end <= t; });
   for (; it != ranges_.end() && it->begin < r.end; ++it) {
     if (it->begin > cursor) out.push_back({cursor, it->begin});
     cursor = std::max(cursor, it->end);

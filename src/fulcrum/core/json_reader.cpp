@@ -57,7 +57,8 @@ std::vector<JsonValue> JsonValue::elements(std::size_t min_size, std::size_t max
   if (!value_->is_array() || value_->size() < min_size || value_->size() > max_size) fail_must(shape);
   std::vector<JsonValue> out;
   out.reserve(value_->size());
-  for (std::size_t i = 0; i < value_->size(); ++i) out.emplace_back((*value_)[i], source_, fmt::format("{}[{}]", path_, i));
+  for (std::size_t i = 0; i < value_->size(); ++i)
+    out.emplace_back((*value_)[i], source_, fmt::format("{}[{}]", path_, i));
   return out;
 }
 
@@ -93,8 +94,9 @@ double JsonValue::positive() const {
 std::int64_t JsonValue::checked_integer(std::int64_t lo, std::int64_t hi, std::int64_t type_min,
                                         std::int64_t type_max) const {
   if (!value_->is_number_integer()) fail_must("an integer");
-  const bool too_large = value_->is_number_unsigned() &&
-                         value_->get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+  const bool too_large =
+      value_->is_number_unsigned() &&
+      value_->get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
   const std::int64_t x = too_large ? std::numeric_limits<std::int64_t>::max() : value_->get<std::int64_t>();
   if (!too_large && x >= lo && x <= hi) return x;
   if (lo == type_min && hi == type_max) fail_must(fmt::format("in [{}, {}]", lo, hi));
@@ -104,7 +106,8 @@ std::int64_t JsonValue::checked_integer(std::int64_t lo, std::int64_t hi, std::i
 }
 
 JsonDocument::JsonDocument(nlohmann::json json, std::string source, std::string root_name)
-    : json_(std::make_shared<const nlohmann::json>(std::move(json))), source_(std::move(source)),
+    : json_(std::make_shared<const nlohmann::json>(std::move(json))),
+      source_(std::move(source)),
       root_name_(std::move(root_name)) {}
 
 JsonDocument JsonDocument::parse(std::string_view text, std::string source, std::string root_name) {

@@ -82,12 +82,14 @@ TEST(JsonReader, IntegersOutsideTheTypeAndHugeValuesAreRejected) {
 }
 
 TEST(JsonReader, ParseAndFileErrorsNameTheFileAndThePosition) {
-  EXPECT_EQ(error_of([] { JsonDocument::parse("{\n  \"a\": 1,\n  oops\n}", "cfg.json", "c"); })
-                .rfind("cfg.json: not JSON: parse error at line 3, column ", 0),
+  EXPECT_EQ(error_of([] {
+              JsonDocument::parse("{\n  \"a\": 1,\n  oops\n}", "cfg.json", "c");
+            }).rfind("cfg.json: not JSON: parse error at line 3, column ", 0),
             0u)
       << error_of([] { JsonDocument::parse("{\n  \"a\": 1,\n  oops\n}", "cfg.json", "c"); });
-  EXPECT_EQ(error_of([] { JsonDocument::read_file("/nonexistent/cfg.json", "c"); })
-                .rfind("/nonexistent/cfg.json: cannot be read", 0),
+  EXPECT_EQ(error_of([] {
+              JsonDocument::read_file("/nonexistent/cfg.json", "c");
+            }).rfind("/nonexistent/cfg.json: cannot be read", 0),
             0u);
   const std::string path = ::testing::TempDir() + "/json_reader_test.json";
   std::ofstream(path) << R"({"rows": -3})";

@@ -164,7 +164,9 @@ HardwareModel HardwareModel::from_json(const JsonValue& json) {
   return hw;
 }
 
-HardwareModel HardwareModel::from_json(const nlohmann::json& json) { return from_json(JsonValue(json, "", "hardware")); }
+HardwareModel HardwareModel::from_json(const nlohmann::json& json) {
+  return from_json(JsonValue(json, "", "hardware"));
+}
 
 HardwareModel hardware_preset(std::string_view name) {
   for (const auto& preset : kPresets) {

@@ -50,7 +50,7 @@ struct HardwareModel {
   /// 0: every device computes on its own (GPUs). n > 0: the devices of a node share n compute units, so
   /// k busy devices each run at min(1, n / k) of their speed (MPI ranks oversubscribing a CPU's cores).
   int compute_slots_per_node = 0;
-  ProfileTable attention;       // core-attention throughput per (query length, key length), fwd and bwd
+  ProfileTable attention;  // core-attention throughput per (query length, key length), fwd and bwd
 
   /// Throws fulcrum::Error naming the field ("hardware.inter_node.bandwidth_bytes_per_s = -1: ...").
   void validate() const;

@@ -80,11 +80,11 @@ TEST(HardwareModel, LinearCopyAndLinkTimesFollowTheirFormulas) {
 TEST(TiledAttentionTable, ShortShardsRunAtTheirShareOfATile) {
   // Peak 1e12, 50% forward and 25% backward at full tiles, tile 128.
   const ProfileTable table = tiled_attention_table(1e12, 0.5, 0.25, 128);
-  EXPECT_DOUBLE_EQ(table.forward_s(128, 128, 1e12), 2.0);      // full tiles: 0.5e12 FLOP/s
+  EXPECT_DOUBLE_EQ(table.forward_s(128, 128, 1e12), 2.0);  // full tiles: 0.5e12 FLOP/s
   EXPECT_DOUBLE_EQ(table.forward_s(4096, 4096, 1e12), 2.0);
   EXPECT_DOUBLE_EQ(table.forward_s(1 << 20, 1 << 20, 1e12), 2.0);  // saturates past the grid
-  EXPECT_DOUBLE_EQ(table.forward_s(64, 128, 1e12), 4.0);       // 64 of 128 rows useful: half rate
-  EXPECT_DOUBLE_EQ(table.forward_s(32, 64, 1e12), 16.0);       // 1/4 * 1/2 of the rate
+  EXPECT_DOUBLE_EQ(table.forward_s(64, 128, 1e12), 4.0);           // 64 of 128 rows useful: half rate
+  EXPECT_DOUBLE_EQ(table.forward_s(32, 64, 1e12), 16.0);           // 1/4 * 1/2 of the rate
   EXPECT_DOUBLE_EQ(table.backward_s(32, 64, 1e12), 32.0);
   EXPECT_DOUBLE_EQ(table.forward_s(1, 1, 1e12), 2.0 * 128 * 128);
   // Between grid lengths below the tile the rule is still exact: 96 / 128 and 80 / 128.
@@ -99,8 +99,8 @@ TEST(TiledAttentionTable, ShortShardsRunAtTheirShareOfATile) {
 TEST(TiledAttentionTable, LongerShardsAreNeverSlowerPerFlop) {
   for (const auto& name : hardware_preset_names()) {
     const HardwareModel hw = hardware_preset(name);
-    const std::vector<Tokens> lengths = {1, 3, 17, 64, 100, 127, 128, 129, 200, 255, 256, 1000, 5000,
-                                         65536, 100000, 131072, 500000};
+    const std::vector<Tokens> lengths = {1,   3,   17,   64,   100,   127,    128,    129,   200,
+                                         255, 256, 1000, 5000, 65536, 100000, 131072, 500000};
     // Bilinear weights of a flat stretch can round the last bit either way: allow 1e-12 relative.
     constexpr double kSlack = 1 + 1e-12;
     for (Tokens fixed : lengths) {
@@ -181,8 +181,11 @@ TEST(HardwareModel, BadFieldsAreNamed) {
   expect_error([](J& j) { j["peak_flop"] = 1.0; }, "hardware.peak_flop: unknown field");
   expect_error([](J& j) { j["intra_node"]["bandwidth"] = 1.0; }, "hardware.intra_node.bandwidth: unknown field");
   expect_error([](J& j) { j["name"] = ""; }, "hardware.name = \"\": must be a non-empty string");
-  expect_error([](J& j) { j["attention"]["forward"]["flops_per_s"] = {1.0, 2.0}; },
-               "hardware.attention.forward: profile forward.flops_per_s");
+  expect_error(
+      [](J& j) {
+        j["attention"]["forward"]["flops_per_s"] = {1.0, 2.0};
+      },
+      "hardware.attention.forward: profile forward.flops_per_s");
   expect_error([](J& j) { j = J::array(); }, "hardware = []: must be an object");
 
   const std::string unknown = error_of([] { hardware_preset("b200"); });

@@ -6,7 +6,7 @@ double linear_forward_flops_per_token(const ModelShape& m) {
   const double qkv = static_cast<double>(m.hidden) * (m.q_heads + 2.0 * m.kv_heads) * m.head_dim;
   const double out = static_cast<double>(m.q_heads) * m.head_dim * m.hidden;
   const double mlp = 3.0 * m.hidden * m.ffn_hidden;  // gate, up and down projections
-  return 2.0 * (qkv + out + mlp);                     // one multiply-add = 2 FLOPs
+  return 2.0 * (qkv + out + mlp);                    // one multiply-add = 2 FLOPs
 }
 
 double activation_bytes_per_token(const ModelShape& m) {

@@ -89,9 +89,7 @@ ProfileTable ProfileTable::from_json(const JsonValue& json) {
   return table;
 }
 
-ProfileTable ProfileTable::from_json(const nlohmann::json& json) {
-  return from_json(JsonValue(json, "", "profile"));
-}
+ProfileTable ProfileTable::from_json(const nlohmann::json& json) { return from_json(JsonValue(json, "", "profile")); }
 
 ProfileTable ProfileTable::load(const std::string& path) {
   return from_json(JsonDocument::read_file(path, "profile").root());

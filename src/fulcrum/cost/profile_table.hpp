@@ -15,9 +15,9 @@
 namespace fulcrum {
 
 struct ThroughputGrid {
-  std::vector<Tokens> query_lengths;        // ascending
-  std::vector<Tokens> key_lengths;          // ascending
-  std::vector<double> flops_per_s;          // row-major [query][key]
+  std::vector<Tokens> query_lengths;  // ascending
+  std::vector<Tokens> key_lengths;    // ascending
+  std::vector<double> flops_per_s;    // row-major [query][key]
   double at(Tokens q_len, Tokens k_len) const;
   void validate(const std::string& name) const;
 };

@@ -30,8 +30,7 @@ void attention_forward(std::span<const AttentionTask> tasks, const AttentionShap
 /// Two passes: dK/dV parallel over (task, kv head, key tile); dQ over (task, q head, query tile).
 template <class T>
 void attention_backward(std::span<const AttentionTask> tasks, const AttentionShape& shape, HeadTensor<const T> q,
-                        HeadTensor<const T> k, HeadTensor<const T> v, HeadTensor<const T> o,
-                        HeadTensor<const T> d_o, HeadTensor<const float> lse, HeadTensor<float> dq,
-                        HeadTensor<float> dk, HeadTensor<float> dv);
+                        HeadTensor<const T> k, HeadTensor<const T> v, HeadTensor<const T> o, HeadTensor<const T> d_o,
+                        HeadTensor<const float> lse, HeadTensor<float> dq, HeadTensor<float> dk, HeadTensor<float> dv);
 
 }  // namespace fulcrum::kernels

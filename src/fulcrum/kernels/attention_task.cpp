@@ -9,11 +9,11 @@
 
 namespace fulcrum::kernels {
 
-void check_dims(std::string_view name, bool has_data, Tokens rows, int heads, int dim, Tokens want_rows,
-                int want_heads, int want_dim) {
+void check_dims(std::string_view name, bool has_data, Tokens rows, int heads, int dim, Tokens want_rows, int want_heads,
+                int want_dim) {
   if (rows != want_rows || heads != want_heads || dim != want_dim) {
-    fail("{}: shape [{}, {}, {}] does not match the expected [{}, {}, {}] (rows, heads, head_dim)", name, rows,
-         heads, dim, want_rows, want_heads, want_dim);
+    fail("{}: shape [{}, {}, {}] does not match the expected [{}, {}, {}] (rows, heads, head_dim)", name, rows, heads,
+         dim, want_rows, want_heads, want_dim);
   }
   if (!has_data && rows > 0) fail("{}: no data for {} rows", name, rows);
 }
@@ -34,13 +34,13 @@ void AttentionShape::validate() const {
 
 namespace {
 
-void check_rows(std::size_t task, const char* field, const RowSpan& r, Tokens buffer_rows,
-                const char* buffer, Tokens doc_len) {
+void check_rows(std::size_t task, const char* field, const RowSpan& r, Tokens buffer_rows, const char* buffer,
+                Tokens doc_len) {
   if (r.count < 0) fail("tasks[{}].{}: count = {} must be >= 0", task, field, r.count);
   if (r.count == 0) return;
   if (r.row < 0 || r.row + r.count > buffer_rows) {
-    fail("tasks[{}].{}: rows [{}, {}) leave the {} buffer ({} rows)", task, field, r.row, r.row + r.count,
-         buffer, buffer_rows);
+    fail("tasks[{}].{}: rows [{}, {}) leave the {} buffer ({} rows)", task, field, r.row, r.row + r.count, buffer,
+         buffer_rows);
   }
   if (r.position < 0 || r.position + r.count > doc_len) {
     fail("tasks[{}].{}: positions [{}, {}) leave the document ({} tokens)", task, field, r.position,
@@ -85,9 +85,10 @@ void validate_tasks(std::span<const AttentionTask> tasks, Tokens q_rows, Tokens 
     std::erase_if(open, [&](const Owned* p) { return p->rows.end <= o.rows.begin; });
     for (const Owned* p : open) {
       if (p->h0 < o.h1 && o.h0 < p->h1) {
-        fail("tasks[{}].queries: rows [{}, {}) of heads [{}, {}) overlap rows of tasks[{}] (heads [{}, {})); each "
-             "output row and head needs one task (split keys into separate calls and merge)",
-             o.task, o.rows.begin, o.rows.end, o.h0, o.h1, p->task, p->h0, p->h1);
+        fail(
+            "tasks[{}].queries: rows [{}, {}) of heads [{}, {}) overlap rows of tasks[{}] (heads [{}, {})); each "
+            "output row and head needs one task (split keys into separate calls and merge)",
+            o.task, o.rows.begin, o.rows.end, o.h0, o.h1, p->task, p->h0, p->h1);
       }
     }
     open.push_back(&o);

@@ -27,24 +27,22 @@ Outputs run_kernels(const Problem& p, bool backward) {
   std::vector<T> o(p.q.size(), from_float<T>(7.0f));  // sentinel: rows no task names must keep it
   Outputs out;
   out.lse.assign(static_cast<std::size_t>(p.q_rows * s.q_heads), 7.0f);
-  attention_forward<T>(p.tasks, s, testing::view(q, p.q_rows, s.q_heads, s.head_dim),
-                       testing::view(k, p.kv_rows, s.kv_heads, s.head_dim),
-                       testing::view(v, p.kv_rows, s.kv_heads, s.head_dim),
-                       testing::view(o, p.q_rows, s.q_heads, s.head_dim), testing::view(out.lse, p.q_rows, s.q_heads, 1));
+  attention_forward<T>(
+      p.tasks, s, testing::view(q, p.q_rows, s.q_heads, s.head_dim),
+      testing::view(k, p.kv_rows, s.kv_heads, s.head_dim), testing::view(v, p.kv_rows, s.kv_heads, s.head_dim),
+      testing::view(o, p.q_rows, s.q_heads, s.head_dim), testing::view(out.lse, p.q_rows, s.q_heads, 1));
   for (auto x : o) out.o.push_back(to_float(x));
   if (!backward) return out;
   out.dq.assign(p.q.size(), 0.0f);
   out.dk.assign(p.k.size(), 0.0f);
   out.dv.assign(p.v.size(), 0.0f);
-  attention_backward<T>(p.tasks, s, testing::view(q, p.q_rows, s.q_heads, s.head_dim),
-                        testing::view(k, p.kv_rows, s.kv_heads, s.head_dim),
-                        testing::view(v, p.kv_rows, s.kv_heads, s.head_dim),
-                        testing::view(o, p.q_rows, s.q_heads, s.head_dim),
-                        testing::view(d_o, p.q_rows, s.q_heads, s.head_dim),
-                        HeadTensor<const float>{out.lse.data(), p.q_rows, s.q_heads, 1},
-                        testing::view(out.dq, p.q_rows, s.q_heads, s.head_dim),
-                        testing::view(out.dk, p.kv_rows, s.kv_heads, s.head_dim),
-                        testing::view(out.dv, p.kv_rows, s.kv_heads, s.head_dim));
+  attention_backward<T>(
+      p.tasks, s, testing::view(q, p.q_rows, s.q_heads, s.head_dim),
+      testing::view(k, p.kv_rows, s.kv_heads, s.head_dim), testing::view(v, p.kv_rows, s.kv_heads, s.head_dim),
+      testing::view(o, p.q_rows, s.q_heads, s.head_dim), testing::view(d_o, p.q_rows, s.q_heads, s.head_dim),
+      HeadTensor<const float>{out.lse.data(), p.q_rows, s.q_heads, 1},
+      testing::view(out.dq, p.q_rows, s.q_heads, s.head_dim), testing::view(out.dk, p.kv_rows, s.kv_heads, s.head_dim),
+      testing::view(out.dv, p.kv_rows, s.kv_heads, s.head_dim));
   return out;
 }
 

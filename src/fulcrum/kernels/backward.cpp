@@ -40,8 +40,8 @@ struct Backward {
   std::span<const AttentionTask> tasks;
   HeadTensor<const T> q, k, v, d_o;
   HeadTensor<float> dq, dk, dv;
-  const float* lse2;  // [q rows][q heads]: LSE in base 2, +inf for rows with no visible key
-  const float* delta; // [q rows][q heads]: rowsum(dO * O)
+  const float* lse2;     // [q rows][q heads]: LSE in base 2, +inf for rows with no visible key
+  const float* delta;    // [q rows][q heads]: rowsum(dO * O)
   const float* q_rows;   // head-major fp32 copies (head_major): Q scaled by scale * log2(e),
   const float* do_rows;  // dO, K and V as they are
   const float* k_rows;
@@ -134,13 +134,13 @@ FULCRUM_KERNEL_CLONES void key_item(const Backward<T>& b, std::size_t index, con
         const Tokens row = range.row + offset;
         const float* qs = b.q_rows + b.q_first(row, h);
         const float* d_o = b.do_rows + b.q_first(row, h);
-        gemm({w.s.data(), kTile, qs, ld, 1, k_t, kTile, dim, nq}, false);    // S = Q K^T
+        gemm({w.s.data(), kTile, qs, ld, 1, k_t, kTile, dim, nq}, false);  // S = Q K^T
         mask_scores(w.s.data(), false, mask, task.doc_len, queries, keys, kind);
         gemm({w.dp.data(), kTile, d_o, ld, 1, v_t, kTile, dim, nq}, false);  // dP = dO V^T
         softmax_grad_rows(w.s.data(), w.dp.data(), nq, b.lse2 + b.row_head(row, h), b.delta + b.row_head(row, h),
                           b.q.heads);
-        gemm_wide({dv, ld, w.s.data(), 1, kTile, d_o, ld, nq, nk}, ld, true);   // dV += P^T dO
-        gemm_wide({dk, ld, w.dp.data(), 1, kTile, qs, ld, nq, nk}, ld, true);   // dK += dS^T Q
+        gemm_wide({dv, ld, w.s.data(), 1, kTile, d_o, ld, nq, nk}, ld, true);  // dV += P^T dO
+        gemm_wide({dk, ld, w.dp.data(), 1, kTile, qs, ld, nq, nk}, ld, true);  // dK += dS^T Q
       }
     }
   }
@@ -206,7 +206,7 @@ FULCRUM_KERNEL_CLONES void query_item(const Backward<T>& b, std::size_t, const W
     if (kind == TileKind::kEmpty) continue;
     const float* k_tile = b.k_rows + b.k_first(task.keys.row + offset, kv_head);
     const float* v_tile = b.v_rows + b.k_first(task.keys.row + offset, kv_head);
-    gemm({w.s.data(), kTile, k_tile, ld, 1, q_t, kTile, dim, nk}, false);    // S^T = K Q^T
+    gemm({w.s.data(), kTile, k_tile, ld, 1, q_t, kTile, dim, nk}, false);  // S^T = K Q^T
     mask_scores(w.s.data(), true, mask, task.doc_len, queries, keys, kind);
     gemm({w.dp.data(), kTile, v_tile, ld, 1, do_t, kTile, dim, nk}, false);  // dP^T = V dO^T
     softmax_grad_transposed(w.s.data(), w.dp.data(), nk, lse2, delta);
@@ -282,9 +282,8 @@ void add_partials(const Backward<T>& b, const std::vector<WorkItem>& items) {
 
 template <class T>
 void attention_backward(std::span<const AttentionTask> tasks, const AttentionShape& shape, HeadTensor<const T> q,
-                        HeadTensor<const T> k, HeadTensor<const T> v, HeadTensor<const T> o,
-                        HeadTensor<const T> d_o, HeadTensor<const float> lse, HeadTensor<float> dq,
-                        HeadTensor<float> dk, HeadTensor<float> dv) {
+                        HeadTensor<const T> k, HeadTensor<const T> v, HeadTensor<const T> o, HeadTensor<const T> d_o,
+                        HeadTensor<const float> lse, HeadTensor<float> dq, HeadTensor<float> dk, HeadTensor<float> dv) {
   shape.validate();
   check_shape("q", q, q.rows, shape.q_heads, shape.head_dim);
   check_shape("k", k, k.rows, shape.kv_heads, shape.head_dim);
@@ -329,8 +328,21 @@ void attention_backward(std::span<const AttentionTask> tasks, const AttentionSha
   }
 
   const float scale_log2 = shape.softmax_scale() * std::numbers::log2e_v<float>;
-  Backward<T> b{tasks, q, k, v, d_o, dq, dk, dv, lse2.data(), delta.data(), head_major(q, 0, scale_log2),
-                head_major(d_o, 1), head_major(k, 2), head_major(v, 3), shape.q_heads / shape.kv_heads,
+  Backward<T> b{tasks,
+                q,
+                k,
+                v,
+                d_o,
+                dq,
+                dk,
+                dv,
+                lse2.data(),
+                delta.data(),
+                head_major(q, 0, scale_log2),
+                head_major(d_o, 1),
+                head_major(k, 2),
+                head_major(v, 3),
+                shape.q_heads / shape.kv_heads,
                 shape.softmax_scale()};
   const std::vector<WorkItem> key_items = key_tiles(tasks, shape.q_heads, shape.kv_heads);
   std::vector<std::ptrdiff_t> partial_at;

@@ -30,8 +30,13 @@ template <class T>
 class Runner {
  public:
   explicit Runner(const Problem& p)
-      : p_(p), q_(testing::stored<T>(p.q)), k_(testing::stored<T>(p.k)), v_(testing::stored<T>(p.v)),
-        d_o_(testing::stored<T>(p.d_o)), o_(p.q.size()), lse_(static_cast<std::size_t>(p.q_rows * p.shape.q_heads)) {
+      : p_(p),
+        q_(testing::stored<T>(p.q)),
+        k_(testing::stored<T>(p.k)),
+        v_(testing::stored<T>(p.v)),
+        d_o_(testing::stored<T>(p.d_o)),
+        o_(p.q.size()),
+        lse_(static_cast<std::size_t>(p.q_rows * p.shape.q_heads)) {
     const auto& s = p.shape;
     attention_forward<T>(p.tasks, s, view(q_, s.q_heads), view(k_, s.kv_heads, true), view(v_, s.kv_heads, true),
                          view(o_, s.q_heads), HeadTensor<float>{lse_.data(), p.q_rows, s.q_heads, 1});
@@ -42,11 +47,11 @@ class Runner {
     s.deterministic = deterministic;
     Gradients g{std::vector<float>(p_.q.size(), 0.0f), std::vector<float>(p_.k.size(), 0.0f),
                 std::vector<float>(p_.v.size(), 0.0f)};
-    attention_backward<T>(p_.tasks, s, view(q_, s.q_heads), view(k_, s.kv_heads, true), view(v_, s.kv_heads, true),
-                          view(o_, s.q_heads), view(d_o_, s.q_heads),
-                          HeadTensor<const float>{lse_.data(), p_.q_rows, s.q_heads, 1},
-                          {g.dq.data(), p_.q_rows, s.q_heads, s.head_dim}, {g.dk.data(), p_.kv_rows, s.kv_heads, s.head_dim},
-                          {g.dv.data(), p_.kv_rows, s.kv_heads, s.head_dim});
+    attention_backward<T>(
+        p_.tasks, s, view(q_, s.q_heads), view(k_, s.kv_heads, true), view(v_, s.kv_heads, true), view(o_, s.q_heads),
+        view(d_o_, s.q_heads), HeadTensor<const float>{lse_.data(), p_.q_rows, s.q_heads, 1},
+        {g.dq.data(), p_.q_rows, s.q_heads, s.head_dim}, {g.dk.data(), p_.kv_rows, s.kv_heads, s.head_dim},
+        {g.dv.data(), p_.kv_rows, s.kv_heads, s.head_dim});
     return g;
   }
 

@@ -31,8 +31,8 @@ struct Forward {
   HeadTensor<float> lse;
   const float* k_rows;  // head-major fp32 copies of K and V (head_major)
   const float* v_rows;
-  int group = 1;      // q heads per kv head
-  float scale_log2;   // softmax scale * log2(e): scores in base 2
+  int group = 1;     // q heads per kv head
+  float scale_log2;  // softmax scale * log2(e): scores in base 2
 };
 
 constexpr int kBlockTiles = 4;
@@ -150,7 +150,15 @@ void attention_forward(std::span<const AttentionTask> tasks, const AttentionShap
   check_shape("lse", lse, q.rows, shape.q_heads, 1);
   validate_tasks(tasks, q.rows, k.rows, shape.q_heads);
 
-  const Forward<T> f{tasks, q, k, v, o, lse, head_major(k, 0), head_major(v, 1), shape.q_heads / shape.kv_heads,
+  const Forward<T> f{tasks,
+                     q,
+                     k,
+                     v,
+                     o,
+                     lse,
+                     head_major(k, 0),
+                     head_major(v, 1),
+                     shape.q_heads / shape.kv_heads,
                      shape.softmax_scale() * std::numbers::log2e_v<float>};
   const std::vector<WorkItem> items = query_tiles(tasks, shape.q_heads, kBlockTiles * kTile);
   const auto n = static_cast<std::ptrdiff_t>(items.size());

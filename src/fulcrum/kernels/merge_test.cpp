@@ -1,7 +1,7 @@
 // Splitting a query row's keys into parts, computing each part separately and merging must equal
 // the unsplit result, forward (merge_partials) and backward (each part run with the merged O/LSE).
-#include "fulcrum/kernels/kernel_test_cases.hpp"
 #include "fulcrum/kernels/merge.hpp"
+#include "fulcrum/kernels/kernel_test_cases.hpp"
 
 #include "fulcrum/core/error.hpp"
 
@@ -32,12 +32,11 @@ Result compute(const testing::Problem& p, std::span<const AttentionTask> tasks, 
   r.dq.assign(p.q.size(), 0.0f);
   r.dk.assign(p.k.size(), 0.0f);
   r.dv.assign(p.v.size(), 0.0f);
-  attention_backward<float>(tasks, s, qv, kv, vv, {merged->o.data(), p.q_rows, s.q_heads, s.head_dim},
-                            testing::view(d_o, p.q_rows, s.q_heads, s.head_dim),
-                            {merged->lse.data(), p.q_rows, s.q_heads, 1},
-                            testing::view(r.dq, p.q_rows, s.q_heads, s.head_dim),
-                            testing::view(r.dk, p.kv_rows, s.kv_heads, s.head_dim),
-                            testing::view(r.dv, p.kv_rows, s.kv_heads, s.head_dim));
+  attention_backward<float>(
+      tasks, s, qv, kv, vv, {merged->o.data(), p.q_rows, s.q_heads, s.head_dim},
+      testing::view(d_o, p.q_rows, s.q_heads, s.head_dim), {merged->lse.data(), p.q_rows, s.q_heads, 1},
+      testing::view(r.dq, p.q_rows, s.q_heads, s.head_dim), testing::view(r.dk, p.kv_rows, s.kv_heads, s.head_dim),
+      testing::view(r.dv, p.kv_rows, s.kv_heads, s.head_dim));
   return r;
 }
 
@@ -92,7 +91,8 @@ TEST(Merge, RandomKeySplitsEqualTheUnsplitResultForwardAndBackward) {
 TEST(Merge, BothPartsEmptyStaysZeroWithMinusInfinityLse) {
   const float minus_inf = -INFINITY;
   std::vector<float> o1 = {0, 0}, o2 = {0, 0}, l1 = {minus_inf}, l2 = {minus_inf}, out = {5, 5}, lse = {5};
-  const PartialResult<float> parts[] = {{{o1.data(), 1, 1, 2}, {l1.data(), 1, 1, 1}}, {{o2.data(), 1, 1, 2}, {l2.data(), 1, 1, 1}}};
+  const PartialResult<float> parts[] = {{{o1.data(), 1, 1, 2}, {l1.data(), 1, 1, 1}},
+                                        {{o2.data(), 1, 1, 2}, {l2.data(), 1, 1, 1}}};
   merge_partials<float>(parts, {out.data(), 1, 1, 2}, {lse.data(), 1, 1, 1});
   EXPECT_EQ(out, (std::vector<float>{0, 0}));
   EXPECT_TRUE(std::isinf(lse[0]) && lse[0] < 0);
@@ -100,7 +100,8 @@ TEST(Merge, BothPartsEmptyStaysZeroWithMinusInfinityLse) {
 
 TEST(Merge, MismatchedPartShapesAreRejected) {
   std::vector<float> a(8), b(4), la(4), lb(2);
-  const PartialResult<float> parts[] = {{{a.data(), 4, 1, 2}, {la.data(), 4, 1, 1}}, {{b.data(), 2, 1, 2}, {lb.data(), 2, 1, 1}}};
+  const PartialResult<float> parts[] = {{{a.data(), 4, 1, 2}, {la.data(), 4, 1, 1}},
+                                        {{b.data(), 2, 1, 2}, {lb.data(), 2, 1, 1}}};
   try {
     merge_partials<float>(parts, {a.data(), 4, 1, 2}, {la.data(), 4, 1, 1});
     FAIL() << "expected an error";

@@ -23,7 +23,6 @@ struct ProfileConfig {
 };
 
 /// Calls `progress(done, total)` after each cell when given.
-ProfileTable profile_attention(const ProfileConfig& config,
-                               const std::function<void(int, int)>& progress = nullptr);
+ProfileTable profile_attention(const ProfileConfig& config, const std::function<void(int, int)>& progress = nullptr);
 
 }  // namespace fulcrum::kernels

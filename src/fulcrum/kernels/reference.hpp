@@ -15,8 +15,8 @@ namespace fulcrum::kernels {
 
 template <class Real>
 struct MaterialisedResult {
-  std::vector<Real> o, lse;       // [q rows][q heads][dim], [q rows][q heads]; rows no task names are 0
-  std::vector<Real> dq, dk, dv;   // empty unless d_o was given
+  std::vector<Real> o, lse;      // [q rows][q heads][dim], [q rows][q heads]; rows no task names are 0
+  std::vector<Real> dq, dk, dv;  // empty unless d_o was given
 };
 
 MaterialisedResult<double> reference_attention(std::span<const AttentionTask> tasks, const AttentionShape& shape,

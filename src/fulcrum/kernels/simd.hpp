@@ -39,8 +39,8 @@ struct CacheLineAllocator {
   CacheLineAllocator() = default;
   template <class U>
   CacheLineAllocator(const CacheLineAllocator<U>&) {}  // NOLINT: rebinding
-  T* allocate(std::size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{64})); }
-  void deallocate(T* p, std::size_t) { ::operator delete(p, std::align_val_t{64}); }
+  T* allocate(std::size_t n) { return static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{64})); }
+  void deallocate(T* p, std::size_t) { ::operator delete (p, std::align_val_t{64}); }
   friend bool operator==(const CacheLineAllocator&, const CacheLineAllocator&) { return true; }
 };
 using Floats = std::vector<float, CacheLineAllocator<float>>;
@@ -126,7 +126,8 @@ struct Product {
 /// gemm_block over all rows of C: blocks of 6, then one smaller block for the remainder.
 FULCRUM_INLINE void gemm(const Product& p, bool accumulate) {
   long r = 0;
-  for (; r + 6 <= p.rows; r += 6) gemm_block<6>(p.c + r * p.ldc, p.ldc, p.a + r * p.a_row, p.a_row, p.a_k, p.b, p.ldb, p.depth, accumulate);
+  for (; r + 6 <= p.rows; r += 6)
+    gemm_block<6>(p.c + r * p.ldc, p.ldc, p.a + r * p.a_row, p.a_row, p.a_k, p.b, p.ldb, p.depth, accumulate);
   float* cr = p.c + r * p.ldc;
   const float* ar = p.a + r * p.a_row;
   switch (p.rows - r) {

@@ -23,8 +23,8 @@ struct HeadTensor {
   operator HeadTensor<const T>() const { return {data, rows, heads, dim}; }  // NOLINT: view widening
 };
 
-void check_dims(std::string_view name, bool has_data, Tokens rows, int heads, int dim, Tokens want_rows,
-                int want_heads, int want_dim);
+void check_dims(std::string_view name, bool has_data, Tokens rows, int heads, int dim, Tokens want_rows, int want_heads,
+                int want_dim);
 
 /// Throws fulcrum::Error naming `name` unless the view is [rows][heads][dim] (with data when non-empty).
 template <class T>

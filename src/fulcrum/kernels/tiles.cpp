@@ -11,7 +11,8 @@ namespace {
 std::vector<char> shares_keys(std::span<const AttentionTask> tasks) {
   std::vector<std::size_t> order(tasks.size());
   for (std::size_t t = 0; t < order.size(); ++t) order[t] = t;
-  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return tasks[a].keys.row < tasks[b].keys.row; });
+  std::sort(order.begin(), order.end(),
+            [&](std::size_t a, std::size_t b) { return tasks[a].keys.row < tasks[b].keys.row; });
   std::vector<char> shared(tasks.size(), 0);
   Tokens reach = std::numeric_limits<Tokens>::min();
   std::size_t reach_task = 0;

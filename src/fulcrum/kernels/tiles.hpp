@@ -11,8 +11,8 @@
 
 namespace fulcrum::kernels {
 
-/// Consecutive rows (64, or a block of several 64-row tiles) of one task range (query rows in the forward pass and dQ, key rows in
-/// dK/dV), for one head (a q head, or a kv head for key tiles).
+/// Consecutive rows (64, or a block of several 64-row tiles) of one task range (query rows in the forward pass and dQ,
+/// key rows in dK/dV), for one head (a q head, or a kv head for key tiles).
 struct WorkItem {
   int task = 0;
   int head = 0;
@@ -83,8 +83,8 @@ FULCRUM_INLINE void mask_scores(float* s, bool transposed, const MaskSpec& mask,
   if (!partial && nk == simd::kTile) return;
   const Tokens nq = queries.size();
   for (Tokens i = 0; i < nq; ++i) {
-    std::uint64_t bits = partial ? mask.row_bits(queries.begin + i, keys.begin, nk, doc_len)
-                                 : (nk == 64 ? ~0ull : (1ull << nk) - 1);
+    std::uint64_t bits =
+        partial ? mask.row_bits(queries.begin + i, keys.begin, nk, doc_len) : (nk == 64 ? ~0ull : (1ull << nk) - 1);
     if (bits == ~0ull) continue;
     // Transposed scores have only nk key rows; row-major ones have 64 columns, zero-padded past nk.
     for (int j = 0; j < (transposed ? nk : simd::kTile); ++j) {

@@ -31,7 +31,8 @@ std::vector<Transfer> minimal_transfers(const Batch& batch, std::span<const CATa
   std::unordered_map<std::uint64_t, RangeSet> received_kv;  // key: server << 32 | doc
   for (const auto& task : tasks) {
     const auto& doc = batch.documents[task.doc];
-    RangeSet& have = received_kv[(static_cast<std::uint64_t>(task.server) << 32) | static_cast<std::uint32_t>(task.doc)];
+    RangeSet& have =
+        received_kv[(static_cast<std::uint64_t>(task.server) << 32) | static_cast<std::uint32_t>(task.doc)];
     const auto runs = mask_runs(doc.mask, doc.head_masks, task.heads);
     for (const auto& q : task.query_ranges()) {
       add_transfers_from_owners(batch, TensorKind::kQ, task.doc, q, task.server, out);

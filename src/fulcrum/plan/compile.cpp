@@ -24,7 +24,8 @@ struct PassFields {
 
 PassFields pass_fields(Pass pass) {
   if (pass == Pass::kForward) return {{Field::kQ}, {Field::kO, Field::kLse}, {Field::kK, Field::kV}, {}};
-  return {{Field::kQ, Field::kO, Field::kLse, Field::kDO}, {Field::kDQ}, {Field::kK, Field::kV}, {Field::kDK, Field::kDV}};
+  return {
+      {Field::kQ, Field::kO, Field::kLse, Field::kDO}, {Field::kDQ}, {Field::kK, Field::kV}, {Field::kDK, Field::kDV}};
 }
 
 // A slice of workspace rows that holds an output for tokens `tokens` of `doc`, to be returned to the
@@ -68,7 +69,8 @@ class Compiler {
     if (pingpong_ && !a.tasks.empty() && a.tasks.front().division >= 0) {
       nano_batches_ = 0;
       for (const auto& t : a.tasks) {
-        if (t.division < 0) fail("task of document {} has division = {}: all tasks or none must have one", t.doc, t.division);
+        if (t.division < 0)
+          fail("task of document {} has division = {}: all tasks or none must have one", t.doc, t.division);
         nano_batches_ = std::max(nano_batches_, t.division + 1);
       }
     }
@@ -164,8 +166,8 @@ class Compiler {
   Tokens task_pairs(const CATask& t) const {
     Tokens pairs = 0;
     for (const auto& run : runs_of(t)) {
-      pairs += run.heads.count(plan_.heads.q_heads) *
-               attention_pairs(*run.mask, t.query_ranges(), t.keys, length_of(t));
+      pairs +=
+          run.heads.count(plan_.heads.q_heads) * attention_pairs(*run.mask, t.query_ranges(), t.keys, length_of(t));
     }
     return pairs;
   }
@@ -292,7 +294,8 @@ class Compiler {
         cuts.push_back(c->tokens.begin);
         cuts.push_back(c->tokens.end);
       }
-      for (const auto& piece : owners_.pieces(doc, {0, a_.batch.documents[doc].length})) cuts.push_back(piece.tokens.begin);
+      for (const auto& piece : owners_.pieces(doc, {0, a_.batch.documents[doc].length}))
+        cuts.push_back(piece.tokens.begin);
       std::sort(cuts.begin(), cuts.end());
       cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
       std::vector<int> count(cuts.size(), 0);

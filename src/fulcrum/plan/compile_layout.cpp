@@ -41,9 +41,16 @@ bool is_gradient(Field f) { return f == Field::kDQ || f == Field::kDK || f == Fi
 }  // namespace
 
 RankBuilder::RankBuilder(int rank, const OwnerMap& owners, Pass pass, int nano_batches)
-    : rank_(rank), pass_(pass), owned_(owners.owned_rows(rank)), nano_batches_(nano_batches),
-      q_rows_(2 * static_cast<std::size_t>(nano_batches), 0), kv_rows_(q_rows_), keys_(q_rows_.size()),
-      compute_(q_rows_.size()), dispatch_(static_cast<std::size_t>(nano_batches)), return_(dispatch_),
+    : rank_(rank),
+      pass_(pass),
+      owned_(owners.owned_rows(rank)),
+      nano_batches_(nano_batches),
+      q_rows_(2 * static_cast<std::size_t>(nano_batches), 0),
+      kv_rows_(q_rows_),
+      keys_(q_rows_.size()),
+      compute_(q_rows_.size()),
+      dispatch_(static_cast<std::size_t>(nano_batches)),
+      return_(dispatch_),
       dispatch_copies_(dispatch_.size()) {
   for (int nb = 0; nb < nano_batches; ++nb) {
     dispatch_[nb].id = 2 * nb;
@@ -85,7 +92,10 @@ int RankBuilder::workspace(int slot, Field field) {
         is_gradient(field) || field == Field::kK || field == Field::kV || (partial_heads && field == Field::kO);
     const bool neg_inf = partial_heads && field == Field::kLse;
     it->second = add_buffer(fmt::format("ws{}.{}.{}", slot / 2, slot % 2 ? "local" : "remote", to_string(field)), field,
-                            neg_inf ? BufferInit::kNegInf : zero ? BufferInit::kZero : BufferInit::kUndefined, false);
+                            neg_inf ? BufferInit::kNegInf
+                            : zero  ? BufferInit::kZero
+                                    : BufferInit::kUndefined,
+                            false);
   }
   return it->second;
 }

@@ -13,14 +13,11 @@
 namespace fulcrum {
 namespace {
 
-const std::vector<MaskSpec> kMasks = testing::with_every_kind({MaskSpec::causal(),
-                           MaskSpec::full(),
-                           MaskSpec::sliding_window(40),
-                           MaskSpec::lambda(4, 24),
-                           MaskSpec::causal_blockwise(16, 1),
-                           MaskSpec::shared_question(3, 20),
-                           MaskSpec::vertical_slash({0, 3, 50}, {0, 1, 17}),
-                           MaskSpec::block_sparse(16, {{0, 0}, {1, 0}, {1, 1}, {3, 2}, {5, 5}, {9, 0}})});
+const std::vector<MaskSpec> kMasks =
+    testing::with_every_kind({MaskSpec::causal(), MaskSpec::full(), MaskSpec::sliding_window(40),
+                              MaskSpec::lambda(4, 24), MaskSpec::causal_blockwise(16, 1),
+                              MaskSpec::shared_question(3, 20), MaskSpec::vertical_slash({0, 3, 50}, {0, 1, 17}),
+                              MaskSpec::block_sparse(16, {{0, 0}, {1, 0}, {1, 1}, {3, 2}, {5, 5}, {9, 0}})});
 const HeadLayout kHeads{4, 2, 16, 4};
 
 TEST(Compile, EveryPlanOfRandomAssignmentsVerifies) {
@@ -139,7 +136,8 @@ TEST(Compile, MovesExactlyWhatTheTaskNeeds) {
       }
     }
   }
-  EXPECT_EQ(sent, (std::vector<std::string>{"0->1 q x4", "0->1 k x4", "0->1 v x4", "1->0 ws0.remote.o x4", "1->0 ws0.remote.lse x4"}));
+  EXPECT_EQ(sent, (std::vector<std::string>{"0->1 q x4", "0->1 k x4", "0->1 v x4", "1->0 ws0.remote.o x4",
+                                            "1->0 ws0.remote.lse x4"}));
 }
 
 // Keys split over the owner and another server: the owner merges its own part in place with the part
@@ -147,7 +145,8 @@ TEST(Compile, MovesExactlyWhatTheTaskNeeds) {
 TEST(Compile, SplitKeysAreMergedAndSummedAtTheOwner) {
   Assignment a;
   a.batch = pack_batch({{0, 8, MaskSpec::causal()}}, 2, 4);
-  a.tasks = {{0, {Range{4, 8}, Range{}}, {0, 4}, 0}, {0, {Range{4, 8}, Range{}}, {4, 8}, 1},
+  a.tasks = {{0, {Range{4, 8}, Range{}}, {0, 4}, 0},
+             {0, {Range{4, 8}, Range{}}, {4, 8}, 1},
              {0, {Range{0, 4}, Range{}}, {0, 4}, 0}};
   a.transfers = minimal_transfers(a.batch, a.tasks);
   ASSERT_TRUE(verify(a).ok()) << verify(a).summary();
@@ -170,7 +169,8 @@ TEST(Compile, PingPongPutsWorkWithoutTrafficAroundTheRemoteWork) {
   Assignment a;
   a.batch = pack_batch({{0, 64, MaskSpec::causal()}, {1, 64, MaskSpec::causal()}}, 2, 64);
   // Rank 0 computes its own document and half of rank 1's; rank 1 the other half.
-  a.tasks = {{0, {Range{0, 64}, Range{}}, {0, 64}, 0}, {1, {Range{0, 32}, Range{}}, {0, 64}, 0},
+  a.tasks = {{0, {Range{0, 64}, Range{}}, {0, 64}, 0},
+             {1, {Range{0, 32}, Range{}}, {0, 64}, 0},
              {1, {Range{32, 64}, Range{}}, {0, 64}, 1}};
   const Plan plan = compile(a, kHeads, Pass::kForward, CommMode::kPingPong);
   ASSERT_TRUE(verify_plan(plan, a.batch).ok());

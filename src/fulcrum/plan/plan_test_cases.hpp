@@ -98,8 +98,8 @@ inline Assignment random_head_assignment(std::uint64_t seed, int q_heads, int ma
 /// heads [2, 4) of the last rows are split over keys between a third and a fourth server.
 inline Assignment head_split_assignment(int ranks) {
   const Tokens per_rank = 128;  // ranks >= 2
-  std::vector<Document> docs = {{0, 150, MaskSpec::causal()}, {1, 60, MaskSpec::causal()},
-                                {2, ranks * per_rank - 210, MaskSpec::causal()}};
+  std::vector<Document> docs = {
+      {0, 150, MaskSpec::causal()}, {1, 60, MaskSpec::causal()}, {2, ranks * per_rank - 210, MaskSpec::causal()}};
   for (auto& d : docs) {
     d.head_masks = {MaskSpec::causal(), MaskSpec::causal(), MaskSpec::sliding_window(24), MaskSpec::lambda(4, 16)};
   }

@@ -22,10 +22,10 @@ constexpr std::array<std::pair<BufferInit, const char*>, 4> kInitNames{{{BufferI
                                                                         {BufferInit::kZero, "zero"},
                                                                         {BufferInit::kNegInf, "-inf"},
                                                                         {BufferInit::kUndefined, "undefined"}}};
-constexpr std::array<std::pair<CommKind, const char*>, 2> kCommKindNames{{{CommKind::kDispatch, "dispatch"},
-                                                                          {CommKind::kReturn, "return"}}};
-constexpr std::array<std::pair<Pass, const char*>, 2> kPassNames{{{Pass::kForward, "forward"},
-                                                                  {Pass::kBackward, "backward"}}};
+constexpr std::array<std::pair<CommKind, const char*>, 2> kCommKindNames{
+    {{CommKind::kDispatch, "dispatch"}, {CommKind::kReturn, "return"}}};
+constexpr std::array<std::pair<Pass, const char*>, 2> kPassNames{
+    {{Pass::kForward, "forward"}, {Pass::kBackward, "backward"}}};
 
 template <class Enum, std::size_t N>
 const char* name_of(const std::array<std::pair<Enum, const char*>, N>& table, Enum value) {

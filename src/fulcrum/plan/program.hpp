@@ -196,7 +196,7 @@ struct PlanDocument {
 
 struct Plan {
   Pass pass = Pass::kForward;
-  std::string planner;   // the planner that made the Assignment
+  std::string planner;  // the planner that made the Assignment
   CommMode mode = CommMode::kPingPong;
   int nano_batches = 2;  // ordered nano-batches: 1 single-stream, 2 halves, or the planner's divisions
   HeadLayout heads;
@@ -209,8 +209,8 @@ struct Plan {
 
 /// Names of the buffers every program declares: the caller's inputs and outputs.
 namespace buffer_names {
-inline constexpr std::string_view kQ = "q", kK = "k", kV = "v", kO = "o", kLse = "lse", kDO = "d_o",
-                                  kDQ = "dq", kDK = "dk", kDV = "dv";
+inline constexpr std::string_view kQ = "q", kK = "k", kV = "v", kO = "o", kLse = "lse", kDO = "d_o", kDQ = "dq",
+                                  kDK = "dk", kDV = "dv";
 }
 
 }  // namespace fulcrum

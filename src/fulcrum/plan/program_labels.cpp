@@ -13,8 +13,9 @@ constexpr std::size_t kMaxErrors = 40;
 // A contribution is named by where it was computed and by its item's heads, so that the parts of a row
 // split over heads are tracked as different contributions and each must reach the owner exactly once.
 std::uint64_t contribution_id(int rank, std::size_t at, int buffer, Tokens row, std::size_t item, HeadRange heads) {
-  const std::uint64_t head_bits = heads.all() ? 0 : mix64((static_cast<std::uint64_t>(heads.begin) << 32) ^
-                                                          static_cast<std::uint64_t>(heads.end) ^ 0x4845414453ull);
+  const std::uint64_t head_bits = heads.all() ? 0
+                                              : mix64((static_cast<std::uint64_t>(heads.begin) << 32) ^
+                                                      static_cast<std::uint64_t>(heads.end) ^ 0x4845414453ull);
   return (mix64(mix64(mix64(mix64(static_cast<std::uint64_t>(rank)) ^ at) ^ static_cast<std::uint64_t>(buffer)) ^
                 static_cast<std::uint64_t>(row)) ^
           mix64(item)) +
@@ -38,7 +39,8 @@ Machine::Machine(const Plan& plan, std::vector<std::string>& errors)
     auto& mine = labels_[p.rank];
     for (const auto& b : p.buffers) {
       const bool zero = b.init == BufferInit::kZero || b.init == BufferInit::kNegInf;
-      mine.emplace_back(static_cast<std::size_t>(b.rows), Label{-1, b.field, zero ? LabelState::kZero : LabelState::kUndefined});
+      mine.emplace_back(static_cast<std::size_t>(b.rows),
+                        Label{-1, b.field, zero ? LabelState::kZero : LabelState::kUndefined});
       if (b.init != BufferInit::kInput) continue;
       for (const auto& owned : p.owned) {
         for (Tokens i = 0; i < owned.tokens.size(); ++i) {
@@ -90,15 +92,16 @@ void Machine::write(int rank, std::size_t at, const Slice& dst, const std::vecto
 
 void Machine::expect_value(int rank, std::size_t at, int buffer, Tokens row, int doc, Tokens position, Field field) {
   const Label& l = rows(rank, buffer)[row];
-  if (l.state != LabelState::kValue || l.contributions > 0 || l.doc != doc || l.position != position || l.field != field) {
+  if (l.state != LabelState::kValue || l.contributions > 0 || l.doc != doc || l.position != position ||
+      l.field != field) {
     error("rank {} instruction {}: row {} of '{}' should hold {} of document {} token {}, holds {}", rank, at, row,
           plan_.programs[rank].buffers[buffer].name, to_string(field), doc, position,
           l.state == LabelState::kValue ? fmt::format("document {} token {}", l.doc, l.position) : "no token");
   }
 }
 
-void Machine::contribute(int rank, std::size_t at, int buffer, Tokens row, int doc, Tokens position,
-                         std::uint64_t id, bool accumulate) {
+void Machine::contribute(int rank, std::size_t at, int buffer, Tokens row, int doc, Tokens position, std::uint64_t id,
+                         bool accumulate) {
   Label& l = rows(rank, buffer)[row];
   const Field field = plan_.programs[rank].buffers[buffer].field;
   if (l.contributions > 0 && (!accumulate || l.doc != doc || l.position != position)) {
@@ -235,11 +238,12 @@ void Machine::reduce(int rank, std::size_t at, const Reduce& r) {
         const Label& l = rows(rank, part.buffer)[part.row + i];
         if (l.contributions == 0 ||
             (result.contributions > 0 && (l.doc != result.doc || l.position != result.position))) {
-          error("rank {} instruction {}: reduce part row {} of '{}' holds no results of the output's token", rank,
-                at, part.row + i, plan_.programs[rank].buffers[part.buffer].name);
+          error("rank {} instruction {}: reduce part row {} of '{}' holds no results of the output's token", rank, at,
+                part.row + i, plan_.programs[rank].buffers[part.buffer].name);
           return;
         }
-        if (result.contributions == 0) result = {l.doc, target[out.row + i].field, LabelState::kValue, l.position, 0, 0};
+        if (result.contributions == 0)
+          result = {l.doc, target[out.row + i].field, LabelState::kValue, l.position, 0, 0};
         result.contributions += l.contributions;
         result.hash += l.hash;
       }
@@ -250,7 +254,8 @@ void Machine::reduce(int rank, std::size_t at, const Reduce& r) {
 
 void Machine::touch(int rank, std::size_t at, const Slice& s, bool write) {
   for (const auto& f : in_flight_[rank]) {
-    const bool overlap = f.slice.buffer == s.buffer && f.slice.row < s.row + s.rows && s.row < f.slice.row + f.slice.rows;
+    const bool overlap =
+        f.slice.buffer == s.buffer && f.slice.row < s.row + s.rows && s.row < f.slice.row + f.slice.rows;
     if (overlap && (write || f.receive)) {
       error("rank {} instruction {}: {} rows [{}, {}) of '{}' while launch {} is still {} them", rank, at,
             write ? "writes" : "reads", s.row, s.row + s.rows, plan_.programs[rank].buffers[s.buffer].name, f.launch,

@@ -9,8 +9,8 @@
 
 #include <cstdint>
 #include <map>
-#include <span>
 #include <set>
+#include <span>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -65,7 +65,7 @@ class Machine {
   const Plan& plan_;
   std::vector<std::string>& errors_;
   std::vector<std::vector<std::vector<Label>>> labels_;  // [rank][buffer][row]
-  std::map<MessageKey, std::vector<Label>> wire_;       // what each launched send carries
+  std::map<MessageKey, std::vector<Label>> wire_;        // what each launched send carries
   std::set<MessageKey> posted_receives_;
   std::vector<std::map<int, const CommLaunch*>> running_;  // [rank] launch id -> launch
   struct InFlight {
@@ -73,7 +73,7 @@ class Machine {
     Slice slice;
     bool receive = false;
   };
-  std::vector<std::vector<InFlight>> in_flight_;  // [rank]
+  std::vector<std::vector<InFlight>> in_flight_;                          // [rank]
   std::map<TokenKey, std::pair<std::uint64_t, std::uint64_t>> expected_;  // (count, hash) per output token
 };
 

@@ -69,7 +69,8 @@ class PlanChecker {
     for (const auto& o : p.owned) {
       if (o.doc < 0 || o.doc >= static_cast<int>(plan_.documents.size()) || o.tokens.begin < 0 ||
           o.tokens.end > plan_.documents[o.doc].length || o.row < 0) {
-        error("rank {}: owned rows of document {} [{}, {}) leave the document", p.rank, o.doc, o.tokens.begin, o.tokens.end);
+        error("rank {}: owned rows of document {} [{}, {}) leave the document", p.rank, o.doc, o.tokens.begin,
+              o.tokens.end);
         continue;
       }
       for (const auto& b : p.buffers) {
@@ -128,7 +129,8 @@ class PlanChecker {
       };
       if (!span_ok(item.queries[0], q) || !span_ok(item.queries[1], q) || !span_ok(item.keys, k) ||
           item.queries[0].count == 0 || item.keys.count == 0) {
-        error("rank {} instruction {}: an item of document {} leaves its buffers or the document", p.rank, at, item.doc);
+        error("rank {} instruction {}: an item of document {} leaves its buffers or the document", p.rank, at,
+              item.doc);
       }
       const HeadRange h = item.heads;
       if (h.all() ? h.begin != 0 : (h.begin < 0 || h.begin >= h.end || h.end > plan_.heads.q_heads)) {
@@ -190,11 +192,13 @@ class PlanChecker {
     const bool merge = r.op == ReduceOp::kMerge;
     if (!slice_ok(p, r.out, "reduce output") || (merge && !slice_ok(p, r.out_lse, "reduce LSE output"))) return;
     if (r.parts.empty() || (merge && r.part_lse.size() != r.parts.size())) {
-      error("rank {} instruction {}: reduce has {} parts and {} LSE parts", p.rank, at, r.parts.size(), r.part_lse.size());
+      error("rank {} instruction {}: reduce has {} parts and {} LSE parts", p.rank, at, r.parts.size(),
+            r.part_lse.size());
       return;
     }
     auto same_shape = [&](const Slice& part, const Slice& out) {
-      return slice_ok(p, part, "reduce part") && part.rows == out.rows && field_of(p, part.buffer) == field_of(p, out.buffer);
+      return slice_ok(p, part, "reduce part") && part.rows == out.rows &&
+             field_of(p, part.buffer) == field_of(p, out.buffer);
     };
     for (std::size_t i = 0; i < r.parts.size(); ++i) {
       if (!same_shape(r.parts[i], r.out) || (merge && !same_shape(r.part_lse[i], r.out_lse))) {
@@ -208,7 +212,7 @@ class PlanChecker {
 
   // Every send has exactly one receive with the same endpoints, tag and size, and the other way round.
   void check_matching() {
-    using Key = std::tuple<int, int, int>;  // (source, destination, tag)
+    using Key = std::tuple<int, int, int>;           // (source, destination, tag)
     std::map<Key, std::pair<Tokens, Tokens>> bytes;  // send bytes, receive bytes (-1: none)
     auto size_of = [&](const Program& p, const Slice& s) {
       return s.rows * plan_.heads.row_bytes(p.buffers[s.buffer].field);
@@ -224,7 +228,8 @@ class PlanChecker {
         }
         for (const auto& m : l->receives) {
           auto [it, fresh] = bytes.try_emplace(Key{m.peer, p.rank, m.tag}, -1, -1);
-          if (!fresh && it->second.second >= 0) error("two receives on rank {} from {} with tag {}", p.rank, m.peer, m.tag);
+          if (!fresh && it->second.second >= 0)
+            error("two receives on rank {} from {} with tag {}", p.rank, m.peer, m.tag);
           it->second.second = size_of(p, m.slice);
         }
       }
@@ -252,7 +257,8 @@ class PlanChecker {
           CATask t;
           t.doc = item.doc;
           t.server = p.rank;
-          for (int q = 0; q < 2; ++q) t.queries[q] = {item.queries[q].position, item.queries[q].position + item.queries[q].count};
+          for (int q = 0; q < 2; ++q)
+            t.queries[q] = {item.queries[q].position, item.queries[q].position + item.queries[q].count};
           t.keys = {item.keys.position, item.keys.position + item.keys.count};
           t.heads = item.heads;
           items.tasks.push_back(t);

@@ -15,8 +15,10 @@ struct Fixture {
   Plan plan;
   Fixture(Pass pass, CommMode schedule) {
     a.batch = pack_batch({{0, 8, MaskSpec::causal()}, {1, 6, MaskSpec::causal()}}, 2, 7);
-    a.tasks = {{0, {Range{4, 8}, Range{}}, {0, 4}, 0}, {0, {Range{4, 8}, Range{}}, {4, 8}, 1},
-               {0, {Range{0, 4}, Range{}}, {0, 4}, 1}, {1, {Range{0, 6}, Range{}}, {0, 6}, 0}};
+    a.tasks = {{0, {Range{4, 8}, Range{}}, {0, 4}, 0},
+               {0, {Range{4, 8}, Range{}}, {4, 8}, 1},
+               {0, {Range{0, 4}, Range{}}, {0, 4}, 1},
+               {1, {Range{0, 6}, Range{}}, {0, 6}, 0}};
     a.transfers = minimal_transfers(a.batch, a.tasks);
     plan = compile(a, HeadLayout{2, 1, 8, 4}, pass, schedule);
   }

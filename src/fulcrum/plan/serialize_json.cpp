@@ -62,8 +62,15 @@ struct OperationWriter {
     j["items"] = items_json(op.items);
   }
   void operator()(const AttentionBackward& op) const {
-    j.update({{"q", op.q}, {"k", op.k}, {"v", op.v}, {"o", op.o}, {"lse", op.lse}, {"d_o", op.d_o}, {"dq", op.dq},
-              {"dk", op.dk}, {"dv", op.dv}});
+    j.update({{"q", op.q},
+              {"k", op.k},
+              {"v", op.v},
+              {"o", op.o},
+              {"lse", op.lse},
+              {"d_o", op.d_o},
+              {"dq", op.dq},
+              {"dk", op.dk},
+              {"dv", op.dv}});
     j["items"] = items_json(op.items);
   }
   // The reduce op is already in the instruction's "op" name (merge or sum).
@@ -86,8 +93,11 @@ json program_json(const Program& p) {
   }
   json buffers = json::array();
   for (const auto& b : p.buffers) {
-    buffers.push_back({{"name", b.name}, {"field", to_string(b.field)}, {"rows", b.rows},
-                       {"init", to_string(b.init)}, {"output", b.output}});
+    buffers.push_back({{"name", b.name},
+                       {"field", to_string(b.field)},
+                       {"rows", b.rows},
+                       {"init", to_string(b.init)},
+                       {"output", b.output}});
   }
   json instructions = json::array();
   for (const auto& instruction : p.instructions) {
@@ -95,7 +105,9 @@ json program_json(const Program& p) {
     std::visit(OperationWriter{j}, instruction.op);
     instructions.push_back(std::move(j));
   }
-  return {{"rank", p.rank}, {"owned", std::move(owned)}, {"buffers", std::move(buffers)},
+  return {{"rank", p.rank},
+          {"owned", std::move(owned)},
+          {"buffers", std::move(buffers)},
           {"instructions", std::move(instructions)}};
 }
 
@@ -179,8 +191,10 @@ struct OperationReader {
 /// One default operation per "op" name. The names come from operation_name itself, so the reader accepts
 /// exactly what the writer writes (merge and sum are the two ReduceOps).
 const std::array<Operation, 7>& operation_prototypes() {
-  static const std::array<Operation, 7> prototypes{CommLaunch{},         CommWait{},
-                                                   Attention{},          AttentionBackward{},
+  static const std::array<Operation, 7> prototypes{CommLaunch{},
+                                                   CommWait{},
+                                                   Attention{},
+                                                   AttentionBackward{},
                                                    Reduce{ReduceOp::kMerge, {}, {}, {}, {}},
                                                    Reduce{ReduceOp::kSum, {}, {}, {}, {}},
                                                    Copy{}};
@@ -258,16 +272,17 @@ json to_json(const Plan& plan) {
   json programs = json::array();
   for (const auto& program : plan.programs) programs.push_back(program_json(program));
   const auto& h = plan.heads;
-  return {{"format", kFormat},
-          {"version", kPlanFormatVersion},
-          {"pass", to_string(plan.pass)},
-          {"planner", plan.planner},
-          {"mode", to_string(plan.mode)},
-          {"nano_batches", plan.nano_batches},
-          {"heads", {{"q_heads", h.q_heads}, {"kv_heads", h.kv_heads}, {"head_dim", h.head_dim},
-                     {"dtype_bytes", h.dtype_bytes}}},
-          {"documents", std::move(documents)},
-          {"programs", std::move(programs)}};
+  return {
+      {"format", kFormat},
+      {"version", kPlanFormatVersion},
+      {"pass", to_string(plan.pass)},
+      {"planner", plan.planner},
+      {"mode", to_string(plan.mode)},
+      {"nano_batches", plan.nano_batches},
+      {"heads",
+       {{"q_heads", h.q_heads}, {"kv_heads", h.kv_heads}, {"head_dim", h.head_dim}, {"dtype_bytes", h.dtype_bytes}}},
+      {"documents", std::move(documents)},
+      {"programs", std::move(programs)}};
 }
 
 Plan plan_from_json(const JsonValue& j) {

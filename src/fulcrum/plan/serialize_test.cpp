@@ -57,7 +57,8 @@ struct PlanMaker {
     in.stream = static_cast<int>(rng.uniform_int(0, 1));
     switch (i % 7) {
       case 0:
-        in.op = CommLaunch{index(), messages(), messages(), rng.uniform() < 0.5 ? CommKind::kDispatch : CommKind::kReturn};
+        in.op =
+            CommLaunch{index(), messages(), messages(), rng.uniform() < 0.5 ? CommKind::kDispatch : CommKind::kReturn};
         break;
       case 1: in.op = CommWait{index()}; break;
       case 2: in.op = Attention{index(), index(), index(), index(), index(), items()}; break;
@@ -242,8 +243,7 @@ TEST(Serialize, OutOfRangeBinaryValuesThrowNamingTheField) {
   const std::vector<Case> cases = {
       {[](Plan& p) { p.programs[1].buffers[3].field = Field::kDV; }, 9, "plan.programs[1].buffers[3].field = 9"},
       {[](Plan& p) { p.programs[1].buffers[3].init = BufferInit::kNegInf; }, 4, "plan.programs[1].buffers[3].init = 4"},
-      {[](Plan& p) { p.programs[1].buffers[3].output = !p.programs[1].buffers[3].output; }, 2,
-       "buffers[3].output = 2"},
+      {[](Plan& p) { p.programs[1].buffers[3].output = !p.programs[1].buffers[3].output; }, 2, "buffers[3].output = 2"},
       {[](Plan& p) { p.programs[1].instructions[4].op = Copy{}; }, 6, "plan.programs[1].instructions[4].op = 6"},
       {[](Plan& p) { std::get<Reduce>(p.programs[0].instructions[4].op).op = ReduceOp::kSum; }, 2,
        "instructions[4].reduce op = 2"},
@@ -277,8 +277,7 @@ TEST(Serialize, EveryCorruptedByteThrowsOrDecodes) {
       bad[i] = value;
       try {
         (void)plan_from_binary(bad);
-      } catch (const Error&) {
-      }
+      } catch (const Error&) {}
     }
   }
 }
@@ -300,7 +299,9 @@ TEST(Serialize, MalformedJsonThrowsNamingTheField) {
        {"plan.programs[0].buffers[1].field", "'x'", "must be one of q, k, v"}},
       {[](json& j) { j["programs"][0]["buffers"][1]["init"] = "ones"; }, {"buffers[1].init", "'ones'"}},
       {[](json& j) { j["programs"][0]["buffers"][1]["output"] = 1; }, {"buffers[1].output = 1: must be true or false"}},
-      {[](json& j) { j["programs"][1]["instructions"][6]["src"] = {1, 2}; },
+      {[](json& j) {
+         j["programs"][1]["instructions"][6]["src"] = {1, 2};
+       },
        {"plan.programs[1].instructions[6].src = [1,2]: must be [buffer, row, rows]"}},
       {[](json& j) { j["programs"][1]["instructions"][1]["stream"] = 1.5; },
        {"plan.programs[1].instructions[1].stream = 1.5: must be an integer"}},
@@ -317,7 +318,9 @@ TEST(Serialize, MalformedJsonThrowsNamingTheField) {
       {[](json& j) { j["mode"] = "ring"; }, {"plan.mode = 'ring'"}},
       {[](json& j) { j["programs"][1]["instructions"][2]["items"][0]["heads"] = {1}; },
        {"instructions[2].items[0].heads = [1]: must be [begin, end]"}},
-      {[](json& j) { j["documents"][2]["head_masks"] = {"causal", "nope"}; },
+      {[](json& j) {
+         j["documents"][2]["head_masks"] = {"causal", "nope"};
+       },
        {"plan.documents[2].head_masks[1] = 'nope'"}},
       {[](json& j) { j["format"] = "other"; }, {"plan.format = 'other': must be 'fulcrum-plan'"}},
       {[](json& j) { j = json::array(); }, {"plan = []: must be an object"}},

@@ -48,7 +48,8 @@ AssignmentStats compute_stats(const Assignment& a, const ModelShape& model) {
     s.rank_flops[task.server] +=
         attention_forward_flops(model.head_dim, model.q_heads, runs, task.query_ranges(), task.keys, doc.length);
   }
-  for (const auto& segment : a.batch.segments) s.rank_tokens_held[segment.rank] += static_cast<double>(segment.tokens.size());
+  for (const auto& segment : a.batch.segments)
+    s.rank_tokens_held[segment.rank] += static_cast<double>(segment.tokens.size());
   std::map<std::pair<int, int>, RangeSet> received;  // (rank, doc) -> remote tokens received for attention
   for (const auto& t : a.transfers) {
     const double bytes = transfer_bytes(t, model);

@@ -8,9 +8,9 @@
 namespace fulcrum {
 
 struct AssignmentStats {
-  std::vector<double> rank_flops;         // forward core-attention FLOPs per server, per layer
-  std::vector<double> rank_tokens_held;   // owned tokens: their activations stay for every layer
-  std::vector<double> rank_remote_tokens; // distinct remote Q/KV tokens received: one layer's buffers
+  std::vector<double> rank_flops;          // forward core-attention FLOPs per server, per layer
+  std::vector<double> rank_tokens_held;    // owned tokens: their activations stay for every layer
+  std::vector<double> rank_remote_tokens;  // distinct remote Q/KV tokens received: one layer's buffers
   std::vector<double> rank_bytes_sent;
   std::vector<double> rank_bytes_received;
   double imbalance = 1.0;         // max / mean of rank_flops

@@ -81,7 +81,7 @@ class Checker {
         error("task {}: heads [{}, {}) need the model's q heads (Assignment::q_heads = 0)", i, t.heads.begin,
               t.heads.end);
       } else if (t.heads.all() ? t.heads.begin != 0
-                                : (t.heads.begin < 0 || t.heads.begin >= t.heads.end || t.heads.end > q_heads)) {
+                               : (t.heads.begin < 0 || t.heads.begin >= t.heads.end || t.heads.end > q_heads)) {
         error("task {}: heads [{}, {}) are empty or leave the model's {} q heads", i, t.heads.begin, t.heads.end,
               q_heads);
       }
@@ -92,10 +92,10 @@ class Checker {
                 doc.end);
         }
       }
-      if (!t.queries[1].empty() && (intersect(t.queries[1], doc) != t.queries[1] ||
-                                    !intersect(t.queries[0], t.queries[1]).empty())) {
-        error("task {}: second query range [{}, {}) leaves the document or overlaps the first", i,
-              t.queries[1].begin, t.queries[1].end);
+      if (!t.queries[1].empty() &&
+          (intersect(t.queries[1], doc) != t.queries[1] || !intersect(t.queries[0], t.queries[1]).empty())) {
+        error("task {}: second query range [{}, {}) leaves the document or overlaps the first", i, t.queries[1].begin,
+              t.queries[1].end);
       }
     }
   }
@@ -165,7 +165,8 @@ class Checker {
     for (Tokens r : mask.row_breakpoints(key_edges, doc.length)) rows.push_back(r);
     std::sort(rows.begin(), rows.end());
     rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
-    std::sort(entries.begin(), entries.end(), [](const RowEntry& x, const RowEntry& y) { return x.rows.begin < y.rows.begin; });
+    std::sort(entries.begin(), entries.end(),
+              [](const RowEntry& x, const RowEntry& y) { return x.rows.begin < y.rows.begin; });
 
     std::vector<const RowEntry*> active;
     std::size_t next_entry = 0;
@@ -208,8 +209,8 @@ class Checker {
       expected.add(v);
     }
     if (covered != uni.size()) {
-      error("document {}{} row {}: some key is computed more than once ({} key-computations for {} keys)", d, heads,
-            q, covered, uni.size());
+      error("document {}{} row {}: some key is computed more than once ({} key-computations for {} keys)", d, heads, q,
+            covered, uni.size());
       return false;
     }
     if (uni.ranges() != expected.ranges()) {
@@ -238,14 +239,14 @@ class Checker {
       }
       if (t.kind == TensorKind::kOut) {
         if (!computed_rows[{t.src, t.doc}].covers(t.tokens) || !owned[{t.dst, t.doc}].covers(t.tokens)) {
-          error("transfer {}: O of document {} [{}, {}) from rank {} to {}: not computed there or not owned there",
-                i, t.doc, t.tokens.begin, t.tokens.end, t.src, t.dst);
+          error("transfer {}: O of document {} [{}, {}) from rank {} to {}: not computed there or not owned there", i,
+                t.doc, t.tokens.begin, t.tokens.end, t.src, t.dst);
         }
         outputs[{t.src, t.dst, t.doc}].add(t.tokens);
       } else {
         if (!owned[{t.src, t.doc}].covers(t.tokens)) {
-          error("transfer {}: {} of document {} [{}, {}) sent by rank {}, which does not own it", i,
-                to_string(t.kind), t.doc, t.tokens.begin, t.tokens.end, t.src);
+          error("transfer {}: {} of document {} [{}, {}) sent by rank {}, which does not own it", i, to_string(t.kind),
+                t.doc, t.tokens.begin, t.tokens.end, t.src);
         }
         received[{t.dst, t.doc, t.kind}].add(t.tokens);
       }
@@ -272,8 +273,8 @@ class Checker {
         for (const auto& s : a_.batch.segments_of(t.doc)) {
           const Range rows = intersect(s.tokens, q);
           if (!rows.empty() && s.rank != t.server && !outputs[{t.server, s.rank, t.doc}].covers(rows)) {
-            error("task {}: O of rows [{}, {}) of document {} never returns from server {} to owner {}", i,
-                  rows.begin, rows.end, t.doc, t.server, s.rank);
+            error("task {}: O of rows [{}, {}) of document {} never returns from server {} to owner {}", i, rows.begin,
+                  rows.end, t.doc, t.server, s.rank);
           }
         }
       }

@@ -22,7 +22,9 @@ Batch small_batch(MaskSpec mask = MaskSpec::causal()) {
 // Rows [0,4) and [4,10) of document 0 computed on rank 1, document 1 on rank 0: everything moves.
 Assignment moved_assignment(const Batch& batch) {
   Assignment a{"test", batch, {}, {}};
-  a.tasks = {{0, {Range{0, 4}, Range{}}, {0, 4}, 1}, {0, {Range{4, 10}, Range{}}, {0, 10}, 0}, {1, {Range{0, 6}, Range{}}, {0, 6}, 0}};
+  a.tasks = {{0, {Range{0, 4}, Range{}}, {0, 4}, 1},
+             {0, {Range{4, 10}, Range{}}, {0, 10}, 0},
+             {1, {Range{0, 6}, Range{}}, {0, 6}, 0}};
   a.transfers = minimal_transfers(a.batch, a.tasks);
   return a;
 }
@@ -129,15 +131,10 @@ bool index_list_mask(const MaskSpec& mask) {
 
 TEST(Verify, CoverageAgreesWithBruteForceOnRandomTilings) {
   Rng rng(99);
-  const std::vector<MaskSpec> masks = testing::with_every_kind({MaskSpec::causal(),
-                            MaskSpec::full(),
-                            MaskSpec::sliding_window(5),
-                            MaskSpec::lambda(2, 4),
-                            MaskSpec::causal_blockwise(3, 1),
-                            MaskSpec::causal_blockwise(2, 0),
-                            MaskSpec::shared_question(3, 25),
-                            MaskSpec::vertical_slash({0, 7}, {0, 2}),
-                            MaskSpec::block_sparse(4, {{0, 0}, {1, 0}, {2, 1}, {2, 2}, {4, 4}})});
+  const std::vector<MaskSpec> masks = testing::with_every_kind(
+      {MaskSpec::causal(), MaskSpec::full(), MaskSpec::sliding_window(5), MaskSpec::lambda(2, 4),
+       MaskSpec::causal_blockwise(3, 1), MaskSpec::causal_blockwise(2, 0), MaskSpec::shared_question(3, 25),
+       MaskSpec::vertical_slash({0, 7}, {0, 2}), MaskSpec::block_sparse(4, {{0, 0}, {1, 0}, {2, 1}, {2, 2}, {4, 4}})});
   const auto mask_count = static_cast<int>(std::size(masks));
   int invalid_seen = 0;
   for (int trial = 0; trial < 100 * mask_count; ++trial) {
@@ -158,7 +155,10 @@ TEST(Verify, CoverageAgreesWithBruteForceOnRandomTilings) {
     if (rng.uniform() < 0.5) {
       auto& t = a.tasks[static_cast<std::size_t>(rng.uniform_int(0, static_cast<std::int64_t>(a.tasks.size()) - 1))];
       Range& victim = rng.uniform() < 0.5 ? t.keys : t.queries[0];
-      if (rng.uniform() < 0.5 && victim.end < len) ++victim.end; else if (victim.size() > 1) --victim.end;
+      if (rng.uniform() < 0.5 && victim.end < len)
+        ++victim.end;
+      else if (victim.size() > 1)
+        --victim.end;
     }
     a.transfers = minimal_transfers(a.batch, a.tasks);
     const Coverage truth = brute_force(a);
@@ -168,8 +168,9 @@ TEST(Verify, CoverageAgreesWithBruteForceOnRandomTilings) {
     const bool expected = truth.exact && (!index_list_mask(mask) || truth.causal_hull);
     invalid_seen += truth.exact ? 0 : 1;
     const auto report = verify(a);
-    EXPECT_EQ(report.ok(), expected) << "trial " << trial << " mask " << mask.to_string() << " exact "
-                                     << truth.exact << " hull " << truth.causal_hull << "\n" << report.summary();
+    EXPECT_EQ(report.ok(), expected) << "trial " << trial << " mask " << mask.to_string() << " exact " << truth.exact
+                                     << " hull " << truth.causal_hull << "\n"
+                                     << report.summary();
   }
   EXPECT_GT(invalid_seen, 10 * mask_count);  // the perturbations really produce broken tilings
 }

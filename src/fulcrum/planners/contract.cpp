@@ -9,9 +9,9 @@ namespace {
 
 template <typename... Args>
 [[noreturn]] void broken(const Assignment& a, fmt::format_string<Args...> format, Args&&... args) {
-  throw Error(fmt::format("planner {} broke its contract: {}", a.planner,
-                          fmt::format(format, std::forward<Args>(args)...)),
-              ErrorKind::kInternal);
+  throw Error(
+      fmt::format("planner {} broke its contract: {}", a.planner, fmt::format(format, std::forward<Args>(args)...)),
+      ErrorKind::kInternal);
 }
 
 // Whether rank `rank` owns every token of `rows` of document `doc` in `batch`.
@@ -67,7 +67,8 @@ void check_planner_contract(const Assignment& a, const Batch& input, const Plann
       }
     }
     if (intersect(t.keys, doc) != t.keys) {
-      broken(a, "tasks[{}].keys = [{}, {}): leave document {} of {} tokens", i, t.keys.begin, t.keys.end, t.doc, doc.end);
+      broken(a, "tasks[{}].keys = [{}, {}): leave document {} of {} tokens", i, t.keys.begin, t.keys.end, t.doc,
+             doc.end);
     }
     if ((t.division >= 0) != divisions || t.division < -1) {
       broken(a, "tasks[{}].division = {}: all tasks or none must have a division >= 0", i, t.division);
@@ -75,15 +76,19 @@ void check_planner_contract(const Assignment& a, const Batch& input, const Plann
     if (!caps.moves_attention) {
       for (const Range& q : t.query_ranges()) {
         if (!owns(b, t.doc, q, t.server)) {
-          broken(a, "tasks[{}] runs rows [{}, {}) of document {} on rank {}, which does not own them, but the planner "
-                 "declares that attention never moves", i, q.begin, q.end, t.doc, t.server);
+          broken(a,
+                 "tasks[{}] runs rows [{}, {}) of document {} on rank {}, which does not own them, but the planner "
+                 "declares that attention never moves",
+                 i, q.begin, q.end, t.doc, t.server);
         }
       }
     }
     if (!caps.splits_documents) {
       if (server_of[t.doc] >= 0 && server_of[t.doc] != t.server) {
-        broken(a, "document {} is computed on ranks {} and {}, but the planner declares that it never splits "
-               "documents", t.doc, server_of[t.doc], t.server);
+        broken(a,
+               "document {} is computed on ranks {} and {}, but the planner declares that it never splits "
+               "documents",
+               t.doc, server_of[t.doc], t.server);
       }
       server_of[t.doc] = t.server;
     }

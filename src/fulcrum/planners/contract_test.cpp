@@ -20,7 +20,10 @@ Assignment own_rows(const Batch& b) {
 }
 
 PlannerCapabilities strict() {
-  return {.moves_attention = false, .splits_documents = false, .keeps_documents = true, .keeps_placement = true,
+  return {.moves_attention = false,
+          .splits_documents = false,
+          .keeps_documents = true,
+          .keeps_placement = true,
           .masks = {MaskKind::kCausal}};
 }
 
@@ -53,7 +56,8 @@ TEST(PlannerContract, RejectsBrokenTasksAsInternalErrors) {
   };
   EXPECT_NE(broken([](Assignment& a) { a.tasks[0].server = 2; }).find("tasks[0].server = 2"), std::string::npos);
   EXPECT_NE(broken([](Assignment& a) { a.tasks[0].doc = 5; }).find("tasks[0].doc = 5"), std::string::npos);
-  EXPECT_NE(broken([](Assignment& a) { a.tasks[1].queries[0].end = 101; }).find("leaves document 0"), std::string::npos);
+  EXPECT_NE(broken([](Assignment& a) { a.tasks[1].queries[0].end = 101; }).find("leaves document 0"),
+            std::string::npos);
   EXPECT_NE(broken([](Assignment& a) { a.tasks[1].keys = {0, 101}; }).find("tasks[1].keys"), std::string::npos);
   EXPECT_NE(broken([](Assignment& a) { a.tasks[1].division = 0; }).find("all tasks or none"), std::string::npos);
   EXPECT_NE(broken([](Assignment& a) { a.tasks[0].server = 1; }).find("attention never moves"), std::string::npos);
@@ -62,7 +66,8 @@ TEST(PlannerContract, RejectsBrokenTasksAsInternalErrors) {
               a.tasks[2].server = 0;
             }).find("placement"),
             std::string::npos);
-  EXPECT_NE(broken([](Assignment& a) { a.batch.documents[1].mask = MaskSpec::sliding_window(4); }).find("keeps them"), std::string::npos);
+  EXPECT_NE(broken([](Assignment& a) { a.batch.documents[1].mask = MaskSpec::sliding_window(4); }).find("keeps them"),
+            std::string::npos);
   EXPECT_NE(broken([](Assignment& a) { a.batch.ranks = 3; }).find("batch.ranks = 3"), std::string::npos);
   caps.splits_documents = false;
   EXPECT_NE(broken([](Assignment&) {}).find("never splits documents"), std::string::npos);

@@ -27,12 +27,12 @@ enum class CpGroups : std::uint8_t {
 };
 
 struct PlannerCapabilities {
-  bool moves_attention = false;   // CA-tasks may run on a rank that does not own their rows
-  bool splits_documents = false;  // one document's rows may be computed on several ranks
-  bool keeps_documents = true;    // computes exactly the input batch's documents (else defers some)
-  bool keeps_placement = true;    // leaves tokens where the packing put them
-  std::vector<MaskKind> masks;    // masks it plans for
-  bool overlaps_traffic = false;  // orders its own work to overlap traffic (worth running in every mode)
+  bool moves_attention = false;        // CA-tasks may run on a rank that does not own their rows
+  bool splits_documents = false;       // one document's rows may be computed on several ranks
+  bool keeps_documents = true;         // computes exactly the input batch's documents (else defers some)
+  bool keeps_placement = true;         // leaves tokens where the packing put them
+  std::vector<MaskKind> masks;         // masks it plans for
+  bool overlaps_traffic = false;       // orders its own work to overlap traffic (worth running in every mode)
   bool pools_pipeline_stages = false;  // with pipeline stages, every stage's CA-tasks share all ranks
   CpGroups cp_groups = CpGroups::kNone;
 };

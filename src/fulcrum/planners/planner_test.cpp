@@ -29,16 +29,12 @@ Batch random_batch(std::uint64_t seed) {
   Rng rng(seed);
   const int ranks = static_cast<int>(rng.uniform_int(1, 8));
   const Tokens tpr = 64 * rng.uniform_int(1, 16);
-  const std::vector<MaskSpec> masks = testing::with_every_kind({MaskSpec::causal(),
-                            MaskSpec::causal(),
-                            MaskSpec::full(),
-                            MaskSpec::sliding_window(96),
-                            MaskSpec::lambda(16, 64),
-                            MaskSpec::causal_blockwise(48, 2),
-                            MaskSpec::shared_question(3, 20),
-                            MaskSpec::vertical_slash({0, 1, 2, 3, 100, 700}, {0, 1, 2, 3, 64, 65, 500}),
-                            MaskSpec::block_sparse(64, {{0, 0}, {1, 0}, {1, 1}, {2, 0}, {2, 2}, {3, 1}, {3, 3}, {7, 0},
-                                                        {7, 6}, {7, 7}, {12, 3}, {20, 20}})});
+  const std::vector<MaskSpec> masks = testing::with_every_kind(
+      {MaskSpec::causal(), MaskSpec::causal(), MaskSpec::full(), MaskSpec::sliding_window(96), MaskSpec::lambda(16, 64),
+       MaskSpec::causal_blockwise(48, 2), MaskSpec::shared_question(3, 20),
+       MaskSpec::vertical_slash({0, 1, 2, 3, 100, 700}, {0, 1, 2, 3, 64, 65, 500}),
+       MaskSpec::block_sparse(
+           64, {{0, 0}, {1, 0}, {1, 1}, {2, 0}, {2, 2}, {3, 1}, {3, 3}, {7, 0}, {7, 6}, {7, 7}, {12, 3}, {20, 20}})});
   const auto mask = masks[rng.uniform_int(0, std::ssize(masks) - 1)];
   const std::string spec = rng.uniform() < 0.5 ? "uniform:1:" + std::to_string(2 * tpr) : "lognormal:5.5:1.2";
   auto source = make_length_source(spec, seed, tpr);

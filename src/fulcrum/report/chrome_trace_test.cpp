@@ -12,10 +12,10 @@
 namespace fulcrum {
 namespace {
 
+using nlohmann::json;
 using runtime::Timeline;
 using runtime::TimelineEvent;
 using runtime::Track;
-using nlohmann::json;
 
 // Two ranks given out of order, rank 1 running ping-pong (two comm streams); the earliest event starts
 // at 2.0 s. Times are sums of powers of two so the expected microseconds are exact.
@@ -45,28 +45,23 @@ TEST(ChromeTrace, WritesProcessAndThreadMetadataSortedByRank) {
     return json{{"name", name}, {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"args", std::move(args)}};
   };
   const std::vector<json> expected = {
-      m("process_name", 0, 0, {{"name", "rank 0"}}),
-      m("process_sort_index", 0, 0, {{"sort_index", 0}}),
-      m("thread_name", 0, 0, {{"name", "compute"}}),
-      m("thread_sort_index", 0, 0, {{"sort_index", 0}}),
-      m("process_name", 1, 0, {{"name", "rank 1"}}),
-      m("process_sort_index", 1, 0, {{"sort_index", 1}}),
-      m("thread_name", 1, 0, {{"name", "compute"}}),
-      m("thread_sort_index", 1, 0, {{"sort_index", 0}}),
-      m("thread_name", 1, 1, {{"name", "comm nano-batch 0"}}),
-      m("thread_sort_index", 1, 1, {{"sort_index", 1}}),
-      m("thread_name", 1, 2, {{"name", "comm nano-batch 1"}}),
-      m("thread_sort_index", 1, 2, {{"sort_index", 2}}),
+      m("process_name", 0, 0, {{"name", "rank 0"}}),           m("process_sort_index", 0, 0, {{"sort_index", 0}}),
+      m("thread_name", 0, 0, {{"name", "compute"}}),           m("thread_sort_index", 0, 0, {{"sort_index", 0}}),
+      m("process_name", 1, 0, {{"name", "rank 1"}}),           m("process_sort_index", 1, 0, {{"sort_index", 1}}),
+      m("thread_name", 1, 0, {{"name", "compute"}}),           m("thread_sort_index", 1, 0, {{"sort_index", 0}}),
+      m("thread_name", 1, 1, {{"name", "comm nano-batch 0"}}), m("thread_sort_index", 1, 1, {{"sort_index", 1}}),
+      m("thread_name", 1, 2, {{"name", "comm nano-batch 1"}}), m("thread_sort_index", 1, 2, {{"sort_index", 2}}),
   };
   EXPECT_EQ(meta, expected);
 }
 
 TEST(ChromeTrace, WritesCompleteEventsInMicrosecondsFromTheEarliestEvent) {
   const auto events = with_phase(chrome_trace(sample_timeline()), "X");
-  auto x = [](const char* name, const char* cat, int pid, int tid, double ts, double dur, double bytes,
-              double flops, int stream) {
-    return json{{"name", name}, {"cat", cat}, {"ph", "X"}, {"pid", pid}, {"tid", tid}, {"ts", ts}, {"dur", dur},
-                {"args", {{"bytes", bytes}, {"flops", flops}, {"stream", stream}}}};
+  auto x = [](const char* name, const char* cat, int pid, int tid, double ts, double dur, double bytes, double flops,
+              int stream) {
+    return json{
+        {"name", name}, {"cat", cat}, {"ph", "X"},  {"pid", pid},
+        {"tid", tid},   {"ts", ts},   {"dur", dur}, {"args", {{"bytes", bytes}, {"flops", flops}, {"stream", stream}}}};
   };
   const std::vector<json> expected = {
       x("attention", "compute", 0, 0, 500000, 500000, 0, 1e12, 0),

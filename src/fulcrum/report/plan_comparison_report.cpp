@@ -40,8 +40,8 @@ std::string plan_comparison_table(const studies::PlanComparison& comparison) {
   const auto& config = comparison.config;
   const auto& planners = comparison.planners;
 
-  Table table({"planner", "imbalance", "mem imbalance", "traffic total", "traffic max rank", "remote tokens", "tasks", "plan ms",
-               "verifier"});
+  Table table({"planner", "imbalance", "mem imbalance", "traffic total", "traffic max rank", "remote tokens", "tasks",
+               "plan ms", "verifier"});
   for (const auto& p : planners) {
     table.add_row({p.name, fmt::format("{:.3f}", p.imbalance), fmt::format("{:.3f}", p.memory_imbalance),
                    format_bytes(p.comm_bytes_total), format_bytes(p.comm_bytes_max_rank),

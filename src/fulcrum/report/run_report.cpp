@@ -18,9 +18,7 @@ std::string error_text(double e) { return e < 0 ? "n/a" : fmt::format("{:.1e}", 
 
 }  // namespace
 
-const char* mode_name(const studies::JobConfig& config) {
-  return to_string(config.mode);
-}
+const char* mode_name(const studies::JobConfig& config) { return to_string(config.mode); }
 
 RunMetrics run_metrics(const studies::JobResult& job) {
   RunMetrics m;
@@ -75,14 +73,20 @@ nlohmann::json run_json(std::span<const studies::JobResult> jobs) {
     for (int r = 0; r < job.ranks; ++r) {
       const auto &f = job.forward[r], &b = job.backward[r];
       auto pass = [](const runtime::RankSummary& s, double idle) {
-        return nlohmann::json{{"attention_s", s.attention_s},   {"attention_cpu_s", s.attention_cpu_s},
-                              {"other_compute_s", s.other_compute_s}, {"comm_s", s.comm_s},
-                              {"exposed_comm_s", s.exposed_comm_s},   {"peer_wait_s", s.peer_wait_s},
+        return nlohmann::json{{"attention_s", s.attention_s},
+                              {"attention_cpu_s", s.attention_cpu_s},
+                              {"other_compute_s", s.other_compute_s},
+                              {"comm_s", s.comm_s},
+                              {"exposed_comm_s", s.exposed_comm_s},
+                              {"peer_wait_s", s.peer_wait_s},
                               {"end_idle_s", idle},
-                              {"total_s", s.total_s},           {"bytes_sent", s.bytes_sent},
-                              {"bytes_received", s.bytes_received}, {"flops", s.flops}};
+                              {"total_s", s.total_s},
+                              {"bytes_sent", s.bytes_sent},
+                              {"bytes_received", s.bytes_received},
+                              {"flops", s.flops}};
       };
-      ranks.push_back({{"rank", r}, {"forward", pass(f, job.forward_idle_s[r])}, {"backward", pass(b, job.backward_idle_s[r])}});
+      ranks.push_back(
+          {{"rank", r}, {"forward", pass(f, job.forward_idle_s[r])}, {"backward", pass(b, job.backward_idle_s[r])}});
     }
     nlohmann::json errors;
     for (std::size_t t = 0; t < runtime::ErrorParts::kNames.size(); ++t) {

@@ -21,8 +21,8 @@ struct RunMetrics {
   double imbalance = 1;      // max / mean attention time (wall)
   double imbalance_cpu = 1;  // max / mean attention CPU time (immune to time-sharing of oversubscribed cores)
   double comm_total_s = 0, exposed_total_s = 0;
-  double overlap = 0;        // 1 - exposed / communication time, over all ranks
-  double max_error = -1;     // largest relative error of O, LSE, dQ, dK, dV; -1 when not checked
+  double overlap = 0;     // 1 - exposed / communication time, over all ranks
+  double max_error = -1;  // largest relative error of O, LSE, dQ, dK, dV; -1 when not checked
 };
 
 RunMetrics run_metrics(const studies::JobResult& job);

@@ -17,7 +17,7 @@ std::string point_label(const studies::StudyRow& row) {
 
 std::string system_label(const sim::TrainingResult& r) {
   return studies::overlaps_traffic(r.config.system) ? fmt::format("{}/{}", r.config.system, to_string(r.config.mode))
-                                                : r.config.system;
+                                                    : r.config.system;
 }
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
@@ -38,22 +38,28 @@ std::string study_table(const studies::Study& study) {
                    fmt::format("{:.3f}", r.attention_imbalance), format_bytes(r.attention_bytes),
                    fmt::format("{:.1f}", r.memory.total_bytes() / kGiB), r.memory.out_of_memory() ? "OOM" : "yes"});
   }
-  return table.to_string() + fmt::format("speedup: the row's tokens/s over {}'s at the same point; time columns in seconds per iteration for an average GPU\n", study.reference);
+  return table.to_string() + fmt::format(
+                                 "speedup: the row's tokens/s over {}'s at the same point; time columns in seconds per "
+                                 "iteration for an average GPU\n",
+                                 study.reference);
 }
 
 std::string study_csv(const studies::Study& study) {
-  std::string out = "point,system,mode,gpus,tp,dp,pp,cp,microbatches,tokens_per_rank,iteration_s,speedup,tokens_per_s,"
-                    "linear_s,attention_s,exposed_comm_s,idle_s,dp_sync_s,attention_imbalance,attention_bytes,"
-                    "memory_bytes,out_of_memory\n";
+  std::string out =
+      "point,system,mode,gpus,tp,dp,pp,cp,microbatches,tokens_per_rank,iteration_s,speedup,tokens_per_s,"
+      "linear_s,attention_s,exposed_comm_s,idle_s,dp_sync_s,attention_imbalance,attention_bytes,"
+      "memory_bytes,out_of_memory\n";
   for (const auto& row : study.rows) {
     const auto& r = row.result;
     const auto& c = r.config;
     const auto& b = r.breakdown;
-    out += fmt::format("\"{}\",{},{},{},{},{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{}\n",
-                       point_label(row), c.system, to_string(c.mode), c.parallel.gpus, c.parallel.tp, c.parallel.dp(),
-                       c.parallel.pp, c.parallel.cp, c.parallel.microbatch_count(), c.rank_tokens(), r.mean_iteration_s,
-                       row.speedup, r.tokens_per_s, b.linear_s, b.attention_s, b.exposed_comm_s, b.idle_s, b.dp_sync_s,
-                       r.attention_imbalance, r.attention_bytes, r.memory.total_bytes(), r.memory.out_of_memory());
+    out += fmt::format(
+        "\"{}\",{},{},{},{},{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g}"
+        ",{}\n",
+        point_label(row), c.system, to_string(c.mode), c.parallel.gpus, c.parallel.tp, c.parallel.dp(), c.parallel.pp,
+        c.parallel.cp, c.parallel.microbatch_count(), c.rank_tokens(), r.mean_iteration_s, row.speedup, r.tokens_per_s,
+        b.linear_s, b.attention_s, b.exposed_comm_s, b.idle_s, b.dp_sync_s, r.attention_imbalance, r.attention_bytes,
+        r.memory.total_bytes(), r.memory.out_of_memory());
   }
   return out;
 }
@@ -71,10 +77,13 @@ nlohmann::json study_json(const studies::Study& study) {
 
 BarChart study_speedup_chart(const studies::Study& study) {
   BarChart chart{fmt::format("Speedup over {} (simulated, {})", study.reference, study.spec.hardware),
-                 fmt::format("tokens/s over {}'s", study.reference), {}, {}};
+                 fmt::format("tokens/s over {}'s", study.reference),
+                 {},
+                 {}};
   std::map<std::string, std::size_t> series, categories;
   for (const auto& row : study.rows) {
-    if (categories.try_emplace(point_label(row), chart.categories.size()).second) chart.categories.push_back(point_label(row));
+    if (categories.try_emplace(point_label(row), chart.categories.size()).second)
+      chart.categories.push_back(point_label(row));
     const auto name = system_label(row.result);
     if (series.try_emplace(name, chart.series.size()).second) chart.series.push_back({name, {}});
   }

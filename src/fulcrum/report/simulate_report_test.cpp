@@ -14,9 +14,9 @@ studies::Study two_point_study() {
   studies::Study study;
   study.reference = "wlb";
   for (const std::string gpus : {"64", "128"}) {
-    for (auto [system, mode, speedup] : {std::tuple{"distca", CommMode::kPingPong, 1.25},
-                                         std::tuple{"distca", CommMode::kSignal, 1.5},
-                                         std::tuple{"wlb", CommMode::kSingleStream, 1.0}}) {
+    for (auto [system, mode, speedup] :
+         {std::tuple{"distca", CommMode::kPingPong, 1.25}, std::tuple{"distca", CommMode::kSignal, 1.5},
+          std::tuple{"wlb", CommMode::kSingleStream, 1.0}}) {
       studies::StudyRow row;
       row.point = {{"gpus", gpus}};
       row.result.config.system = system;

@@ -142,14 +142,16 @@ std::string bar_chart_svg(const BarChart& chart) {
                        num(kLeft + plot_width / 2), xml_escape(chart.title));
   }
   if (!chart.y_label.empty()) {
-    svg += fmt::format("<text class=\"y-label\" transform=\"rotate(-90)\" x=\"{}\" y=\"16\" text-anchor=\"middle\">{}</text>\n",
-                       num(-(top + kPlotHeight / 2)), xml_escape(chart.y_label));
+    svg += fmt::format(
+        "<text class=\"y-label\" transform=\"rotate(-90)\" x=\"{}\" y=\"16\" text-anchor=\"middle\">{}</text>\n",
+        num(-(top + kPlotHeight / 2)), xml_escape(chart.y_label));
   }
   for (double t : ticks) {
     svg += fmt::format("<line class=\"grid\" x1=\"{0}\" y1=\"{2}\" x2=\"{1}\" y2=\"{2}\" stroke=\"#dddddd\"/>\n",
                        num(kLeft), num(kLeft + plot_width), num(y_of(t)));
-    svg += fmt::format("<text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"end\" dominant-baseline=\"middle\">{:g}</text>\n",
-                       num(kLeft - 6), num(y_of(t)), t);
+    svg += fmt::format(
+        "<text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"end\" dominant-baseline=\"middle\">{:g}</text>\n",
+        num(kLeft - 6), num(y_of(t)), t);
   }
 
   for (std::size_t s = 0; s < chart.series.size(); ++s) {
@@ -167,10 +169,10 @@ std::string bar_chart_svg(const BarChart& chart) {
   }
 
   // Axes after the bars so zero-height bars do not hide the baseline.
-  svg += fmt::format("<line class=\"axis\" x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"black\"/>\n", num(kLeft),
-                     num(top), num(base));
-  svg += fmt::format("<line class=\"axis\" x1=\"{0}\" y1=\"{2}\" x2=\"{1}\" y2=\"{2}\" stroke=\"black\"/>\n", num(kLeft),
-                     num(kLeft + plot_width), num(base));
+  svg += fmt::format("<line class=\"axis\" x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"black\"/>\n",
+                     num(kLeft), num(top), num(base));
+  svg += fmt::format("<line class=\"axis\" x1=\"{0}\" y1=\"{2}\" x2=\"{1}\" y2=\"{2}\" stroke=\"black\"/>\n",
+                     num(kLeft), num(kLeft + plot_width), num(base));
 
   // Label every k-th category when the labels would overlap (64 ranks on a 960 px axis).
   const double label_width = kCharWidth * static_cast<double>(longest(chart.categories)) + 6;

@@ -8,8 +8,8 @@
 namespace fulcrum {
 
 struct BarSeries {
-  std::string name;           // legend entry, e.g. a planner
-  std::vector<double> values; // one per category, finite and >= 0
+  std::string name;            // legend entry, e.g. a planner
+  std::vector<double> values;  // one per category, finite and >= 0
 };
 
 struct BarChart {

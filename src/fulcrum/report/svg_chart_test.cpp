@@ -19,7 +19,9 @@ std::size_t count(const std::string& text, const std::string& what) {
 }
 
 BarChart sample_chart() {
-  return {"Attention time per rank", "time (ms)", {"rank 0", "rank 1", "rank 2", "rank 3"},
+  return {"Attention time per rank",
+          "time (ms)",
+          {"rank 0", "rank 1", "rank 2", "rank 3"},
           {{"distca", {7.3, 7.1, 7.2, 7.0}}, {"packed", {3, 12.5, 0, 1}}, {"perdoc-cp", {6, 6, 6, 6}}}};
 }
 

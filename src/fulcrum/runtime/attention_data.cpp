@@ -67,11 +67,10 @@ WholeDocument<double> reference_document(const HeadLayout& h, const Document& do
   kernels::attention_forward<float>(tasks, shape, view(q, h.q_heads, h.head_dim), view(k, h.kv_heads, h.head_dim),
                                     view(v, h.kv_heads, h.head_dim), view(o, h.q_heads, h.head_dim),
                                     view(lse, h.q_heads, 1));
-  kernels::attention_backward<float>(tasks, shape, view(q, h.q_heads, h.head_dim), view(k, h.kv_heads, h.head_dim),
-                                     view(v, h.kv_heads, h.head_dim), view(o, h.q_heads, h.head_dim),
-                                     view(d_o, h.q_heads, h.head_dim), view(lse, h.q_heads, 1),
-                                     view(dq, h.q_heads, h.head_dim), view(dk, h.kv_heads, h.head_dim),
-                                     view(dv, h.kv_heads, h.head_dim));
+  kernels::attention_backward<float>(
+      tasks, shape, view(q, h.q_heads, h.head_dim), view(k, h.kv_heads, h.head_dim), view(v, h.kv_heads, h.head_dim),
+      view(o, h.q_heads, h.head_dim), view(d_o, h.q_heads, h.head_dim), view(lse, h.q_heads, 1),
+      view(dq, h.q_heads, h.head_dim), view(dk, h.kv_heads, h.head_dim), view(dv, h.kv_heads, h.head_dim));
   auto widen = [](const std::vector<float>& x) { return std::vector<double>(x.begin(), x.end()); };
   out.o = widen(o);
   out.lse = widen(lse);
@@ -159,8 +158,8 @@ ErrorParts compare_with_reference(const Plan& forward, RankBuffers& forward_buff
                     to_string(fields[t]));
       for (const auto& owned : rows) {
         const auto* got = reinterpret_cast<const float*>(buffers.row({index, owned.row, owned.tokens.size()}));
-        compare_rows(got, *want[t], owned.tokens.begin, owned.tokens.size(), h.row_values(fields[t]),
-                     parts.max_diff[t], parts.max_ref[t]);
+        compare_rows(got, *want[t], owned.tokens.begin, owned.tokens.size(), h.row_values(fields[t]), parts.max_diff[t],
+                     parts.max_ref[t]);
       }
     }
   }

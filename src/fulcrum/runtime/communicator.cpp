@@ -16,19 +16,19 @@ double Communicator::now_s() {
 
 namespace detail {
 
-std::string timeout_message(int rank, double timeout_s, int handle,
-                            std::span<const IncompleteMessage> incomplete, std::size_t total) {
+std::string timeout_message(int rank, double timeout_s, int handle, std::span<const IncompleteMessage> incomplete,
+                            std::size_t total) {
   // A launch can hold hundreds of messages; the first few name the culprit well enough.
   constexpr std::size_t kMaxListed = 8;
   std::string list;
   for (std::size_t i = 0; i < incomplete.size() && i < kMaxListed; ++i) {
     const IncompleteMessage& m = incomplete[i];
-    list += fmt::format("{}{} rank {} tag {}", i == 0 ? "" : ", ", m.is_send ? "send to" : "receive from",
-                        m.peer, m.tag);
+    list +=
+        fmt::format("{}{} rank {} tag {}", i == 0 ? "" : ", ", m.is_send ? "send to" : "receive from", m.peer, m.tag);
   }
   if (incomplete.size() > kMaxListed) list += fmt::format(", and {} more", incomplete.size() - kMaxListed);
-  return fmt::format("rank {}: timed out after {} s waiting for launch {} ({} of {} messages incomplete: {})",
-                     rank, timeout_s, handle, incomplete.size(), total, list);
+  return fmt::format("rank {}: timed out after {} s waiting for launch {} ({} of {} messages incomplete: {})", rank,
+                     timeout_s, handle, incomplete.size(), total, list);
 }
 
 }  // namespace detail

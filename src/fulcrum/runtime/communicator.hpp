@@ -70,8 +70,8 @@ struct IncompleteMessage {
 
 /// "rank R: timed out after S s waiting for launch H (N of M messages incomplete: receive from rank X
 /// tag T, ...)": the one wording both backends use, so a log reads the same whichever one ran.
-std::string timeout_message(int rank, double timeout_s, int handle,
-                            std::span<const IncompleteMessage> incomplete, std::size_t total);
+std::string timeout_message(int rank, double timeout_s, int handle, std::span<const IncompleteMessage> incomplete,
+                            std::size_t total);
 
 }  // namespace detail
 

@@ -33,7 +33,8 @@ inline std::vector<PlannedMessage> random_exchange(int ranks, std::uint64_t seed
       const auto count = rng.uniform_int(0, max_per_pair);
       while (static_cast<std::int64_t>(tags.size()) < count) tags.insert(static_cast<int>(rng.uniform_int(0, max_tag)));
       for (int tag : tags) {
-        plan.push_back({src, dst, tag, static_cast<std::size_t>(rng.uniform_int(0, static_cast<std::int64_t>(max_bytes)))});
+        plan.push_back(
+            {src, dst, tag, static_cast<std::size_t>(rng.uniform_int(0, static_cast<std::int64_t>(max_bytes)))});
       }
     }
   }
@@ -114,8 +115,9 @@ inline ExchangeResult run_exchange(Communicator& comm, const std::vector<Planned
       for (std::size_t i = 0; i < w.bytes; ++i) {
         if (bytes[i] == pattern_byte(*m, i)) continue;
         if (result.wrong_bytes++ == 0) {
-          result.first_problem = fmt::format("rank {}: message from rank {} tag {} ({} bytes): byte {} is {}, expected {}",
-                                             comm.rank(), m->src, m->tag, m->bytes, i, bytes[i], pattern_byte(*m, i));
+          result.first_problem =
+              fmt::format("rank {}: message from rank {} tag {} ({} bytes): byte {} is {}, expected {}", comm.rank(),
+                          m->src, m->tag, m->bytes, i, bytes[i], pattern_byte(*m, i));
         }
       }
     }

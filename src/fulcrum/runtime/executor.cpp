@@ -56,8 +56,8 @@ class Runner {
 
  private:
   void record(Track track, const char* name, double start, double end, double bytes, double flops) {
-    result_.events.push_back({comm_.rank(), track, stream_, name, start - options_.start_s, end - options_.start_s,
-                              bytes, flops});
+    result_.events.push_back(
+        {comm_.rank(), track, stream_, name, start - options_.start_s, end - options_.start_s, bytes, flops});
   }
 
   std::vector<kernels::AttentionTask> tasks_of(const std::vector<AttentionItem>& items) const {
@@ -166,7 +166,8 @@ class Runner {
     record(Track::kCompute, "wait", t0, t1, 0, 0);
     const int stream = stream_;
     stream_ = it->second.stream;
-    record(Track::kComm, it->second.name, times.launched_s, times.completed_s, it->second.sent + it->second.received, 0);
+    record(Track::kComm, it->second.name, times.launched_s, times.completed_s, it->second.sent + it->second.received,
+           0);
     stream_ = stream;
     launches_.erase(it);
   }
@@ -218,13 +219,16 @@ void attribute_waits(const Plan& plan, int rank, const std::vector<std::vector<d
   for (const auto& rec : result.launches) {
     double ready = rec.launched_s;
     const CommLaunch* l = mine.at(rec.id);
-    for (const auto& m : l->receives) ready = std::max(ready, launched_s.at(m.peer).at(peer_launch.at({m.peer, m.tag, true})));
-    for (const auto& m : l->sends) ready = std::max(ready, launched_s.at(m.peer).at(peer_launch.at({m.peer, m.tag, false})));
+    for (const auto& m : l->receives)
+      ready = std::max(ready, launched_s.at(m.peer).at(peer_launch.at({m.peer, m.tag, true})));
+    for (const auto& m : l->sends)
+      ready = std::max(ready, launched_s.at(m.peer).at(peer_launch.at({m.peer, m.tag, false})));
     s.peer_wait_s += std::max(0.0, std::min(rec.wait_end_s, ready) - rec.wait_start_s);
     s.exposed_comm_s += std::max(0.0, rec.wait_end_s - std::max(rec.wait_start_s, ready));
     // Done before its wait began: hidden, it ended at completion. Otherwise the program could use the
     // data only when its wait returned, so that ends it.
-    const double end = rec.completed_s <= rec.wait_start_s ? rec.completed_s : std::max(rec.completed_s, rec.wait_end_s);
+    const double end =
+        rec.completed_s <= rec.wait_start_s ? rec.completed_s : std::max(rec.completed_s, rec.wait_end_s);
     in_flight.emplace_back(ready, std::max(ready, end));
   }
   s.comm_s = union_length(in_flight);

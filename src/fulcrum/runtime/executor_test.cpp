@@ -51,8 +51,9 @@ double run_and_compare(const Assignment& a, CommMode schedule) {
 }
 
 TEST(Executor, RandomAssignmentsEqualTheReference) {
-  const std::vector<MaskSpec> masks = testing::with_every_kind({MaskSpec::causal(), MaskSpec::full(), MaskSpec::lambda(4, 24),
-                            MaskSpec::shared_question(3, 20), MaskSpec::vertical_slash({0, 3, 50}, {0, 1, 17})});
+  const std::vector<MaskSpec> masks =
+      testing::with_every_kind({MaskSpec::causal(), MaskSpec::full(), MaskSpec::lambda(4, 24),
+                                MaskSpec::shared_question(3, 20), MaskSpec::vertical_slash({0, 3, 50}, {0, 1, 17})});
   for (std::uint64_t seed = 0; seed < 40; ++seed) {
     const Assignment a = testing::random_assignment(seed, masks[seed % std::size(masks)]);
     for (CommMode s : {CommMode::kPingPong, CommMode::kSingleStream}) {

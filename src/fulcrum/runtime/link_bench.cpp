@@ -7,9 +7,7 @@
 #include <cstring>
 
 namespace fulcrum::runtime {
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 LinkMeasurement measure_link(Communicator& comm, const std::vector<std::size_t>& sizes, int repeats) {
   if (comm.size() < 2) fail("ranks = {}: the link benchmark needs at least 2", comm.size());
@@ -48,8 +46,7 @@ LinkMeasurement measure_link(Communicator& comm, const std::vector<std::size_t>&
   const auto biggest = std::max_element(out.samples.begin(), out.samples.end(),
                                         [](const LinkSample& a, const LinkSample& b) { return a.bytes < b.bytes; });
   out.latency_s = smallest->one_way_s;
-  out.bandwidth_bytes_per_s =
-      static_cast<double>(biggest->bytes) / std::max(1e-12, biggest->one_way_s - out.latency_s);
+  out.bandwidth_bytes_per_s = static_cast<double>(biggest->bytes) / std::max(1e-12, biggest->one_way_s - out.latency_s);
   std::vector<double> copies;
   for (int rep = 0; rep < repeats; ++rep) {
     const double start = Communicator::now_s();

@@ -16,9 +16,9 @@ struct LinkSample {
 
 struct LinkMeasurement {
   std::vector<LinkSample> samples;
-  double latency_s = 0;                // the smallest message's one-way time
-  double bandwidth_bytes_per_s = 0;    // largest message: bytes / (one-way time - latency)
-  double memcpy_bytes_per_s = 0;       // bytes read + written per second by one memcpy of the largest size
+  double latency_s = 0;              // the smallest message's one-way time
+  double bandwidth_bytes_per_s = 0;  // largest message: bytes / (one-way time - latency)
+  double memcpy_bytes_per_s = 0;     // bytes read + written per second by one memcpy of the largest size
 };
 
 /// Every rank calls it; ranks 0 and 1 exchange, the others only join the barriers. Needs >= 2 ranks.

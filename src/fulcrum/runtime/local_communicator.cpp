@@ -40,9 +40,7 @@ bool LocalHub::aborted() const {
   return aborted_;
 }
 
-void LocalHub::throw_aborted(int rank) const {
-  fail_runtime("rank {}: job aborted: {}", rank, abort_message_);
-}
+void LocalHub::throw_aborted(int rank) const { fail_runtime("rank {}: job aborted: {}", rank, abort_message_); }
 
 void LocalHub::complete(Launch& launch, std::size_t index, double now) {
   launch.messages[index].done = true;
@@ -56,9 +54,9 @@ void LocalHub::pair(const Unmatched& send, const Unmatched& receive) {
   const Message& r = to.messages[receive.index];
   if (s.bytes != r.bytes) {
     // Both sides learn of it: each waiter throws instead of one of them timing out later.
-    std::string error = fmt::format(
-        "byte count mismatch for tag {}: rank {} sends {} bytes to rank {}, which receives {} bytes", s.tag,
-        send.rank, s.bytes, receive.rank, r.bytes);
+    std::string error =
+        fmt::format("byte count mismatch for tag {}: rank {} sends {} bytes to rank {}, which receives {} bytes", s.tag,
+                    send.rank, s.bytes, receive.rank, r.bytes);
     from.error = error;
     to.error = error;
   } else if (s.bytes > 0) {
@@ -93,8 +91,7 @@ void LocalHub::post(int rank, int handle, std::size_t index) {
   }
 }
 
-std::vector<double> LocalHub::collect(int rank, std::span<const double> values, const char* what,
-                                      double timeout_s) {
+std::vector<double> LocalHub::collect(int rank, std::span<const double> values, const char* what, double timeout_s) {
   std::unique_lock lock(mutex_);
   if (aborted_) throw_aborted(rank);
   if (gather_count_ == 0) {
@@ -117,16 +114,16 @@ std::vector<double> LocalHub::collect(int rank, std::span<const double> values, 
     changed_.notify_all();
     return gather_result_;
   }
-  const bool done = changed_.wait_until(lock, deadline_after(timeout_s),
-                                        [&] { return aborted_ || gather_generation_ != round; });
+  const bool done =
+      changed_.wait_until(lock, deadline_after(timeout_s), [&] { return aborted_ || gather_generation_ != round; });
   if (aborted_) throw_aborted(rank);
   if (!done) {
     std::string missing;
     for (std::size_t r = 0; r < gather_arrived_.size(); ++r) {
       if (!gather_arrived_[r]) missing += fmt::format("{}{}", missing.empty() ? "" : ", ", r);
     }
-    fail_runtime("rank {}: timed out after {} s in {} ({} of {} ranks arrived; missing ranks {})", rank,
-                 timeout_s, what, gather_count_, size_, missing);
+    fail_runtime("rank {}: timed out after {} s in {} ({} of {} ranks arrived; missing ranks {})", rank, timeout_s,
+                 what, gather_count_, size_, missing);
   }
   return gather_result_;
 }
@@ -143,8 +140,7 @@ int LocalCommunicator::launch(std::span<const WireMessage> sends, std::span<cons
     }
     if (m.tag < 0) fail("rank {}: {} to/from rank {} tag = {}: must be >= 0", rank_, kind, m.peer, m.tag);
     if (m.bytes > 0 && m.data == nullptr) {
-      fail("rank {}: {} with rank {} tag {} has {} bytes but no data pointer", rank_, kind, m.peer, m.tag,
-           m.bytes);
+      fail("rank {}: {} with rank {} tag {} has {} bytes but no data pointer", rank_, kind, m.peer, m.tag, m.bytes);
     }
   };
   for (const WireMessage& m : sends) check(m, "send");

@@ -66,7 +66,7 @@ class LocalHub {
   bool aborted_ = false;
   std::string abort_message_;
 
-  std::vector<int> next_handle_;                   // per rank
+  std::vector<int> next_handle_;                    // per rank
   std::map<std::pair<int, int>, Launch> launches_;  // (rank, handle); map nodes stay put
   std::map<Key, std::deque<Unmatched>> unmatched_sends_;
   std::map<Key, std::deque<Unmatched>> unmatched_receives_;

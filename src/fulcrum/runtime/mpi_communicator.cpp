@@ -21,11 +21,11 @@ void throw_mpi_error(const char* file, int line, const char* call, int code) {
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
   if (initialized && !finalized) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  throw Error(fmt::format("{}{}:{}: {} failed: {} (MPI error code {})",
-                          rank >= 0 ? fmt::format("rank {}: ", rank) : "", file, line, call,
-                          length > 0 ? std::string_view(text, static_cast<std::size_t>(length)) : "unknown error",
-                          code),
-              ErrorKind::kRuntime);
+  throw Error(
+      fmt::format("{}{}:{}: {} failed: {} (MPI error code {})", rank >= 0 ? fmt::format("rank {}: ", rank) : "", file,
+                  line, call, length > 0 ? std::string_view(text, static_cast<std::size_t>(length)) : "unknown error",
+                  code),
+      ErrorKind::kRuntime);
 }
 
 }  // namespace detail
@@ -70,9 +70,10 @@ MpiSession::MpiSession(int* argc, char*** argv) {
   FULCRUM_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
   if (provided < MPI_THREAD_MULTIPLE) {
     MPI_Finalize();
-    fail_runtime("MPI thread level provided = {}: need MPI_THREAD_MULTIPLE ({}), since the progress thread "
-                 "tests requests while the main thread posts them",
-                 provided, MPI_THREAD_MULTIPLE);
+    fail_runtime(
+        "MPI thread level provided = {}: need MPI_THREAD_MULTIPLE ({}), since the progress thread "
+        "tests requests while the main thread posts them",
+        provided, MPI_THREAD_MULTIPLE);
   }
   // Without this the default handler (MPI_ERRORS_ARE_FATAL) aborts the job before FULCRUM_MPI_CHECK
   // could report which call failed.
@@ -120,12 +121,12 @@ int MpiCommunicator::launch(std::span<const WireMessage> sends, std::span<const 
   auto check = [&](const WireMessage& m, const char* kind) {
     if (m.peer < 0 || m.peer >= size_) fail("rank {}: {} peer = {}: must be in [0, {})", rank_, kind, m.peer, size_);
     if (m.tag < 0 || m.tag > max_tag_) {
-      fail("rank {}: {} with rank {} tag = {}: must be in [0, {}] (MPI_TAG_UB of this MPI)", rank_, kind, m.peer,
-           m.tag, max_tag_);
+      fail("rank {}: {} with rank {} tag = {}: must be in [0, {}] (MPI_TAG_UB of this MPI)", rank_, kind, m.peer, m.tag,
+           max_tag_);
     }
     if (m.bytes > static_cast<std::size_t>(INT_MAX)) {
-      fail("rank {}: {} with rank {} tag {} bytes = {}: MPI counts are int, must be <= {}", rank_, kind, m.peer,
-           m.tag, m.bytes, INT_MAX);
+      fail("rank {}: {} with rank {} tag {} bytes = {}: MPI counts are int, must be <= {}", rank_, kind, m.peer, m.tag,
+           m.bytes, INT_MAX);
     }
     if (m.bytes > 0 && m.data == nullptr) {
       fail("rank {}: {} with rank {} tag {} has {} bytes but no data pointer", rank_, kind, m.peer, m.tag, m.bytes);
@@ -187,8 +188,8 @@ void MpiCommunicator::progress_loop() {
     indices.resize(active.size());
     int count = 0;
     // Outside the lock: launch() may post new requests meanwhile (MPI_THREAD_MULTIPLE).
-    const int code = MPI_Testsome(static_cast<int>(active.size()), active.data(), &count, indices.data(),
-                                  MPI_STATUSES_IGNORE);
+    const int code =
+        MPI_Testsome(static_cast<int>(active.size()), active.data(), &count, indices.data(), MPI_STATUSES_IGNORE);
     if (code != MPI_SUCCESS) {
       try {
         FULCRUM_MPI_CHECK(code);
@@ -242,8 +243,8 @@ bool MpiCommunicator::poll(std::vector<MPI_Request>& requests, std::vector<bool>
   Backoff backoff;
   while (remaining > 0) {
     int count = 0;
-    FULCRUM_MPI_CHECK(MPI_Testsome(static_cast<int>(requests.size()), requests.data(), &count, indices.data(),
-                                   MPI_STATUSES_IGNORE));
+    FULCRUM_MPI_CHECK(
+        MPI_Testsome(static_cast<int>(requests.size()), requests.data(), &count, indices.data(), MPI_STATUSES_IGNORE));
     if (count > 0 && count != MPI_UNDEFINED) {
       for (int k = 0; k < count; ++k) done[static_cast<std::size_t>(indices[static_cast<std::size_t>(k)])] = true;
       remaining -= static_cast<std::size_t>(count);
@@ -271,9 +272,8 @@ LaunchTimes MpiCommunicator::wait(int handle) {
   if (it == launches_.end()) fail("rank {}: wait for launch {}: no such launch pending", rank_, handle);
   Launch& launch = it->second;
   if (progress_ == MpiProgress::kThread) {
-    const bool settled = completed_.wait_for(lock, std::chrono::duration<double>(timeout_s()), [&] {
-      return launch.remaining == 0 || !progress_error_.empty();
-    });
+    const bool settled = completed_.wait_for(lock, std::chrono::duration<double>(timeout_s()),
+                                             [&] { return launch.remaining == 0 || !progress_error_.empty(); });
     if (!progress_error_.empty()) fail_runtime("rank {}: MPI progress thread failed: {}", rank_, progress_error_);
     if (!settled) throw_timeout(handle, launch);
   } else {
@@ -296,8 +296,8 @@ void MpiCommunicator::barrier() {
   std::vector<bool> done(1, false);
   std::size_t remaining = 1;
   if (!poll(request, done, remaining)) {
-    fail_runtime("rank {}: timed out after {} s in barrier of {} ranks: some rank never arrived", rank_,
-                 timeout_s(), size_);
+    fail_runtime("rank {}: timed out after {} s in barrier of {} ranks: some rank never arrived", rank_, timeout_s(),
+                 size_);
   }
 }
 
@@ -305,16 +305,17 @@ std::vector<double> MpiCommunicator::all_gather(std::span<const double> values) 
   const int count = static_cast<int>(values.size());
   std::vector<double> gathered(values.size() * static_cast<std::size_t>(size_));
   std::vector<MPI_Request> request(1, MPI_REQUEST_NULL);
-  FULCRUM_MPI_CHECK(MPI_Iallgather(values.data(), count, MPI_DOUBLE, gathered.data(), count, MPI_DOUBLE, comm_,
-                                   request.data()));
+  FULCRUM_MPI_CHECK(
+      MPI_Iallgather(values.data(), count, MPI_DOUBLE, gathered.data(), count, MPI_DOUBLE, comm_, request.data()));
   std::vector<bool> done(1, false);
   std::size_t remaining = 1;
   if (!poll(request, done, remaining)) {
     // The collective may still write into `gathered`: keep its memory alive (a timeout is fatal anyway).
     abandoned_.push_back(std::move(gathered));
-    fail_runtime("rank {}: timed out after {} s in all_gather of {} values over {} ranks: some rank never "
-                 "arrived",
-                 rank_, timeout_s(), count, size_);
+    fail_runtime(
+        "rank {}: timed out after {} s in all_gather of {} values over {} ranks: some rank never "
+        "arrived",
+        rank_, timeout_s(), count, size_);
   }
   return gathered;
 }

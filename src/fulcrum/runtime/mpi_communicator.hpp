@@ -24,13 +24,12 @@ namespace detail {
 
 /// Runs an MPI call; if it returns an error code, throws a runtime fulcrum::Error carrying file:line,
 /// the call's text and MPI_Error_string. Needs MPI_ERRORS_RETURN on the communicator (MpiSession sets it).
-#define FULCRUM_MPI_CHECK(call)                                                    \
-  do {                                                                             \
-    const int fulcrum_mpi_code_ = (call);                                          \
-    if (fulcrum_mpi_code_ != MPI_SUCCESS) {                                        \
-      ::fulcrum::runtime::detail::throw_mpi_error(__FILE__, __LINE__, #call,       \
-                                                  fulcrum_mpi_code_);              \
-    }                                                                              \
+#define FULCRUM_MPI_CHECK(call)                                                                  \
+  do {                                                                                           \
+    const int fulcrum_mpi_code_ = (call);                                                        \
+    if (fulcrum_mpi_code_ != MPI_SUCCESS) {                                                      \
+      ::fulcrum::runtime::detail::throw_mpi_error(__FILE__, __LINE__, #call, fulcrum_mpi_code_); \
+    }                                                                                            \
   } while (false)
 
 namespace fulcrum::runtime {
@@ -81,7 +80,7 @@ class MpiCommunicator final : public Communicator {
 
  private:
   struct Launch {
-    std::vector<MPI_Request> requests;     // owned by the progress thread once handed over
+    std::vector<MPI_Request> requests;                // owned by the progress thread once handed over
     std::vector<detail::IncompleteMessage> messages;  // same order as requests
     std::vector<bool> done;
     std::size_t remaining = 0;

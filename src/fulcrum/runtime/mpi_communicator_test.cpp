@@ -195,7 +195,9 @@ TEST(MpiCheck, ErrorNamesFileCallAndMpiText) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Progress, MpiComm, ::testing::Values(MpiProgress::kThread, MpiProgress::kNone),
-                         [](const auto& param_info) { return param_info.param == MpiProgress::kThread ? "Thread" : "None"; });
+                         [](const auto& param_info) {
+                           return param_info.param == MpiProgress::kThread ? "Thread" : "None";
+                         });
 
 // Ranks other than 0 print only failures, prefixed with their rank (a full report per rank is noise).
 class FailurePrinter : public ::testing::EmptyTestEventListener {

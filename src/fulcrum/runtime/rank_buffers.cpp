@@ -21,25 +21,25 @@ RankBuffers::RankBuffers(const Program& program, const HeadLayout& heads) : prog
   }
 }
 
-int RankBuffers::heads_of(Field field) const {
-  return is_kv_side(field) ? heads_.kv_heads : heads_.q_heads;
-}
+int RankBuffers::heads_of(Field field) const { return is_kv_side(field) ? heads_.kv_heads : heads_.q_heads; }
 
 std::size_t RankBuffers::row_bytes(int buffer) const {
   return static_cast<std::size_t>(heads_.row_bytes(program_->buffers[buffer].field));
 }
 
 std::byte* RankBuffers::row(const Slice& s) {
-  FULCRUM_CHECK(s.buffer >= 0 && s.buffer < static_cast<int>(storage_.size()) && s.row >= 0 &&
-                    s.row + s.rows <= rows(s.buffer),
-                "slice [{}, +{}) of buffer {} is out of range", s.row, s.rows, s.buffer);
-  return reinterpret_cast<std::byte*>(storage_[s.buffer].data()) + static_cast<std::size_t>(s.row) * row_bytes(s.buffer);
+  FULCRUM_CHECK(
+      s.buffer >= 0 && s.buffer < static_cast<int>(storage_.size()) && s.row >= 0 && s.row + s.rows <= rows(s.buffer),
+      "slice [{}, +{}) of buffer {} is out of range", s.row, s.rows, s.buffer);
+  return reinterpret_cast<std::byte*>(storage_[s.buffer].data()) +
+         static_cast<std::size_t>(s.row) * row_bytes(s.buffer);
 }
 
 void RankBuffers::copy_from(RankBuffers& other, std::string_view name) {
   const Slice from{other.index(name), 0, 0}, to{index(name), 0, 0};
   const Slice src{from.buffer, 0, other.rows(from.buffer)}, dst{to.buffer, 0, rows(to.buffer)};
-  FULCRUM_CHECK(other.bytes(src) == bytes(dst), "buffer '{}': {} bytes cannot replace {}", name, other.bytes(src), bytes(dst));
+  FULCRUM_CHECK(other.bytes(src) == bytes(dst), "buffer '{}': {} bytes cannot replace {}", name, other.bytes(src),
+                bytes(dst));
   if (bytes(dst) > 0) std::memcpy(row(dst), other.row(src), bytes(dst));  // an empty buffer has no storage
 }
 

@@ -13,12 +13,12 @@ enum class Track { kCompute, kComm };
 struct TimelineEvent {
   int rank = 0;
   Track track = Track::kCompute;
-  int stream = 0;     // nano-batch
-  std::string name;   // "attention", "attention-backward", "reduce", "copy", "wait", "dispatch", ...
-  double start_s = 0; // seconds since the job's common start
+  int stream = 0;      // nano-batch
+  std::string name;    // "attention", "attention-backward", "reduce", "copy", "wait", "dispatch", ...
+  double start_s = 0;  // seconds since the job's common start
   double end_s = 0;
-  double bytes = 0;   // moved (comm) or read+written (copy, reduce)
-  double flops = 0;   // attention
+  double bytes = 0;  // moved (comm) or read+written (copy, reduce)
+  double flops = 0;  // attention
 };
 
 struct Timeline {

@@ -12,7 +12,7 @@ namespace fulcrum::sim {
 namespace {
 
 constexpr double kNever = std::numeric_limits<double>::infinity();
-constexpr double kDoneBytes = 1e-6;    // a flow with less left than this has arrived (rounding of rate x time)
+constexpr double kDoneBytes = 1e-6;     // a flow with less left than this has arrived (rounding of rate x time)
 constexpr double kDoneSeconds = 1e-12;  // likewise for compute work, relative to the instruction's length
 
 // What an item costs: its query rows and forward FLOPs (cost/: its heads, each under its own mask).
@@ -115,7 +115,8 @@ class Engine {
 
  private:
   double row_bytes(int rank, const Slice& s) const {
-    return static_cast<double>(s.rows) * static_cast<double>(plan_.heads.row_bytes(plan_.programs[rank].buffers[s.buffer].field));
+    return static_cast<double>(s.rows) *
+           static_cast<double>(plan_.heads.row_bytes(plan_.programs[rank].buffers[s.buffer].field));
   }
 
   void record(int rank, runtime::Track track, int stream, const char* name, double start, double end, double bytes,
@@ -209,7 +210,8 @@ class Engine {
   void finish_computes(double now) {
     for (int r = 0; r < static_cast<int>(ranks_.size()); ++r) {
       Running& c = ranks_[r].compute;
-      const bool finished = c.work_left_s <= kDoneSeconds * std::max(1.0, c.work_s) || now + c.work_left_s / compute_rate(r) <= now;
+      const bool finished =
+          c.work_left_s <= kDoneSeconds * std::max(1.0, c.work_s) || now + c.work_left_s / compute_rate(r) <= now;
       if (!c.active || !finished) continue;
       c.active = false;
       auto& s = ranks_[r].result.summary;
@@ -267,8 +269,8 @@ class Engine {
     const LinkSpec& link = hw_.link(src, dst);
     open_flows_[key] = static_cast<int>(flows_.size());
     waiting_flows_.push_back(static_cast<int>(flows_.size()));
-    flows_.push_back({src, dst, p.send_launch, p.recv_launch, 1, bytes, std::max(p.send_s, p.recv_s) + link.latency_s, 0,
-                      inter, false});
+    flows_.push_back({src, dst, p.send_launch, p.recv_launch, 1, bytes, std::max(p.send_s, p.recv_s) + link.latency_s,
+                      0, inter, false});
   }
 
   bool try_finish_wait(int r, int stream, double now) {
@@ -277,8 +279,8 @@ class Engine {
     if (ls.completed_s < 0) return false;
     record(r, runtime::Track::kCompute, stream, "wait", st.wait_start, now, 0, 0);
     const auto kind = launch_kind_.at({r, st.waiting});
-    record(r, runtime::Track::kComm, launch_stream_.at({r, st.waiting}), to_string(kind), ls.launched_s,
-           ls.completed_s, 0, 0);
+    record(r, runtime::Track::kComm, launch_stream_.at({r, st.waiting}), to_string(kind), ls.launched_s, ls.completed_s,
+           0, 0);
     st.result.launches.push_back({st.waiting, ls.launched_s, st.wait_start, now, ls.completed_s});
     st.waiting = -1;
     ++st.pc;
@@ -386,8 +388,9 @@ double attention_call_s(const Plan& plan, const std::vector<AttentionItem>& item
   double seconds = 0;
   for (const auto& item : items) {
     const ItemShape shape = item_shape(plan, item);
-    seconds += backward ? hardware.attention_backward_s(shape.q_len, item.keys.count, kBackwardFlopsFactor * shape.flops)
-                        : hardware.attention_forward_s(shape.q_len, item.keys.count, shape.flops);
+    seconds += backward
+                   ? hardware.attention_backward_s(shape.q_len, item.keys.count, kBackwardFlopsFactor * shape.flops)
+                   : hardware.attention_forward_s(shape.q_len, item.keys.count, shape.flops);
   }
   return seconds;
 }

@@ -65,9 +65,8 @@ TEST(SimEngine, ComputeOverlapsATransfer) {
   p0.buffers.push_back({"o", Field::kO, 50, BufferInit::kZero, true});
   p0.buffers.push_back({"lse", Field::kLse, 50, BufferInit::kNegInf, true});
   const AttentionItem item{0, {RowSpan{0, 0, 50}, RowSpan{}}, RowSpan{0, 0, 50}};
-  p0.instructions = {{CommLaunch{0, {{1, 0, {0, 0, 1000}}}, {}}, 0},
-                     {Attention{0, 1, 2, 3, 4, {item}}, 0},
-                     {CommWait{0}, 0}};
+  p0.instructions = {
+      {CommLaunch{0, {{1, 0, {0, 0, 1000}}}, {}}, 0}, {Attention{0, 1, 2, 3, 4, {item}}, 0}, {CommWait{0}, 0}};
   plan.programs[1].instructions = {{CommLaunch{0, {}, {{0, 0, {0, 0, 1000}}}}, 0}, {CommWait{0}, 0}};
   const auto result = simulate_plan(plan, flat_hardware(1000, 0, 10000.0 / 3.0));
   const auto& s = result.ranks[0].summary;

@@ -54,7 +54,8 @@ double layer_linear_backward_s(const LayerSetup& setup, Tokens tokens) {
 
 double PassTimes::makespan_s() const { return end_s.empty() ? 0 : *std::max_element(end_s.begin(), end_s.end()); }
 
-PassTimes simulate_pass(const Assignment& assignment, const LayerSetup& setup, Pass pass, const std::vector<bool>& active) {
+PassTimes simulate_pass(const Assignment& assignment, const LayerSetup& setup, Pass pass,
+                        const std::vector<bool>& active) {
   const int ranks = assignment.batch.ranks;
   if (!active.empty() && static_cast<int>(active.size()) != ranks) {
     fail("active has {} flags: must be empty or one per rank ({})", active.size(), ranks);

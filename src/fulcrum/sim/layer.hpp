@@ -24,17 +24,17 @@ struct LayerSetup {
 
 /// Per rank, seconds (or bytes) of one pass of one layer.
 struct PassTimes {
-  std::vector<double> end_s;             // when the rank finishes the pass, waits included
-  std::vector<double> linear_s;          // matrix work and TP all-reduces
-  std::vector<double> attention_s;       // attention kernels (wall, on the group)
-  std::vector<double> other_s;           // copies, merges and sums of partial results
-  std::vector<double> exposed_comm_s;    // blocked on traffic after every peer had started
-  std::vector<double> peer_wait_s;       // blocked on a slower peer
+  std::vector<double> end_s;           // when the rank finishes the pass, waits included
+  std::vector<double> linear_s;        // matrix work and TP all-reduces
+  std::vector<double> attention_s;     // attention kernels (wall, on the group)
+  std::vector<double> other_s;         // copies, merges and sums of partial results
+  std::vector<double> exposed_comm_s;  // blocked on traffic after every peer had started
+  std::vector<double> peer_wait_s;     // blocked on a slower peer
   std::vector<double> bytes_sent;
-  std::vector<double> workspace_bytes;   // attention buffers beyond the rank's own rows
-  std::vector<Tokens> tokens;            // rows the rank owns (its activations)
-  SimResult timeline;                    // the engine's, for traces
-  double makespan_s() const;             // the slowest rank's end
+  std::vector<double> workspace_bytes;  // attention buffers beyond the rank's own rows
+  std::vector<Tokens> tokens;           // rows the rank owns (its activations)
+  SimResult timeline;                   // the engine's, for traces
+  double makespan_s() const;            // the slowest rank's end
 };
 
 /// Compiles `assignment` for `pass` per setup.mode and runs it on setup.group after each rank's matrix

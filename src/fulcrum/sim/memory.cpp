@@ -11,10 +11,14 @@ double MemoryUse::total_bytes() const {
 }
 
 nlohmann::json MemoryUse::to_json() const {
-  return {{"weights_bytes", weights_bytes},         {"gradients_bytes", gradients_bytes},
-          {"optimizer_bytes", optimizer_bytes},     {"activations_bytes", activations_bytes},
-          {"attention_buffers_bytes", attention_buffers_bytes}, {"total_bytes", total_bytes()},
-          {"capacity_bytes", capacity_bytes},       {"out_of_memory", out_of_memory()}};
+  return {{"weights_bytes", weights_bytes},
+          {"gradients_bytes", gradients_bytes},
+          {"optimizer_bytes", optimizer_bytes},
+          {"activations_bytes", activations_bytes},
+          {"attention_buffers_bytes", attention_buffers_bytes},
+          {"total_bytes", total_bytes()},
+          {"capacity_bytes", capacity_bytes},
+          {"out_of_memory", out_of_memory()}};
 }
 
 double layer_parameters(const ModelShape& model) {

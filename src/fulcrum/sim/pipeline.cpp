@@ -42,7 +42,8 @@ PipelineResult simulate_1f1b(const std::vector<std::vector<StageWork>>& work, do
   if (!(p2p_s >= 0)) fail("p2p_s = {}: must be >= 0", p2p_s);
 
   // done[s][m][backward]: when that step ended (-1: not yet).
-  std::vector<std::vector<std::array<double, 2>>> done(stages, std::vector<std::array<double, 2>>(microbatches, {-1, -1}));
+  std::vector<std::vector<std::array<double, 2>>> done(stages,
+                                                       std::vector<std::array<double, 2>>(microbatches, {-1, -1}));
   std::vector<std::vector<Op>> order;
   order.reserve(static_cast<std::size_t>(stages));
   for (int s = 0; s < stages; ++s) order.push_back(one_f_one_b(stages, microbatches, s));
@@ -109,7 +110,8 @@ std::vector<Tick> phase_aligned_ticks(int stages, int microbatches) {
       }
     }
     if (std::all_of(tick.microbatch.begin(), tick.microbatch.end(), [](int m) { return m < 0; })) {
-      if (++empty_phases > 2) fail_runtime("phase_aligned_ticks: no stage can run (stages {}, microbatches {})", stages, microbatches);
+      if (++empty_phases > 2)
+        fail_runtime("phase_aligned_ticks: no stage can run (stages {}, microbatches {})", stages, microbatches);
       continue;
     }
     empty_phases = 0;

@@ -54,8 +54,8 @@ TEST(Pipeline, BadInputIsNamed) {
 // Two stages, two micro-batches, worked by hand: F0 | F1 F0 | - B0 | - F1 | B0 B1 | B1 -.
 TEST(PhaseAligned, TwoStagesByHand) {
   const auto ticks = phase_aligned_ticks(2, 2);
-  const std::vector<std::pair<bool, std::vector<int>>> expected = {
-      {false, {0, -1}}, {false, {1, 0}}, {true, {-1, 0}}, {false, {-1, 1}}, {true, {0, 1}}, {true, {1, -1}}};
+  const std::vector<std::pair<bool, std::vector<int>>> expected = {{false, {0, -1}}, {false, {1, 0}}, {true, {-1, 0}},
+                                                                   {false, {-1, 1}}, {true, {0, 1}},  {true, {1, -1}}};
   ASSERT_EQ(ticks.size(), expected.size());
   for (std::size_t t = 0; t < ticks.size(); ++t) {
     EXPECT_EQ(ticks[t].backward, expected[t].first) << "tick " << t;
@@ -88,8 +88,12 @@ TEST(PhaseAligned, RunsEveryStepOnceInDependencyOrder) {
         for (int m = 0; m < microbatches; ++m) {
           ASSERT_GE(fwd[s][m], 0);
           ASSERT_GT(bwd[s][m], fwd[s][m]);
-          if (s > 0) { ASSERT_GT(fwd[s][m], fwd[s - 1][m]); }
-          if (s + 1 < stages) { ASSERT_GT(bwd[s][m], bwd[s + 1][m]); }
+          if (s > 0) {
+            ASSERT_GT(fwd[s][m], fwd[s - 1][m]);
+          }
+          if (s + 1 < stages) {
+            ASSERT_GT(bwd[s][m], bwd[s + 1][m]);
+          }
         }
       }
       EXPECT_EQ(static_cast<int>(ticks.size()), 2 * (microbatches + stages - 1)) << stages << "x" << microbatches;

@@ -1,8 +1,8 @@
 #include "fulcrum/sim/training.hpp"
 
 #include "fulcrum/core/error.hpp"
-#include "fulcrum/sim/pipeline.hpp"
 #include "fulcrum/planners/baselines/perdoc_cp.hpp"
+#include "fulcrum/sim/pipeline.hpp"
 #include "fulcrum/workload/length_source.hpp"
 
 #include <fmt/format.h>
@@ -16,7 +16,8 @@ namespace fulcrum::sim {
 void TrainingConfig::validate(const HardwareModel& gpu, const ModelShape& model) const {
   parallel.validate(gpu, model);
   constexpr Tokens kMaxLength = Tokens{1} << 24;
-  if (max_doc_len < 1 || max_doc_len > kMaxLength) fail("max-doc-len = {}: must be in [1, {}]", max_doc_len, kMaxLength);
+  if (max_doc_len < 1 || max_doc_len > kMaxLength)
+    fail("max-doc-len = {}: must be in [1, {}]", max_doc_len, kMaxLength);
   if (tokens_per_rank < 0 || tokens_per_rank > kMaxLength) {
     fail("tokens-per-rank = {}: must be in [0, {}] (0: max-doc-len)", tokens_per_rank, kMaxLength);
   }
@@ -93,7 +94,8 @@ void note_pass(IterationOutcome& out, const PassTimes& t, double layers) {
 // pipeline (one TP group per stage) running 1F1B on its rank's layer times.
 IterationOutcome run_1f1b(const Context& cx, Planner& planner, MicrobatchSource& source) {
   IterationOutcome out(cx.pp * cx.dp);
-  std::vector<std::vector<std::vector<StageWork>>> work(cx.dp, std::vector<std::vector<StageWork>>(cx.pp));  // [d][s][m]
+  std::vector<std::vector<std::vector<StageWork>>> work(cx.dp,
+                                                        std::vector<std::vector<StageWork>>(cx.pp));  // [d][s][m]
   std::vector<double> max_tokens(cx.dp, 0);
   for (int m = 0; m < cx.microbatches; ++m) {
     const Assignment a = plan_verified(planner, source.next());
@@ -138,7 +140,8 @@ Batch pooled_batch(const Tick& tick, const std::vector<Batch>& microbatches, int
     if (m < 0) continue;
     const int first_doc = static_cast<int>(pooled.documents.size());
     pooled.documents.insert(pooled.documents.end(), microbatches[m].documents.begin(), microbatches[m].documents.end());
-    for (const auto& seg : microbatches[m].segments) pooled.segments.push_back({first_doc + seg.doc, seg.tokens, s * dp + seg.rank});
+    for (const auto& seg : microbatches[m].segments)
+      pooled.segments.push_back({first_doc + seg.doc, seg.tokens, s * dp + seg.rank});
     for (int d = 0; d < dp; ++d) active[s * dp + d] = true;
   }
   return pooled;
@@ -166,7 +169,8 @@ IterationOutcome run_phase_aligned(const Context& cx, Planner& planner, Microbat
     for (int r = 0; r < cx.pp * cx.dp; ++r) {
       out.slots.add(r, t, r, cx.stage_layers);
       const int m = tick.microbatch[r / cx.dp];
-      const std::string name = m < 0 ? "attention server" : fmt::format("{} mb{}", tick.backward ? "backward" : "forward", m);
+      const std::string name =
+          m < 0 ? "attention server" : fmt::format("{} mb{}", tick.backward ? "backward" : "forward", m);
       const double busy = m < 0 ? t.attention_s[r] + t.other_s[r] : t.end_s[r];
       out.trace.push_back({r, runtime::Track::kCompute, 0, name, now, now + cx.stage_layers * busy, 0, 0});
     }
@@ -205,11 +209,14 @@ TrainingResult simulate_training(const TrainingConfig& config, const ModelShape&
   gpu.validate();
   config.validate(gpu, model);
   const ParallelConfig& par = config.parallel;
-  Context cx{{model, gpu, tp_group_hardware(gpu, par.tp), par.tp, config.mode}, par.dp(), par.pp,
+  Context cx{{model, gpu, tp_group_hardware(gpu, par.tp), par.tp, config.mode},
+             par.dp(),
+             par.pp,
              // NOLINTNEXTLINE(bugprone-integer-division): exact, validate() requires pp to divide the layers.
-             par.microbatch_count(), static_cast<double>(model.layers / par.pp), 0};
-  const double activation_bytes =
-      static_cast<double>(config.rank_tokens()) * model.hidden * model.dtype_bytes / par.tp;
+             par.microbatch_count(),
+             static_cast<double>(model.layers / par.pp),
+             0};
+  const double activation_bytes = static_cast<double>(config.rank_tokens()) * model.hidden * model.dtype_bytes / par.tp;
   cx.p2p_s = gpu.inter_node.transfer_s(activation_bytes);
 
   const auto planner = make_planner(config.system, training_planner_options(config, model, gpu));

@@ -54,25 +54,25 @@ struct TrainingConfig {
 
 /// Where an average GPU's iteration goes; the parts add up to the iteration time.
 struct TimeBreakdown {
-  double linear_s = 0;          // matrix layers and TP all-reduces
-  double attention_s = 0;       // attention kernels, merges and sums
-  double exposed_comm_s = 0;    // attention traffic not hidden behind compute
-  double idle_s = 0;            // waiting for stragglers and pipeline bubbles
-  double dp_sync_s = 0;         // gradient synchronisation
+  double linear_s = 0;        // matrix layers and TP all-reduces
+  double attention_s = 0;     // attention kernels, merges and sums
+  double exposed_comm_s = 0;  // attention traffic not hidden behind compute
+  double idle_s = 0;          // waiting for stragglers and pipeline bubbles
+  double dp_sync_s = 0;       // gradient synchronisation
 };
 
 struct TrainingResult {
   TrainingConfig config;
   std::string model, hardware;
-  std::vector<double> iteration_s;       // per iteration, the draining ones included
-  int drain_iterations = 0;              // iterations without new data that computed deferred documents
+  std::vector<double> iteration_s;  // per iteration, the draining ones included
+  int drain_iterations = 0;         // iterations without new data that computed deferred documents
   double mean_iteration_s = 0;
-  double tokens_per_iteration = 0;       // mean; WLB-LLM computes fewer when it defers documents
-  double tokens_per_s = 0;               // tokens_per_iteration / mean_iteration_s
-  TimeBreakdown breakdown;               // mean over GPUs and iterations
-  double attention_imbalance = 0;        // max / mean over TP groups of attention seconds, mean over iterations
-  double attention_bytes = 0;            // attention traffic per iteration, all layers and ranks (mean)
-  MemoryUse memory;                      // the fullest GPU in the worst iteration
+  double tokens_per_iteration = 0;            // mean; WLB-LLM computes fewer when it defers documents
+  double tokens_per_s = 0;                    // tokens_per_iteration / mean_iteration_s
+  TimeBreakdown breakdown;                    // mean over GPUs and iterations
+  double attention_imbalance = 0;             // max / mean over TP groups of attention seconds, mean over iterations
+  double attention_bytes = 0;                 // attention traffic per iteration, all layers and ranks (mean)
+  MemoryUse memory;                           // the fullest GPU in the worst iteration
   std::vector<runtime::TimelineEvent> trace;  // the first iteration, per TP group (rank = stage x dp + d)
   nlohmann::json to_json() const;
 };

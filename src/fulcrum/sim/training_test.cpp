@@ -50,7 +50,8 @@ TEST(Training, OneRankIsLayersTimesTheLayer) {
   PlannerOptions options;
   options.model = tiny();
   const Assignment a = make_planner("packed", options)->plan(batch);
-  const double layer = simulate_pass(a, setup, Pass::kForward).makespan_s() + simulate_pass(a, setup, Pass::kBackward).makespan_s();
+  const double layer =
+      simulate_pass(a, setup, Pass::kForward).makespan_s() + simulate_pass(a, setup, Pass::kBackward).makespan_s();
   EXPECT_NEAR(r.mean_iteration_s, tiny().layers * layer, 1e-12);
   EXPECT_EQ(r.breakdown.dp_sync_s, 0);
   EXPECT_NEAR(r.tokens_per_iteration, 4096, 0);

@@ -13,7 +13,11 @@ namespace fulcrum::sim::testing {
 inline TrainingConfig small_config(const std::string& system, int pp = 1) {
   TrainingConfig c;
   c.system = system;
-  c.parallel = {.gpus = 16, .tp = 2, .pp = pp, .cp = find_planner(system).capabilities.cp_groups == CpGroups::kWithinGroup ? 2 : 1, .microbatches = 0};
+  c.parallel = {.gpus = 16,
+                .tp = 2,
+                .pp = pp,
+                .cp = find_planner(system).capabilities.cp_groups == CpGroups::kWithinGroup ? 2 : 1,
+                .microbatches = 0};
   c.dataset = "lognormal:7:1.5";
   c.max_doc_len = 8192;
   c.tokens_per_rank = 4096;

@@ -28,9 +28,7 @@ std::array<double, kSummaryFields> pack(const RankSummary& s) {
   return {s.attention_s, s.attention_cpu_s, s.other_compute_s, s.comm_s,         s.exposed_comm_s,
           s.peer_wait_s, s.total_s,         s.bytes_sent,      s.bytes_received, s.flops};
 }
-RankSummary unpack(const double* v) {
-  return {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9]};
-}
+RankSummary unpack(const double* v) { return {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9]}; }
 
 // Every rank's launch start times ([rank][launch id], -1 for none), then the wait attribution.
 void attribute(const Plan& plan, ExecutionResult& result, Communicator& comm) {
@@ -62,8 +60,8 @@ RankSummary median_summary(const std::vector<RankSummary>& runs) {
 }
 
 // Timeline events travel as numbers: names by index into this table.
-constexpr std::array<const char*, 8> kEventNames = {"attention", "attention-backward", "copy",     "merge",
-                                                    "sum",       "wait",               "dispatch", "return"};
+constexpr std::array<const char*, 8> kEventNames = {"attention", "attention-backward", "copy",  "merge", "sum",
+                                                    "wait",      "dispatch",           "return"};
 constexpr std::size_t kEventFields = 8;
 
 Timeline gather_timeline(const std::vector<TimelineEvent>& mine, Communicator& comm) {
@@ -73,11 +71,16 @@ Timeline gather_timeline(const std::vector<TimelineEvent>& mine, Communicator& c
   std::vector<double> packed(most * kEventFields, -1.0);
   for (std::size_t i = 0; i < mine.size(); ++i) {
     const auto& e = mine[i];
-    const auto name = std::find_if(kEventNames.begin(), kEventNames.end(),
-                                   [&](const char* n) { return e.name == n; }) - kEventNames.begin();
-    const double row[kEventFields] = {static_cast<double>(e.rank), e.track == Track::kComm ? 1.0 : 0.0,
-                                      static_cast<double>(e.stream), static_cast<double>(name), e.start_s,
-                                      e.end_s, e.bytes, e.flops};
+    const auto name = std::find_if(kEventNames.begin(), kEventNames.end(), [&](const char* n) { return e.name == n; }) -
+                      kEventNames.begin();
+    const double row[kEventFields] = {static_cast<double>(e.rank),
+                                      e.track == Track::kComm ? 1.0 : 0.0,
+                                      static_cast<double>(e.stream),
+                                      static_cast<double>(name),
+                                      e.start_s,
+                                      e.end_s,
+                                      e.bytes,
+                                      e.flops};
     std::copy(row, row + kEventFields, packed.begin() + static_cast<std::ptrdiff_t>(i * kEventFields));
   }
   const auto all = comm.all_gather(packed);
@@ -153,7 +156,8 @@ double JobResult::max_error() const { return *std::max_element(relative_error.be
 JobResult run_attention_job(const JobConfig& config, Communicator& comm) {
   config.validate(comm.size());
   const int rank = comm.rank();
-  const ScopedKernelThreads threads(config.threads > 0 ? config.threads : std::max(1, omp_get_num_procs() / comm.size()));
+  const ScopedKernelThreads threads(config.threads > 0 ? config.threads
+                                                       : std::max(1, omp_get_num_procs() / comm.size()));
 
   const PlannerOptions options = config.planner_options();
   auto source = make_length_source(config.dataset, config.seed, config.tokens_per_rank);

@@ -22,12 +22,12 @@ struct JobConfig {
   std::string mask = "causal";
   Tokens tokens_per_rank = 16384;
   std::uint64_t seed = 0;
-  std::string planner;  // a registered planner
+  std::string planner;     // a registered planner
   PlannerOptions options;  // model is filled from `model`
   CommMode mode = CommMode::kPingPong;
   runtime::ReferenceKind reference = runtime::ReferenceKind::kKernel;
-  int repeats = 1;  // timed runs of each pass; per-rank times are medians over them
-  int threads = 0;  // kernel threads per rank; 0 = hardware threads / ranks (at least 1)
+  int repeats = 1;         // timed runs of each pass; per-rank times are medians over them
+  int threads = 0;         // kernel threads per rank; 0 = hardware threads / ranks (at least 1)
   std::string save_plans;  // a folder: rank 0 writes the compiled plans there (binary, or JSON if it ends in .json)
 
   void validate(int ranks) const;
@@ -39,14 +39,14 @@ struct JobConfig {
 struct JobResult {
   JobConfig config;
   int ranks = 0;
-  std::vector<runtime::RankSummary> forward, backward;   // [rank]
+  std::vector<runtime::RankSummary> forward, backward;  // [rank]
   std::vector<double> forward_idle_s, backward_idle_s;  // [rank] waiting for the slowest rank at the end
-  std::array<double, 5> relative_error{};  // O, LSE, dQ, dK, dV; -1 when not checked
-  double planned_imbalance = 1;  // max / mean forward FLOPs per server in the Assignment
-  double packed_imbalance = 1;   // the same for the batch as packed
+  std::array<double, 5> relative_error{};               // O, LSE, dQ, dK, dV; -1 when not checked
+  double planned_imbalance = 1;                         // max / mean forward FLOPs per server in the Assignment
+  double packed_imbalance = 1;                          // the same for the batch as packed
   std::size_t tasks = 0;
-  std::size_t messages = 0;      // forward + backward, all ranks
-  runtime::Timeline timeline;             // every rank's events of the last repetition, forward then backward
+  std::size_t messages = 0;          // forward + backward, all ranks
+  runtime::Timeline timeline;        // every rank's events of the last repetition, forward then backward
   Plan forward_plan, backward_plan;  // what ran (for the simulator to replay)
 
   double max_error() const;

@@ -18,7 +18,7 @@ struct KernelBenchConfig {
   std::string dtype = "fp32";
   int repeats = 3;
   bool backward = true;
-  Tokens split_length = 32768;                      // the document the shard study cuts
+  Tokens split_length = 32768;  // the document the shard study cuts
   std::vector<Tokens> shards = {32768, 4096, 512, 128};
   void validate() const;
 };

@@ -28,15 +28,15 @@ struct PlanConfig {
 
 struct PlannerSummary {
   std::string name;
-  double imbalance = 0;            // mean over batches of max/mean rank FLOPs
-  double memory_imbalance = 0;     // mean over batches of max/mean tokens owned (activations)
-  double comm_bytes_total = 0;     // mean over batches
-  double comm_bytes_max_rank = 0;  // mean over batches
+  double imbalance = 0;               // mean over batches of max/mean rank FLOPs
+  double memory_imbalance = 0;        // mean over batches of max/mean tokens owned (activations)
+  double comm_bytes_total = 0;        // mean over batches
+  double comm_bytes_max_rank = 0;     // mean over batches
   double remote_tokens_max_rank = 0;  // mean over batches of the largest per-layer receive buffer
-  double tasks = 0;                // mean over batches
-  double plan_ms = 0;              // median over batches
-  bool valid = true;               // every batch passed plan::verify
-  std::string first_problem;       // the verifier's first complaint, if any
+  double tasks = 0;                   // mean over batches
+  double plan_ms = 0;                 // median over batches
+  bool valid = true;                  // every batch passed plan::verify
+  std::string first_problem;          // the verifier's first complaint, if any
 };
 
 struct PlanComparison {

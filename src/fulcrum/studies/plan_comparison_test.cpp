@@ -1,6 +1,6 @@
-#include "fulcrum/studies/attention_job.hpp"
 #include "fulcrum/studies/plan_comparison.hpp"
 #include "fulcrum/sim/training.hpp"
+#include "fulcrum/studies/attention_job.hpp"
 #include "fulcrum/workload/length_source.hpp"
 
 #include <gtest/gtest.h>
@@ -39,7 +39,8 @@ TEST(SamePlanEverywhere, WlbPlansTheSameForPlanRunAndSimulate) {
   simulate.parallel = {.gpus = 8, .tp = 1, .pp = 1, .cp = 2, .microbatches = 0};
   simulate.tokens_per_rank = 2048;
   simulate.planner_options.set("wlb-token-cap", 2);
-  const auto simulated = sim::training_planner_options(simulate, model_shape_preset("tiny"), hardware_preset("h200-dgx"));
+  const auto simulated =
+      sim::training_planner_options(simulate, model_shape_preset("tiny"), hardware_preset("h200-dgx"));
 
   auto source = make_length_source("pretrain", 7, 2048);
   BatchStream stream([&] { return source->next(); }, 8, 2048);

@@ -12,17 +12,18 @@
 
 namespace fulcrum::studies {
 
+using sim::ParallelConfig;
 using sim::simulate_training;
 using sim::training_planner_options;
 using sim::TrainingConfig;
-using sim::ParallelConfig;
 using sim::TrainingResult;
 
 namespace {
 
 // The sweep keys of the layout and the data; every planner option (planner_option_specs) is one too.
-const std::vector<std::string> kLayoutKeys = {"gpus", "tp", "pp", "cp", "microbatches", "max-doc-len", "tokens-per-rank",
-                                              "dataset", "model", "hardware", "seed", "mode", "iterations"};
+const std::vector<std::string> kLayoutKeys = {
+    "gpus",    "tp",    "pp",       "cp",   "microbatches", "max-doc-len", "tokens-per-rank",
+    "dataset", "model", "hardware", "seed", "mode",         "iterations"};
 
 std::vector<std::string> sweep_keys() {
   std::vector<std::string> keys = kLayoutKeys;
@@ -45,20 +46,34 @@ double parse_double(const std::string& text, const std::string& key) {
 
 void apply(StudySpec& spec, const std::string& key, const std::string& value) {
   TrainingConfig& c = spec.base;
-  if (key == "gpus") c.parallel.gpus = parse_int(value, key);
-  else if (key == "tp") c.parallel.tp = parse_int(value, key);
-  else if (key == "pp") c.parallel.pp = parse_int(value, key);
-  else if (key == "cp") c.parallel.cp = parse_int(value, key);
-  else if (key == "microbatches") c.parallel.microbatches = parse_int(value, key);
-  else if (key == "max-doc-len") c.max_doc_len = mask_detail::parse_tokens(value, key);
-  else if (key == "tokens-per-rank") c.tokens_per_rank = mask_detail::parse_tokens(value, key);
-  else if (key == "dataset") c.dataset = value;
-  else if (key == "model") spec.model = value;
-  else if (key == "hardware") spec.hardware = value;
-  else if (key == "seed") c.seed = static_cast<std::uint64_t>(mask_detail::parse_tokens(value, key));
-  else if (key == "mode") spec.modes = {parse_comm_mode(value, key)};
-  else if (key == "iterations") c.iterations = parse_int(value, key);
-  else c.planner_options.set(key, parse_double(value, key));  // fails naming unknown keys
+  if (key == "gpus")
+    c.parallel.gpus = parse_int(value, key);
+  else if (key == "tp")
+    c.parallel.tp = parse_int(value, key);
+  else if (key == "pp")
+    c.parallel.pp = parse_int(value, key);
+  else if (key == "cp")
+    c.parallel.cp = parse_int(value, key);
+  else if (key == "microbatches")
+    c.parallel.microbatches = parse_int(value, key);
+  else if (key == "max-doc-len")
+    c.max_doc_len = mask_detail::parse_tokens(value, key);
+  else if (key == "tokens-per-rank")
+    c.tokens_per_rank = mask_detail::parse_tokens(value, key);
+  else if (key == "dataset")
+    c.dataset = value;
+  else if (key == "model")
+    spec.model = value;
+  else if (key == "hardware")
+    spec.hardware = value;
+  else if (key == "seed")
+    c.seed = static_cast<std::uint64_t>(mask_detail::parse_tokens(value, key));
+  else if (key == "mode")
+    spec.modes = {parse_comm_mode(value, key)};
+  else if (key == "iterations")
+    c.iterations = parse_int(value, key);
+  else
+    c.planner_options.set(key, parse_double(value, key));  // fails naming unknown keys
 }
 
 std::vector<int> powers_of_two_dividing(int n, int limit) {
@@ -114,8 +129,7 @@ int default_cp(const TrainingConfig& c, const ModelShape& model, const HardwareM
 TrainingResult search_best(const TrainingConfig& config, const ModelShape& model, const HardwareModel& gpu,
                            bool search_pp) {
   const ParallelConfig& given = config.parallel;
-  const double global_tokens =
-      static_cast<double>(config.rank_tokens()) * given.dp() * given.microbatch_count();
+  const double global_tokens = static_cast<double>(config.rank_tokens()) * given.dp() * given.microbatch_count();
   const bool uses_cp = find_planner(config.system).capabilities.cp_groups != CpGroups::kNone;
   TrainingResult best;
   bool found = false;
@@ -132,7 +146,8 @@ TrainingResult search_best(const TrainingConfig& config, const ModelShape& model
     // micro-batch as a new document), which removes attention work: a layout may not cut more than the
     // given one does, or it would win by computing less.
     const auto microbatch_tokens = [](const TrainingConfig& t) {
-      return std::min<double>(static_cast<double>(t.max_doc_len), static_cast<double>(t.rank_tokens()) * t.parallel.dp());
+      return std::min<double>(static_cast<double>(t.max_doc_len),
+                              static_cast<double>(t.rank_tokens()) * t.parallel.dp());
     };
     if (microbatch_tokens(c) < microbatch_tokens(config)) continue;
     std::vector<int> cps{1};
@@ -146,9 +161,9 @@ TrainingResult search_best(const TrainingConfig& config, const ModelShape& model
     for (int cp : cps) {
       c.parallel.cp = cp;
       TrainingResult r = simulate_training(c, model, gpu);
-      const bool better = !found || (best.memory.out_of_memory() && !r.memory.out_of_memory()) ||
-                          (best.memory.out_of_memory() == r.memory.out_of_memory() &&
-                           r.tokens_per_s > best.tokens_per_s);
+      const bool better =
+          !found || (best.memory.out_of_memory() && !r.memory.out_of_memory()) ||
+          (best.memory.out_of_memory() == r.memory.out_of_memory() && r.tokens_per_s > best.tokens_per_s);
       if (better) best = std::move(r);
       found = true;
     }
@@ -162,11 +177,13 @@ Study run_study(const StudySpec& spec, const std::function<void(int, int)>& prog
   if (spec.modes.empty()) fail("modes: none given");
   Study study{spec, {}, {}};
   study.reference = std::find(spec.systems.begin(), spec.systems.end(), spec.reference) != spec.systems.end()
-                        ? spec.reference : spec.systems.front();
+                        ? spec.reference
+                        : spec.systems.front();
   std::size_t points = 1;
   for (const auto& axis : spec.sweep) points *= axis.values.size();
   int runs_per_point = 0;
-  for (const auto& system : spec.systems) runs_per_point += overlaps_traffic(system) ? static_cast<int>(spec.modes.size()) : 1;
+  for (const auto& system : spec.systems)
+    runs_per_point += overlaps_traffic(system) ? static_cast<int>(spec.modes.size()) : 1;
   const int total = static_cast<int>(points) * runs_per_point;
   int done = 0;
   for (std::size_t p = 0; p < points; ++p) {
@@ -192,7 +209,8 @@ Study run_study(const StudySpec& spec, const std::function<void(int, int)>& prog
         } else if (c.parallel.cp == 0) {
           c.parallel.cp = default_cp(c, model, gpu);
         }
-        study.rows.push_back({point, spec.search ? search_best(c, model, gpu, spec.search_pp) : simulate_training(c, model, gpu), 0});
+        study.rows.push_back(
+            {point, spec.search ? search_best(c, model, gpu, spec.search_pp) : simulate_training(c, model, gpu), 0});
         if (progress) progress(++done, total);
       }
     }

@@ -18,8 +18,8 @@
 namespace fulcrum::studies {
 
 struct SweepAxis {
-  std::string key;                  // gpus, tp, pp, cp, microbatches, max-doc-len, tokens-per-rank,
-                                    // dataset, model, hardware, seed, mode, iterations, or a planner option
+  std::string key;  // gpus, tp, pp, cp, microbatches, max-doc-len, tokens-per-rank,
+                    // dataset, model, hardware, seed, mode, iterations, or a planner option
   std::vector<std::string> values;
 };
 /// Systems whose planner declares that it overlaps its own traffic with compute (DistCA's ping-pong,
@@ -66,6 +66,6 @@ Study run_study(const StudySpec& spec, const std::function<void(int, int)>& prog
 /// The configuration `search` picks for `config.system` (exposed for tests): cp over the powers of two
 /// dividing dp (only those whose groups keep documents whole), and pp too when `search_pp`.
 sim::TrainingResult search_best(const sim::TrainingConfig& config, const ModelShape& model, const HardwareModel& gpu,
-                           bool search_pp = true);
+                                bool search_pp = true);
 
 }  // namespace fulcrum::studies

@@ -18,8 +18,7 @@ TEST(PackBatch, SplitsAnOverflowingDocumentAcrossRanks) {
   const auto batch = pack_batch(docs_of({6, 3, 9}), 3, 6);
   ASSERT_EQ(batch.documents.size(), 3u);
   EXPECT_EQ(batch.documents[2].length, 9);
-  const std::vector<Segment> expected = {
-      {0, {0, 6}, 0}, {1, {0, 3}, 1}, {2, {0, 3}, 1}, {2, {3, 9}, 2}};
+  const std::vector<Segment> expected = {{0, {0, 6}, 0}, {1, {0, 3}, 1}, {2, {0, 3}, 1}, {2, {3, 9}, 2}};
   ASSERT_EQ(batch.segments.size(), expected.size());
   for (std::size_t i = 0; i < expected.size(); ++i) {
     EXPECT_EQ(batch.segments[i].doc, expected[i].doc);

@@ -30,8 +30,8 @@ std::vector<Range> keys_needed(std::span<const MaskRun> runs, Range queries, Ran
 
 void validate_head_masks(std::span<const MaskSpec> head_masks, int q_heads, std::string_view field) {
   if (!head_masks.empty() && static_cast<int>(head_masks.size()) != q_heads) {
-    fail("{} has {} masks: must be empty (one mask for every head) or one per q head ({})", field,
-         head_masks.size(), q_heads);
+    fail("{} has {} masks: must be empty (one mask for every head) or one per q head ({})", field, head_masks.size(),
+         q_heads);
   }
 }
 

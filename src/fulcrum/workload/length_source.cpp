@@ -2,8 +2,8 @@
 
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/core/json_reader.hpp"
-#include "fulcrum/core/text.hpp"
 #include "fulcrum/core/random.hpp"
+#include "fulcrum/core/text.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -21,8 +21,8 @@ std::string_view length_tables_json();  // embedded by data/CMakeLists.txt
 
 namespace {
 
-constexpr Tokens kLongThreshold = 65536;  // the DistCA evaluation's long-document threshold
-constexpr int kLongRepeats = 4;            // long documents are upsampled 4x
+constexpr Tokens kLongThreshold = 65536;    // the DistCA evaluation's long-document threshold
+constexpr int kLongRepeats = 4;             // long documents are upsampled 4x
 constexpr double kShortKeepFraction = 0.5;  // half of the short documents are kept
 constexpr double kProlongReplaceProbability = 0.3;
 constexpr Tokens kLengthMultiple = 16;
@@ -173,8 +173,7 @@ std::vector<Tokens> read_lengths_file(const std::string& path) {
 
 }  // namespace
 
-std::unique_ptr<LengthSource> make_length_source(std::string_view spec, std::uint64_t seed,
-                                                 Tokens tokens_per_rank) {
+std::unique_ptr<LengthSource> make_length_source(std::string_view spec, std::uint64_t seed, Tokens tokens_per_rank) {
   if (spec == "pretrain" || spec == "prolong") {
     return std::make_unique<DatasetSource>(length_tables().at(std::string(spec)), spec == "prolong", seed,
                                            tokens_per_rank);

@@ -25,7 +25,6 @@ class LengthSource {
 ///   file:PATH         lengths from a file (one per line, or a JSON array), drawn without replacement
 /// `tokens_per_rank` sets the dataset sources' elongation factor max(1, tokens_per_rank / 65536).
 /// Errors name the field `dataset`.
-std::unique_ptr<LengthSource> make_length_source(std::string_view spec, std::uint64_t seed,
-                                                 Tokens tokens_per_rank);
+std::unique_ptr<LengthSource> make_length_source(std::string_view spec, std::uint64_t seed, Tokens tokens_per_rank);
 
 }  // namespace fulcrum

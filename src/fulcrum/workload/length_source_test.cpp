@@ -38,7 +38,8 @@ TEST(LengthSource, PretrainReproducesTheSampleStatistics) {
   EXPECT_EQ(long_count, 2112);
   for (Tokens t : lengths) EXPECT_EQ(t % 16, 0);
   std::vector<Tokens> short_lengths;
-  for (Tokens t : lengths) if (t < 65536) short_lengths.push_back(t);
+  for (Tokens t : lengths)
+    if (t < 65536) short_lengths.push_back(t);
   std::nth_element(short_lengths.begin(), short_lengths.begin() + short_lengths.size() / 2, short_lengths.end());
   EXPECT_NEAR(static_cast<double>(short_lengths[short_lengths.size() / 2]), 3210.0, 32.0);
 }

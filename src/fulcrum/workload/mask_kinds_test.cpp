@@ -30,10 +30,10 @@ TEST(MaskKinds, VisibleSetsMatchTheirDefinitions) {
 }
 
 TEST(MaskKinds, CausalBlockwiseSeesSinkWindowAndTheTestBlockSeesAll) {
-  const auto m = MaskSpec::causal_blockwise(4, 1);  // 22 tokens: blocks 0..5, block 5 = [20, 22) is the test block
-  EXPECT_EQ(m.visible(2, 22), (SmallRanges{{0, 3}}));            // block 0
-  EXPECT_EQ(m.visible(6, 22), (SmallRanges{{0, 7}}));            // block 1: window starts at block 0
-  EXPECT_EQ(m.visible(9, 22), (SmallRanges{{0, 10}}));           // block 2: window [4, ..) touches the sink
+  const auto m = MaskSpec::causal_blockwise(4, 1);      // 22 tokens: blocks 0..5, block 5 = [20, 22) is the test block
+  EXPECT_EQ(m.visible(2, 22), (SmallRanges{{0, 3}}));   // block 0
+  EXPECT_EQ(m.visible(6, 22), (SmallRanges{{0, 7}}));   // block 1: window starts at block 0
+  EXPECT_EQ(m.visible(9, 22), (SmallRanges{{0, 10}}));  // block 2: window [4, ..) touches the sink
   EXPECT_EQ(m.visible(13, 22), (SmallRanges{{0, 4}, {8, 14}}));  // block 3
   EXPECT_EQ(m.visible(21, 22), (SmallRanges{{0, 22}}));          // test block
   EXPECT_EQ(m.visible(19, 20), (SmallRanges{{0, 20}}));          // with 20 tokens block 4 is the test block
@@ -62,9 +62,9 @@ TEST(MaskKinds, SharedQuestionAnswersSeeTheQuestionAndThemselves) {
 TEST(MaskKinds, VerticalSlashSeesColumnsAndDiagonals) {
   const auto m = MaskSpec::vertical_slash({1, 6}, {0, 3});
   EXPECT_EQ(m.row_bits(8, 0, 10, 20), (1u << 1) | (1u << 6) | (1u << 8) | (1u << 5));
-  EXPECT_EQ(m.row_bits(8, 4, 4, 20), (1u << 2) | (1u << 1));  // keys 4..7: 5 (slash 3) and 6 (column)
-  EXPECT_EQ(m.row_bits(0, 0, 64, 20), 1u);                    // the column at 1 is in the future
-  EXPECT_EQ(m.visible(8, 20), (SmallRanges{{0, 9}}));         // planning sees the causal hull
+  EXPECT_EQ(m.row_bits(8, 4, 4, 20), (1u << 2) | (1u << 1));                  // keys 4..7: 5 (slash 3) and 6 (column)
+  EXPECT_EQ(m.row_bits(0, 0, 64, 20), 1u);                                    // the column at 1 is in the future
+  EXPECT_EQ(m.visible(8, 20), (SmallRanges{{0, 9}}));                         // planning sees the causal hull
   EXPECT_EQ(m.count_pairs({0, 20}, {0, 20}, 20), 19 + 14 + 20 + 17 - 2 - 2);  // minus (1,1), (4,1), (6,6), (9,6)
   EXPECT_EQ(m.classify({0, 4}, {8, 12}, 20), TileKind::kEmpty);
   EXPECT_EQ(m.classify({8, 12}, {0, 4}, 20), TileKind::kPartial);

@@ -14,31 +14,32 @@ namespace fulcrum {
 namespace {
 
 std::vector<MaskSpec> fixed_masks() {
-  return testing::with_every_kind({MaskSpec::causal(),
-          MaskSpec::full(),
-          MaskSpec::sliding_window(7),
-          MaskSpec::sliding_window(1),
-          MaskSpec::lambda(3, 5),
-          MaskSpec::lambda(0, 4),
-          MaskSpec::causal_blockwise(4, 1),
-          MaskSpec::causal_blockwise(1, 0),
-          MaskSpec::causal_blockwise(5, 0),
-          MaskSpec::causal_blockwise(3, 2),
-          MaskSpec::causal_blockwise(16, 3),
-          MaskSpec::causal_blockwise(64, 1),
-          MaskSpec::causal_blockwise(7, std::numeric_limits<Tokens>::max()),  // a window past the start
-          MaskSpec::shared_question(3, 30),
-          MaskSpec::shared_question(1, 50),
-          MaskSpec::shared_question(7, 10),
-          MaskSpec::shared_question(40, 99),
-          MaskSpec::shared_question(2, 1),
-          MaskSpec::vertical_slash({0, 5, 17, 100, 250}, {0, 1, 2, 9, 64}),
-          MaskSpec::vertical_slash({}, {0}),
-          MaskSpec::vertical_slash({3, 4}, {}),
-          MaskSpec::vertical_slash({}, {}),
-          MaskSpec::block_sparse(4, {{0, 0}, {1, 0}, {1, 1}, {2, 1}, {3, 0}, {3, 3}, {5, 2}, {7, 7}, {2, 5}}),
-          MaskSpec::block_sparse(1, {{0, 0}, {1, 0}, {2, 2}, {9, 4}, {100, 99}}),
-          MaskSpec::block_sparse(16, {{0, 0}, {1, 1}, {2, 0}, {2, 2}, {3, 1}, {4, 4}, {5, 0}, {5, 5}, {6, 6}})});
+  return testing::with_every_kind(
+      {MaskSpec::causal(),
+       MaskSpec::full(),
+       MaskSpec::sliding_window(7),
+       MaskSpec::sliding_window(1),
+       MaskSpec::lambda(3, 5),
+       MaskSpec::lambda(0, 4),
+       MaskSpec::causal_blockwise(4, 1),
+       MaskSpec::causal_blockwise(1, 0),
+       MaskSpec::causal_blockwise(5, 0),
+       MaskSpec::causal_blockwise(3, 2),
+       MaskSpec::causal_blockwise(16, 3),
+       MaskSpec::causal_blockwise(64, 1),
+       MaskSpec::causal_blockwise(7, std::numeric_limits<Tokens>::max()),  // a window past the start
+       MaskSpec::shared_question(3, 30),
+       MaskSpec::shared_question(1, 50),
+       MaskSpec::shared_question(7, 10),
+       MaskSpec::shared_question(40, 99),
+       MaskSpec::shared_question(2, 1),
+       MaskSpec::vertical_slash({0, 5, 17, 100, 250}, {0, 1, 2, 9, 64}),
+       MaskSpec::vertical_slash({}, {0}),
+       MaskSpec::vertical_slash({3, 4}, {}),
+       MaskSpec::vertical_slash({}, {}),
+       MaskSpec::block_sparse(4, {{0, 0}, {1, 0}, {1, 1}, {2, 1}, {3, 0}, {3, 3}, {5, 2}, {7, 7}, {2, 5}}),
+       MaskSpec::block_sparse(1, {{0, 0}, {1, 0}, {2, 2}, {9, 4}, {100, 99}}),
+       MaskSpec::block_sparse(16, {{0, 0}, {1, 1}, {2, 0}, {2, 2}, {3, 1}, {4, 4}, {5, 0}, {5, 5}, {6, 6}})});
 }
 
 // Index masks drawn for a document of len tokens: dense enough to hit every code path.
@@ -64,11 +65,11 @@ MaskSpec random_index_mask(Rng& rng, Tokens len) {
 // The allows matrix of one document, with 2-D prefix sums for O(1) rectangle counts.
 struct Oracle {
   Tokens len;
-  std::vector<char> allow;    // allow[q * len + k]
-  std::vector<Tokens> sums;   // sums[q * (len + 1) + k]: pairs in [0, q) x [0, k)
+  std::vector<char> allow;   // allow[q * len + k]
+  std::vector<Tokens> sums;  // sums[q * (len + 1) + k]: pairs in [0, q) x [0, k)
 
-  Oracle(const MaskSpec& mask, Tokens n) : len(n), allow(static_cast<std::size_t>(n * n)),
-                                            sums(static_cast<std::size_t>((n + 1) * (n + 1)), 0) {
+  Oracle(const MaskSpec& mask, Tokens n)
+      : len(n), allow(static_cast<std::size_t>(n * n)), sums(static_cast<std::size_t>((n + 1) * (n + 1)), 0) {
     for (Tokens q = 0; q < n; ++q) {
       for (Tokens k = 0; k < n; ++k) {
         allow[static_cast<std::size_t>(q * n + k)] = mask.allows(q, k, n) ? 1 : 0;
@@ -87,9 +88,7 @@ struct Oracle {
   }
 };
 
-std::string describe(const MaskSpec& mask, Tokens len) {
-  return mask.to_string() + " len=" + std::to_string(len);
-}
+std::string describe(const MaskSpec& mask, Tokens len) { return mask.to_string() + " len=" + std::to_string(len); }
 
 // Runs `check` on every fixed mask and on random index masks, each over random document lengths.
 void for_each_case(std::uint64_t seed, const std::function<void(const MaskSpec&, const Oracle&, Rng&)>& check) {

@@ -8,9 +8,8 @@
 namespace fulcrum {
 
 const OptionSpec& cp_degree_option() {
-  static const OptionSpec spec{"cp-degree",
-                               "perdoc-cp, wlb: ranks per context-parallel group (0: perdoc-cp 8, wlb 1)", 0, 0,
-                               1 << 20, true};
+  static const OptionSpec spec{
+      "cp-degree", "perdoc-cp, wlb: ranks per context-parallel group (0: perdoc-cp 8, wlb 1)", 0, 0, 1 << 20, true};
   return spec;
 }
 
@@ -74,16 +73,17 @@ Assignment per_document_cp(const Batch& batch, int cp_degree) {
 }
 
 PlannerRegistration perdoc_cp_registration() {
-  return {.name = "perdoc-cp",
-          .summary = "per-document context parallelism: 2 cp chunks per document, K/V all-gathered per group",
-          .capabilities = {.moves_attention = false,
-                           .splits_documents = true,
-                           .keeps_documents = true,
-                           .keeps_placement = false,
-                           .masks = all_mask_kinds(),  // band masks exactly; index-list masks over their hull
-                           .cp_groups = CpGroups::kWithinGroup},
-          .options = {cp_degree_option()},
-          .make = [](const PlannerOptions& o) { return std::make_unique<PerDocCpPlanner>(o.get_int(cp_degree_option())); }};
+  return {
+      .name = "perdoc-cp",
+      .summary = "per-document context parallelism: 2 cp chunks per document, K/V all-gathered per group",
+      .capabilities = {.moves_attention = false,
+                       .splits_documents = true,
+                       .keeps_documents = true,
+                       .keeps_placement = false,
+                       .masks = all_mask_kinds(),  // band masks exactly; index-list masks over their hull
+                       .cp_groups = CpGroups::kWithinGroup},
+      .options = {cp_degree_option()},
+      .make = [](const PlannerOptions& o) { return std::make_unique<PerDocCpPlanner>(o.get_int(cp_degree_option())); }};
 }
 
 }  // namespace fulcrum

@@ -17,7 +17,9 @@ const OptionSpec kTokenCap{"wlb-token-cap", "wlb: micro-batch token cap S_max, i
 }  // namespace
 
 WlbPlanner::WlbPlanner(const PlannerOptions& options)
-    : model_(options.model), token_cap_(options.get(kTokenCap)), cp_(std::max(1, options.get_int(cp_degree_option()))) {}
+    : model_(options.model),
+      token_cap_(options.get(kTokenCap)),
+      cp_(std::max(1, options.get_int(cp_degree_option()))) {}
 
 Tokens WlbPlanner::longest_whole_document(Tokens tokens_per_rank, int cp) const {
   return static_cast<Tokens>(std::floor(token_cap_ * static_cast<double>(tokens_per_rank * cp)));
@@ -61,8 +63,7 @@ Assignment WlbPlanner::pack(const Batch& batch) {
   const Tokens cap = longest_whole_document(batch.tokens_per_rank, 1);
   const double linear = linear_forward_flops_per_token(model_);
   auto work = [&](const Document& d) {
-    return attention_forward_flops(model_, d.mask, std::array<Range, 1>{Range{0, d.length}}, {0, d.length},
-                                   d.length) +
+    return attention_forward_flops(model_, d.mask, std::array<Range, 1>{Range{0, d.length}}, {0, d.length}, d.length) +
            linear * static_cast<double>(d.length);
   };
 
@@ -104,11 +105,13 @@ Assignment WlbPlanner::pack(const Batch& batch) {
       const auto n = static_cast<std::ptrdiff_t>(std::min<std::size_t>(queue.size(), static_cast<std::size_t>(ranks)));
       std::vector<Document> round(queue.begin(), queue.begin() + n);
       queue.erase(queue.begin(), queue.begin() + n);
-      std::stable_sort(round.begin(), round.end(), [](const Document& x, const Document& y) { return x.length > y.length; });
+      std::stable_sort(round.begin(), round.end(),
+                       [](const Document& x, const Document& y) { return x.length > y.length; });
       for (auto& d : round) placing.push_back(d);
     }
   }
-  std::stable_sort(regular.begin(), regular.end(), [](const Document& x, const Document& y) { return x.length > y.length; });
+  std::stable_sort(regular.begin(), regular.end(),
+                   [](const Document& x, const Document& y) { return x.length > y.length; });
   placing.insert(placing.end(), regular.begin(), regular.end());
   for (const auto& d : placing) {
     const int r = least_loaded_fitting(d.length);

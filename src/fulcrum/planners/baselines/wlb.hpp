@@ -40,7 +40,7 @@ class WlbPlanner : public Planner {
   int cp_;
   static constexpr int kOutlierLevels = 2;
   std::deque<Document> outliers_[kOutlierLevels];  // level l: lengths >= S_max / 2^(levels - l)
-  std::vector<Document> carried_;                   // regular documents that did not fit last time
+  std::vector<Document> carried_;                  // regular documents that did not fit last time
   bool draining_ = false;
 };
 

@@ -11,7 +11,8 @@ Blocks make_blocks(const Batch& batch, Tokens block_tokens, const ModelShape& mo
   for (int d = 0; d < static_cast<int>(batch.documents.size()); ++d) {
     const auto& doc = batch.documents[d];
     const int first = static_cast<int>(blocks.data.size());
-    for (Tokens t = 0; t < doc.length; t += block_tokens) blocks.data.push_back({d, {t, std::min(t + block_tokens, doc.length)}});
+    for (Tokens t = 0; t < doc.length; t += block_tokens)
+      blocks.data.push_back({d, {t, std::min(t + block_tokens, doc.length)}});
     const int last = static_cast<int>(blocks.data.size());
     for (int q = first; q < last; ++q) {
       const std::array<Range, 1> rows{blocks.data[q].tokens};

@@ -26,8 +26,8 @@ struct ComputeBlock {
 };
 
 struct Blocks {
-  std::vector<DataBlock> data;       // in (doc, tokens) order
-  std::vector<ComputeBlock> compute; // in (q_block, kv_block) order
+  std::vector<DataBlock> data;        // in (doc, tokens) order
+  std::vector<ComputeBlock> compute;  // in (q_block, kv_block) order
 };
 
 /// Blocks of `block_tokens` tokens (a document's last block may be shorter). A tile counts as not

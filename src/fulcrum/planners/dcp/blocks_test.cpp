@@ -11,20 +11,15 @@
 namespace fulcrum::dcp {
 namespace {
 
-Batch one_document(Tokens length, MaskSpec mask) {
-  return pack_batch({Document{0, length, mask}}, 1, length);
-}
+Batch one_document(Tokens length, MaskSpec mask) { return pack_batch({Document{0, length, mask}}, 1, length); }
 
 TEST(DcpBlocks, FlopsOfTheBlocksAddUpToTheDocumentForEveryMask) {
   const auto model = model_shape_preset("tiny");
-  const std::vector<MaskSpec> masks = testing::with_every_kind({MaskSpec::causal(),
-                            MaskSpec::full(),
-                            MaskSpec::lambda(64, 700),
-                            MaskSpec::causal_blockwise(256, 2),
-                            MaskSpec::shared_question(4, 20),
-                            MaskSpec::sliding_window(300),
-                            MaskSpec::vertical_slash({0, 5, 900}, {0, 1, 333}),
-                            MaskSpec::block_sparse(128, {{0, 0}, {3, 1}, {9, 2}, {9, 9}})});
+  const std::vector<MaskSpec> masks =
+      testing::with_every_kind({MaskSpec::causal(), MaskSpec::full(), MaskSpec::lambda(64, 700),
+                                MaskSpec::causal_blockwise(256, 2), MaskSpec::shared_question(4, 20),
+                                MaskSpec::sliding_window(300), MaskSpec::vertical_slash({0, 5, 900}, {0, 1, 333}),
+                                MaskSpec::block_sparse(128, {{0, 0}, {3, 1}, {9, 2}, {9, 9}})});
   for (const auto& mask : masks) {
     for (Tokens block : {100, 256, 1000}) {
       const auto batch = one_document(2500, mask);

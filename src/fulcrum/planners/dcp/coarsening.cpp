@@ -33,7 +33,8 @@ CoarseLevel coarsen_once(const Hypergraph& h, const std::vector<double>& max_clu
   std::vector<int> size(static_cast<std::size_t>(n), 1);
   std::vector<double> cluster_weight(static_cast<std::size_t>(n) * constraints);
   for (int v = 0; v < n; ++v) {
-    for (int c = 0; c < constraints; ++c) cluster_weight[static_cast<std::size_t>(v) * constraints + c] = h.weight(v, c);
+    for (int c = 0; c < constraints; ++c)
+      cluster_weight[static_cast<std::size_t>(v) * constraints + c] = h.weight(v, c);
   }
   std::vector<double> rating(static_cast<std::size_t>(n), 0.0);
   std::vector<int> touched;
@@ -61,7 +62,8 @@ CoarseLevel coarsen_once(const Hypergraph& h, const std::vector<double>& max_clu
       if (!may_join(u, cluster)) continue;
       // Highest rating, then clusters still on their own, then the lower id (deterministic per seed).
       if (best < 0 || rating[cluster] > rating[best] ||
-          (rating[cluster] == rating[best] && (size[cluster] < size[best] || (size[cluster] == size[best] && cluster < best)))) {
+          (rating[cluster] == rating[best] &&
+           (size[cluster] < size[best] || (size[cluster] == size[best] && cluster < best)))) {
         best = cluster;
       }
     }
@@ -70,7 +72,8 @@ CoarseLevel coarsen_once(const Hypergraph& h, const std::vector<double>& max_clu
     if (best < 0) continue;
     leader[u] = best;
     ++size[best];
-    for (int c = 0; c < constraints; ++c) cluster_weight[static_cast<std::size_t>(best) * constraints + c] += h.weight(u, c);
+    for (int c = 0; c < constraints; ++c)
+      cluster_weight[static_cast<std::size_t>(best) * constraints + c] += h.weight(u, c);
   }
 
   CoarseLevel level;
@@ -83,7 +86,8 @@ CoarseLevel coarsen_once(const Hypergraph& h, const std::vector<double>& max_clu
   }
   std::vector<double> weights(static_cast<std::size_t>(coarse) * constraints, 0.0);
   for (int v = 0; v < n; ++v) {
-    for (int c = 0; c < constraints; ++c) weights[static_cast<std::size_t>(level.fine_to_coarse[v]) * constraints + c] += h.weight(v, c);
+    for (int c = 0; c < constraints; ++c)
+      weights[static_cast<std::size_t>(level.fine_to_coarse[v]) * constraints + c] += h.weight(v, c);
   }
   std::vector<std::vector<int>> nets;
   std::vector<double> net_weights;
@@ -100,8 +104,9 @@ CoarseLevel coarsen_once(const Hypergraph& h, const std::vector<double>& max_clu
   return level;
 }
 
-std::vector<CoarseLevel> coarsen(const Hypergraph& h, int target_vertices, const std::vector<double>& max_cluster_weight,
-                                 std::uint64_t seed, std::span<const int> parts) {
+std::vector<CoarseLevel> coarsen(const Hypergraph& h, int target_vertices,
+                                 const std::vector<double>& max_cluster_weight, std::uint64_t seed,
+                                 std::span<const int> parts) {
   std::vector<CoarseLevel> levels;
   constexpr std::size_t kMaxLevels = 64;  // each level at least 5% smaller, so this is never reached
   levels.reserve(kMaxLevels);             // `current` points into it

@@ -27,8 +27,9 @@ CoarseLevel coarsen_once(const Hypergraph& h, const std::vector<double>& max_clu
 
 /// Levels from finest to coarsest, stopping at `target_vertices` or when a level shrinks by < 5%;
 /// `parts` as in coarsen_once, carried down to every level.
-std::vector<CoarseLevel> coarsen(const Hypergraph& h, int target_vertices, const std::vector<double>& max_cluster_weight,
-                                 std::uint64_t seed, std::span<const int> parts = {});
+std::vector<CoarseLevel> coarsen(const Hypergraph& h, int target_vertices,
+                                 const std::vector<double>& max_cluster_weight, std::uint64_t seed,
+                                 std::span<const int> parts = {});
 
 /// `parts` of the finest level carried to the coarsest of `levels` (each coarse vertex takes the part
 /// of its members; they share one when the levels were coarsened within `parts`).

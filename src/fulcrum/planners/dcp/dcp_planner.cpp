@@ -9,8 +9,8 @@ namespace fulcrum {
 namespace {
 
 const OptionSpec kBlock{"dcp-block", "DCP: tokens per data block", 1024, 1, 1 << 24, true};
-const OptionSpec kEpsilonMachines{"dcp-epsilon-machines", "DCP: balance slack of the partition across machines", 0.4,
-                                  0, 10};
+const OptionSpec kEpsilonMachines{"dcp-epsilon-machines", "DCP: balance slack of the partition across machines", 0.4, 0,
+                                  10};
 const OptionSpec kEpsilonDevices{"dcp-epsilon-devices", "DCP: balance slack across the devices of a machine", 0.1, 0,
                                  10};
 const OptionSpec kDivisions{"dcp-divisions", "DCP: ordered divisions whose traffic overlaps compute", 4, 1, 64, true};

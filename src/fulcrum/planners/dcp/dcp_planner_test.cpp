@@ -29,14 +29,11 @@ Batch small_batch(int ranks, const MaskSpec& mask, std::uint64_t seed) {
   return stream.next();
 }
 
-const std::vector<MaskSpec> kMasks = testing::with_every_kind({MaskSpec::causal(),
-                           MaskSpec::full(),
-                           MaskSpec::sliding_window(80),
-                           MaskSpec::lambda(16, 96),
-                           MaskSpec::causal_blockwise(64, 2),
-                           MaskSpec::shared_question(4, 20),
-                           MaskSpec::vertical_slash({0, 1, 200}, {0, 1, 64}),
-                           MaskSpec::block_sparse(32, {{0, 0}, {1, 0}, {1, 1}, {4, 2}, {9, 9}, {12, 0}})});
+const std::vector<MaskSpec> kMasks =
+    testing::with_every_kind({MaskSpec::causal(), MaskSpec::full(), MaskSpec::sliding_window(80),
+                              MaskSpec::lambda(16, 96), MaskSpec::causal_blockwise(64, 2),
+                              MaskSpec::shared_question(4, 20), MaskSpec::vertical_slash({0, 1, 200}, {0, 1, 64}),
+                              MaskSpec::block_sparse(32, {{0, 0}, {1, 0}, {1, 1}, {4, 2}, {9, 9}, {12, 0}})});
 
 TEST(DcpPlanner, CompiledPlansVerifyForEveryMaskAndDivisionCount) {
   const HeadLayout heads = head_layout(model_shape_preset("tiny"), 4);
@@ -88,7 +85,9 @@ TEST(DcpPlanner, BalancesAFullSizeBatchAcrossMachines) {
   ASSERT_TRUE(verify(a, batch).ok()) << verify(a, batch).summary();
   const auto dcp = compute_stats(a, o.model);
   const auto ring = compute_stats(make_planner("ring", o)->plan(batch), o.model);
-  EXPECT_LE(dcp.imbalance, (1 + o.get(find_planner_option("dcp-epsilon-machines"))) * (1 + o.get(find_planner_option("dcp-epsilon-devices"))) + 0.05);
+  EXPECT_LE(dcp.imbalance, (1 + o.get(find_planner_option("dcp-epsilon-machines"))) *
+                                   (1 + o.get(find_planner_option("dcp-epsilon-devices"))) +
+                               0.05);
   EXPECT_LT(dcp.comm_bytes_total, ring.comm_bytes_total / 2);
 }
 

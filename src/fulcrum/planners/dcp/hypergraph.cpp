@@ -13,7 +13,8 @@ Hypergraph::Hypergraph(int constraints, std::vector<double> vertex_weights, std:
   if (vertex_weights_.size() % static_cast<std::size_t>(constraints) != 0) {
     fail("hypergraph vertex weights = {}: must be a multiple of constraints = {}", vertex_weights_.size(), constraints);
   }
-  if (net_weights_.size() != nets.size()) fail("hypergraph net weights = {}: must be one per net ({})", net_weights_.size(), nets.size());
+  if (net_weights_.size() != nets.size())
+    fail("hypergraph net weights = {}: must be one per net ({})", net_weights_.size(), nets.size());
   const int n = static_cast<int>(vertex_weights_.size() / static_cast<std::size_t>(constraints));
   for (double w : vertex_weights_) {
     if (!(w >= 0)) fail("hypergraph vertex weight = {}: must be >= 0", w);
@@ -98,7 +99,8 @@ double connectivity_cost(const Hypergraph& h, std::span<const int> parts, int k)
 std::vector<double> part_weights(const Hypergraph& h, std::span<const int> parts, int k) {
   std::vector<double> w(static_cast<std::size_t>(k) * h.constraints(), 0.0);
   for (int v = 0; v < h.vertices(); ++v) {
-    for (int c = 0; c < h.constraints(); ++c) w[static_cast<std::size_t>(parts[v]) * h.constraints() + c] += h.weight(v, c);
+    for (int c = 0; c < h.constraints(); ++c)
+      w[static_cast<std::size_t>(parts[v]) * h.constraints() + c] += h.weight(v, c);
   }
   return w;
 }

@@ -22,7 +22,9 @@ class Hypergraph {
   int nets() const { return static_cast<int>(net_weights_.size()); }
   double weight(int v, int c) const { return vertex_weights_[static_cast<std::size_t>(v) * constraints_ + c]; }
   double net_weight(int e) const { return net_weights_[e]; }
-  std::span<const int> pins(int e) const { return {pins_.data() + net_offsets_[e], pins_.data() + net_offsets_[e + 1]}; }
+  std::span<const int> pins(int e) const {
+    return {pins_.data() + net_offsets_[e], pins_.data() + net_offsets_[e + 1]};
+  }
   std::span<const int> incident_nets(int v) const {
     return {incident_.data() + vertex_offsets_[v], incident_.data() + vertex_offsets_[v + 1]};
   }

@@ -35,7 +35,8 @@ Balance share_balance(const Hypergraph& h, const std::vector<double>& shares, do
     for (int c = 0; c < h.constraints(); ++c) {
       const double target = share * h.total_weight(c);
       b.target.push_back(target);
-      b.limit.push_back(allow_heaviest ? std::max((1 + epsilon) * target, target + h.max_weight(c)) : (1 + epsilon) * target);
+      b.limit.push_back(allow_heaviest ? std::max((1 + epsilon) * target, target + h.max_weight(c))
+                                       : (1 + epsilon) * target);
     }
   }
   return b;
@@ -172,7 +173,8 @@ std::vector<int> affinity_parts(const Hypergraph& h, int k, const Balance& balan
     for (const std::vector<double>* cap : {&balance.target, &balance.limit}) {
       for (int p = 0; p < k; ++p) {
         if (!below(v, p, *cap)) continue;
-        if (best < 0 || affinity[p] > affinity[best] || (affinity[p] == affinity[best] && fill(p) < fill(best))) best = p;
+        if (best < 0 || affinity[p] > affinity[best] || (affinity[p] == affinity[best] && fill(p) < fill(best)))
+          best = p;
       }
       if (best >= 0) break;
     }
@@ -192,7 +194,6 @@ bool better(const PartitionState& x, const PartitionState& y) {
   if (ox != oy) return ox < oy;
   return x.cost() < y.cost();
 }
-
 
 // How coarse the coarsest level gets, and how heavy a cluster may grow (share of a part's target).
 constexpr int kCoarsestPerPart = 30;
@@ -237,9 +238,9 @@ std::vector<int> recursive_bisection(const Hypergraph& h, const std::vector<doub
   // A bisection runs tries x (k − 1) times per partition: one V-cycle there buys most of what more
   // would (docs/experiments.md) at a fraction of the planner's time.
   two.vcycles = std::min(config.vcycles, kBisectionVcycles);
-  const auto side = multilevel(h, 2, share_balance(h, {left_share / total, right_share / total}, epsilon,
-                                                   config.allow_heaviest_vertex),
-                               epsilon, two);
+  const auto side = multilevel(
+      h, 2, share_balance(h, {left_share / total, right_share / total}, epsilon, config.allow_heaviest_vertex), epsilon,
+      two);
   for (int s = 0; s < 2; ++s) {
     std::vector<int> members;
     for (int v = 0; v < h.vertices(); ++v) {
@@ -259,7 +260,8 @@ std::vector<int> multilevel(const Hypergraph& h, int k, const Balance& balance, 
   std::vector<double> max_cluster(static_cast<std::size_t>(h.constraints()), 0.0);
   for (int c = 0; c < h.constraints(); ++c) {
     double smallest = h.total_weight(c);
-    for (int p = 0; p < k; ++p) smallest = std::min(smallest, balance.target[static_cast<std::size_t>(p) * h.constraints() + c]);
+    for (int p = 0; p < k; ++p)
+      smallest = std::min(smallest, balance.target[static_cast<std::size_t>(p) * h.constraints() + c]);
     max_cluster[c] = kMaxClusterShare * smallest;
   }
   const auto levels = coarsen(h, kCoarsestPerPart * k, max_cluster, config.seed);
@@ -278,7 +280,8 @@ std::vector<int> multilevel(const Hypergraph& h, int k, const Balance& balance, 
       if (!best || better(*state, *best)) best = std::move(state);
     };
     std::vector<double> shares(static_cast<std::size_t>(k));
-    for (int p = 0; p < k; ++p) shares[p] = balance.target[static_cast<std::size_t>(p) * h.constraints()] / std::max(h.total_weight(0), 1e-300);
+    for (int p = 0; p < k; ++p)
+      shares[p] = balance.target[static_cast<std::size_t>(p) * h.constraints()] / std::max(h.total_weight(0), 1e-300);
     for (int t = 0; t < config.initial_tries; ++t) {
       if (k > 2) {
         consider(recursive_bisection(coarsest, shares, bisection_epsilon, config, rng.next_u64()));
@@ -325,8 +328,10 @@ std::vector<int> partition(const Hypergraph& h, const PartitionConfig& config) {
 std::vector<int> partition_hierarchical(const Hypergraph& h, const HierarchyConfig& config) {
   if (config.machines < 1) fail("machines = {}: must be >= 1", config.machines);
   if (config.devices_per_machine < 1) fail("devices-per-machine = {}: must be >= 1", config.devices_per_machine);
-  PartitionConfig top{.parts = config.machines, .epsilon = config.epsilon_machines,
-                      .allow_heaviest_vertex = config.allow_heaviest_vertex, .seed = config.seed};
+  PartitionConfig top{.parts = config.machines,
+                      .epsilon = config.epsilon_machines,
+                      .allow_heaviest_vertex = config.allow_heaviest_vertex,
+                      .seed = config.seed};
   const auto machine = partition(h, top);
   std::vector<int> device(static_cast<std::size_t>(h.vertices()), 0);
   for (int m = 0; m < config.machines; ++m) {
@@ -334,8 +339,10 @@ std::vector<int> partition_hierarchical(const Hypergraph& h, const HierarchyConf
     for (int v = 0; v < h.vertices(); ++v) {
       if (machine[v] == m) members.push_back(v);
     }
-    PartitionConfig inner{.parts = config.devices_per_machine, .epsilon = config.epsilon_devices,
-                          .allow_heaviest_vertex = config.allow_heaviest_vertex, .seed = mix64(config.seed + 1 + m)};
+    PartitionConfig inner{.parts = config.devices_per_machine,
+                          .epsilon = config.epsilon_devices,
+                          .allow_heaviest_vertex = config.allow_heaviest_vertex,
+                          .seed = mix64(config.seed + 1 + m)};
     const auto local = partition(h.induced(members), inner);
     for (std::size_t i = 0; i < members.size(); ++i) device[members[i]] = m * config.devices_per_machine + local[i];
   }

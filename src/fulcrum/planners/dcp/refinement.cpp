@@ -10,8 +10,12 @@
 namespace fulcrum::dcp {
 
 PartitionState::PartitionState(const Hypergraph& h, int k, std::vector<int> parts, std::vector<double> limits)
-    : h_(h), k_(k), parts_(std::move(parts)), limits_(std::move(limits)),
-      load_(part_weights(h, parts_, k)), pin_count_(static_cast<std::size_t>(h.nets()) * k, 0),
+    : h_(h),
+      k_(k),
+      parts_(std::move(parts)),
+      limits_(std::move(limits)),
+      load_(part_weights(h, parts_, k)),
+      pin_count_(static_cast<std::size_t>(h.nets()) * k, 0),
       connected_(static_cast<std::size_t>(k), 0.0) {
   for (int e = 0; e < h.nets(); ++e) {
     int lambda = 0;
@@ -131,7 +135,8 @@ double fm_pass(PartitionState& state, Rng& rng) {
   rng.shuffle(order);
   for (int v : order) {
     bool boundary = false;
-    for (int e : h.incident_nets(v)) boundary = boundary || state.pin_count(e, state.part(v)) < static_cast<int>(h.pins(e).size());
+    for (int e : h.incident_nets(v))
+      boundary = boundary || state.pin_count(e, state.part(v)) < static_cast<int>(h.pins(e).size());
     if (boundary) push(v);
   }
   std::vector<std::pair<int, int>> moves;  // (vertex, from)

@@ -8,8 +8,8 @@ namespace fulcrum {
 namespace {
 
 const OptionSpec kTolerance{"tolerance", "DistCA: stop when every server is within this x the mean load", 0.1, 0, 10};
-const OptionSpec kGranularity{"granularity", "DistCA: shard sizes are multiples of this many tokens (the kernel tile)",
-                              128, 1, 1 << 24, true};
+const OptionSpec kGranularity{
+    "granularity", "DistCA: shard sizes are multiples of this many tokens (the kernel tile)", 128, 1, 1 << 24, true};
 
 }  // namespace
 

@@ -15,7 +15,7 @@ struct Item {
   int doc = 0;
   std::array<Range, 2> rows{};  // one contiguous range, or a head+tail pair
   int server = 0;
-  double flops = 0;             // forward core-attention FLOPs (per layer)
+  double flops = 0;  // forward core-attention FLOPs (per layer)
 };
 
 /// Forward FLOPs of `rows` of `doc` against every key its mask lets them see.

@@ -200,7 +200,7 @@ class Scheduler {
   std::vector<bool> closed_;
   double mean_ = 0;
   std::vector<std::vector<Holding>> holdings_;  // by document: the few servers holding any of it
-  std::vector<bool> surplus_;                    // servers above the mean when candidates were built
+  std::vector<bool> surplus_;                   // servers above the mean when candidates were built
   double e_bound_per_token_ = 0;
 };
 

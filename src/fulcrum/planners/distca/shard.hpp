@@ -18,7 +18,7 @@ namespace fulcrum::distca {
 struct Shard {
   std::array<Range, 2> rows{};  // head, tail (either may be empty)
   double flops = 0;
-  double bytes = 0;             // Q of the moved rows plus K/V context missing at the destination
+  double bytes = 0;  // Q of the moved rows plus K/V context missing at the destination
   bool whole_item = false;
 };
 
