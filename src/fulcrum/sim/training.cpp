@@ -209,12 +209,12 @@ TrainingResult simulate_training(const TrainingConfig& config, const ModelShape&
   gpu.validate();
   config.validate(gpu, model);
   const ParallelConfig& par = config.parallel;
+  const int stage_layers = model.layers / par.pp;  // exact: validate() requires pp to divide the layers
   Context cx{{model, gpu, tp_group_hardware(gpu, par.tp), par.tp, config.mode},
              par.dp(),
              par.pp,
-             // NOLINTNEXTLINE(bugprone-integer-division): exact, validate() requires pp to divide the layers.
              par.microbatch_count(),
-             static_cast<double>(model.layers / par.pp),
+             static_cast<double>(stage_layers),
              0};
   const double activation_bytes = static_cast<double>(config.rank_tokens()) * model.hidden * model.dtype_bytes / par.tp;
   cx.p2p_s = gpu.inter_node.transfer_s(activation_bytes);
