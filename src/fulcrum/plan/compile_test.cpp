@@ -20,19 +20,22 @@ const std::vector<MaskSpec> kMasks =
                               MaskSpec::block_sparse(16, {{0, 0}, {1, 0}, {1, 1}, {3, 2}, {5, 5}, {9, 0}})});
 const HeadLayout kHeads{4, 2, 16, 4};
 
+// `a` verifies, and its plans for both passes in both schedules pass verify_plan.
+void expect_plans_verify(const Assignment& a, std::uint64_t seed) {
+  ASSERT_TRUE(verify(a).ok()) << "seed " << seed << ": " << verify(a).summary();
+  for (Pass pass : {Pass::kForward, Pass::kBackward}) {
+    for (CommMode schedule : {CommMode::kPingPong, CommMode::kSingleStream}) {
+      const Plan plan = compile(a, kHeads, pass, schedule);
+      const auto report = verify_plan(plan, a.batch);
+      ASSERT_TRUE(report.ok()) << "seed " << seed << " " << to_string(pass) << " " << to_string(schedule) << ": "
+                               << report.summary();
+    }
+  }
+}
+
 TEST(Compile, EveryPlanOfRandomAssignmentsVerifies) {
   for (std::uint64_t seed = 0; seed < 300; ++seed) {
-    const MaskSpec& mask = kMasks[seed % std::size(kMasks)];
-    const Assignment a = testing::random_assignment(seed, mask);
-    ASSERT_TRUE(verify(a).ok()) << "seed " << seed << ": " << verify(a).summary();
-    for (Pass pass : {Pass::kForward, Pass::kBackward}) {
-      for (CommMode schedule : {CommMode::kPingPong, CommMode::kSingleStream}) {
-        const Plan plan = compile(a, kHeads, pass, schedule);
-        const auto report = verify_plan(plan, a.batch);
-        ASSERT_TRUE(report.ok()) << "seed " << seed << " " << to_string(pass) << " " << to_string(schedule) << ": "
-                                 << report.summary();
-      }
-    }
+    expect_plans_verify(testing::random_assignment(seed, kMasks[seed % std::size(kMasks)]), seed);
   }
 }
 
@@ -40,17 +43,9 @@ TEST(Compile, EveryPlanOfRandomAssignmentsVerifies) {
 // head part of a row delivered exactly once to its owner), in both passes and schedules.
 TEST(CompileHeads, EveryPlanOfHeadSplitAssignmentsVerifies) {
   for (std::uint64_t seed = 0; seed < 150; ++seed) {
-    const Assignment a = seed < 3 ? testing::head_split_assignment(static_cast<int>(seed) + 2)
-                                  : testing::random_head_assignment(seed, kHeads.q_heads);
-    ASSERT_TRUE(verify(a).ok()) << "seed " << seed << ": " << verify(a).summary();
-    for (Pass pass : {Pass::kForward, Pass::kBackward}) {
-      for (CommMode schedule : {CommMode::kPingPong, CommMode::kSingleStream}) {
-        const Plan plan = compile(a, kHeads, pass, schedule);
-        const auto report = verify_plan(plan, a.batch);
-        ASSERT_TRUE(report.ok()) << "seed " << seed << " " << to_string(pass) << " " << to_string(schedule) << ": "
-                                 << report.summary();
-      }
-    }
+    expect_plans_verify(seed < 3 ? testing::head_split_assignment(static_cast<int>(seed) + 2)
+                                 : testing::random_head_assignment(seed, kHeads.q_heads),
+                        seed);
   }
 }
 
