@@ -22,11 +22,13 @@ void TrainingConfig::validate(const HardwareModel& gpu, const ModelShape& model)
     fail("tokens-per-rank = {}: must be in [0, {}] (0: max-doc-len)", tokens_per_rank, kMaxLength);
   }
   if (iterations < 1 || iterations > 1000) fail("iterations = {}: must be in [1, 1000]", iterations);
-  if (planner_options.values().contains(cp_degree_option().name)) {
-    fail("cp-degree = {}: the simulator's CP degree is the layout's cp (--cp), not a planner option",
-         planner_options.get(cp_degree_option()));
+  const bool cp_groups = find_planner(system).capabilities.cp_groups != CpGroups::kNone;
+  const double cp_degree = planner_options.get(cp_degree_option());
+  if (cp_groups && planner_options.values().contains(cp_degree_option().name) && cp_degree != parallel.cp) {
+    fail("cp-degree = {}: disagrees with cp = {} (the simulator's CP degree is the layout's; give one of them)",
+         cp_degree, parallel.cp);
   }
-  if (find_planner(system).capabilities.cp_groups == CpGroups::kNone && parallel.cp != 1) {
+  if (!cp_groups && parallel.cp != 1) {
     fail("cp = {}: system {} does not plan in context-parallel groups (cp must be 1)", parallel.cp, system);
   }
 }

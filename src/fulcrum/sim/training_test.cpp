@@ -175,8 +175,9 @@ TEST(Training, BadConfigurationsNameTheField) {
   c.max_doc_len = 0;
   expect_error(c, "max-doc-len");
   c = small_config("wlb");
+  c.parallel.cp = 4;
   c.planner_options.set("cp-degree", 2);
-  expect_error(c, "cp-degree = 2: the simulator's CP degree is the layout's cp (--cp)");
+  expect_error(c, "cp-degree = 2: disagrees with cp = 4");
   c = small_config("distca");
   c.system = "nope";
   expect_error(c, "planner = 'nope'");

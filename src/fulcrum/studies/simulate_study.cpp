@@ -2,6 +2,7 @@
 
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/core/text.hpp"
+#include "fulcrum/planners/baselines/perdoc_cp.hpp"
 #include "fulcrum/workload/mask_kinds.hpp"
 
 #include <fmt/ranges.h>
@@ -151,7 +152,9 @@ TrainingResult search_best(const TrainingConfig& config, const ModelShape& model
     };
     if (microbatch_tokens(c) < microbatch_tokens(config)) continue;
     std::vector<int> cps{1};
-    if (uses_cp) {
+    if (uses_cp && c.planner_options.values().contains(cp_degree_option().name)) {
+      cps = {c.planner_options.get_int(cp_degree_option())};  // pinned by --cp-degree
+    } else if (uses_cp) {
       cps.clear();
       for (int cp : powers_of_two_dividing(c.parallel.dp(), 64)) {
         if (keeps_documents_whole(c, model, gpu, cp)) cps.push_back(cp);
@@ -207,7 +210,9 @@ Study run_study(const StudySpec& spec, const std::function<void(int, int)>& prog
         if (find_planner(system).capabilities.cp_groups == CpGroups::kNone) {
           c.parallel.cp = 1;
         } else if (c.parallel.cp == 0) {
-          c.parallel.cp = default_cp(c, model, gpu);
+          // --cp-degree stands for --cp when only it is given; otherwise the system's default.
+          const bool given = c.planner_options.values().contains(cp_degree_option().name);
+          c.parallel.cp = given ? c.planner_options.get_int(cp_degree_option()) : default_cp(c, model, gpu);
         }
         study.rows.push_back(
             {point, spec.search ? search_best(c, model, gpu, spec.search_pp) : simulate_training(c, model, gpu), 0});
