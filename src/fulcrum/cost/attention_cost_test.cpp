@@ -48,25 +48,26 @@ TEST(AttentionCost, HeadRangeFlopsCountEachHeadUnderItsOwnMask) {
   std::vector<MaskSpec> per_head(32, MaskSpec::causal());
   for (int h = 8; h < 12; ++h) per_head[static_cast<std::size_t>(h)] = MaskSpec::sliding_window(5);
   per_head[31] = MaskSpec::full();
-  const Tokens causal = MaskSpec::causal().count_pairs(rows[0], keys, len);
+  const MaskSpec causal_mask = MaskSpec::causal();  // the runs point at it
+  const Tokens causal = causal_mask.count_pairs(rows[0], keys, len);
   const Tokens window = MaskSpec::sliding_window(5).count_pairs(rows[0], keys, len);
   const Tokens full = MaskSpec::full().count_pairs(rows[0], keys, len);
   auto flops = [&](HeadRange heads) {
-    return attention_forward_flops(model.head_dim, model.q_heads, mask_runs(MaskSpec::causal(), per_head, heads), rows,
-                                   keys, len);
+    return attention_forward_flops(model.head_dim, model.q_heads, mask_runs(causal_mask, per_head, heads), rows, keys,
+                                   len);
   };
-  EXPECT_EQ(mask_runs(MaskSpec::causal(), per_head, {}).size(), 4u);  // causal, window, causal, full
+  EXPECT_EQ(mask_runs(causal_mask, per_head, {}).size(), 4u);  // causal, window, causal, full
   EXPECT_DOUBLE_EQ(flops({6, 10}), 4.0 * 128 * static_cast<double>(2 * causal + 2 * window));
   EXPECT_DOUBLE_EQ(flops({}), 4.0 * 128 * static_cast<double>(27 * causal + 4 * window + full));
   EXPECT_DOUBLE_EQ(flops({0, 8}) + flops({8, 32}), flops({}));
   // One mask: one run, bit for bit the all-head formula the planners use.
-  const auto one = mask_runs(MaskSpec::causal(), {}, {});
+  const auto one = mask_runs(causal_mask, {}, {});
   ASSERT_EQ(one.size(), 1u);
   EXPECT_EQ(attention_forward_flops(model.head_dim, model.q_heads, one, rows, keys, len),
             attention_forward_flops(model, MaskSpec::causal(), rows, keys, len));
-  EXPECT_DOUBLE_EQ(attention_forward_flops(model.head_dim, model.q_heads, mask_runs(MaskSpec::causal(), {}, {4, 6}),
-                                           rows, keys, len),
-                   4.0 * 128 * 2 * static_cast<double>(causal));
+  EXPECT_DOUBLE_EQ(
+      attention_forward_flops(model.head_dim, model.q_heads, mask_runs(causal_mask, {}, {4, 6}), rows, keys, len),
+      4.0 * 128 * 2 * static_cast<double>(causal));
 }
 
 TEST(AttentionCost, TokenBytesAreGqaAndDtypeAware) {

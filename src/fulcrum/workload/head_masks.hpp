@@ -22,6 +22,8 @@ struct MaskRun {
 /// empty. One mask gives one run {heads, &mask}, so all-head work over one mask is one run as before.
 /// The spans must outlive the runs.
 std::vector<MaskRun> mask_runs(const MaskSpec& mask, std::span<const MaskSpec> head_masks, HeadRange heads);
+/// Runs point at `mask`: a temporary would leave them dangling.
+std::vector<MaskRun> mask_runs(const MaskSpec&& mask, std::span<const MaskSpec> head_masks, HeadRange heads) = delete;
 
 /// Keys of `keys` that rows `queries` need under any run's mask (sorted, disjoint).
 std::vector<Range> keys_needed(std::span<const MaskRun> runs, Range queries, Range keys, Tokens doc_len);
