@@ -5,6 +5,7 @@
 // With --fail-on-rank=R the binary instead plays a failing job: rank R throws, prints its error and
 // calls abort; the other ranks wait for a message from it that never comes (mpi_abort_check.py).
 #include "fulcrum/runtime/mpi_communicator.hpp"
+#include "fulcrum/runtime/mpi_test_support.hpp"
 
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/runtime/communicator_test_cases.hpp"
@@ -247,21 +248,14 @@ int main(int argc, char** argv) {
   try {
     MpiSession session(&argc, &argv);
     if (fail_rank >= 0) return play_failing_job(fail_rank);
-    if (session.world_rank() != 0) {
-      auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-      delete listeners.Release(listeners.default_result_printer());
-      listeners.Append(new FailurePrinter(session.world_rank()));
-    }
+    fulcrum::runtime::testing::quiet_other_ranks(
+        session.world_rank(), session.world_rank() != 0 ? new FailurePrinter(session.world_rank()) : nullptr);
     MpiCommunicator verdict(MpiProgress::kNone);
     verdict.set_timeout_s(100);
     g_verdict = &verdict;
-    const double failed = RUN_ALL_TESTS() == 0 ? 0.0 : 1.0;
-    const std::vector<double> all = verdict.all_gather(std::span(&failed, 1));
+    const int status = fulcrum::runtime::testing::run_all_tests_on_every_rank(verdict);
     g_verdict = nullptr;
-    for (double f : all) {
-      if (f != 0.0) return 1;
-    }
-    return 0;
+    return status;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;

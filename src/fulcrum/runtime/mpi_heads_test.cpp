@@ -11,6 +11,7 @@
 #include "fulcrum/runtime/attention_data.hpp"
 #include "fulcrum/runtime/executor.hpp"
 #include "fulcrum/runtime/mpi_communicator.hpp"
+#include "fulcrum/runtime/mpi_test_support.hpp"
 
 #include <gtest/gtest.h>
 
@@ -71,7 +72,7 @@ void on_all_ranks(const std::function<void()>& body) {
 
 TEST(MpiHeads, HeadSplitTasksWithPerHeadMasksEqualTheFp64Reference) {
   on_all_ranks([] {
-    const Assignment a = testing::head_split_assignment(g_comm->size());
+    const Assignment a = fulcrum::testing::head_split_assignment(g_comm->size());
     const auto report = verify(a, a.batch);
     ASSERT_TRUE(report.ok()) << report.summary();
     for (CommMode s : {CommMode::kPingPong, CommMode::kSingleStream}) {
@@ -85,7 +86,7 @@ TEST(MpiHeads, RandomHeadSplitAssignmentsEqualTheFp64Reference) {
     int ran = 0;
     for (std::uint64_t seed = 0; ran < 6; ++seed) {
       // Same seed on every rank; keep those drawn for this job's rank count.
-      const Assignment a = testing::random_head_assignment(seed, kHeads.q_heads, g_comm->size());
+      const Assignment a = fulcrum::testing::random_head_assignment(seed, kHeads.q_heads, g_comm->size());
       if (a.batch.ranks != g_comm->size()) continue;
       ++ran;
       EXPECT_LE(run_and_compare(a, CommMode::kPingPong), kTolerance) << "seed " << seed;
@@ -101,20 +102,13 @@ int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   try {
     MpiSession session(&argc, &argv);
-    if (session.world_rank() != 0) {
-      auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-      delete listeners.Release(listeners.default_result_printer());
-    }
+    fulcrum::runtime::testing::quiet_other_ranks(session.world_rank());
     MpiCommunicator comm(MpiProgress::kThread);
     comm.set_timeout_s(60);
     g_comm = &comm;
-    const double failed = RUN_ALL_TESTS() == 0 ? 0.0 : 1.0;
-    const std::vector<double> all = comm.all_gather(std::span(&failed, 1));
+    const int status = fulcrum::runtime::testing::run_all_tests_on_every_rank(comm);
     g_comm = nullptr;
-    for (double f : all) {
-      if (f != 0.0) return 1;
-    }
-    return 0;
+    return status;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;
