@@ -13,7 +13,8 @@ void OptionSpec::check(double value) const {
 }
 
 std::string OptionSpec::range_text() const {
-  return fmt::format("{}in [{}, {}]", integer ? "a whole number " : "", min, max);
+  return fmt::format("{}in [{}, {}]{}", integer ? "a whole number " : "", min, max,
+                     at_most_tokens_per_rank ? ", at most tokens-per-rank" : "");
 }
 
 std::string OptionSpec::default_text() const { return fmt::format("{}", default_value); }

@@ -22,10 +22,13 @@ struct OptionSpec {
   double default_value = 0;
   double min = 0, max = 0;  // inclusive
   bool integer = false;
+  /// Also at most a rank's tokens (a size that cuts a rank's rows): checked against each batch by
+  /// Planner::plan, and clamped to a rank's tokens by the simulator, whose layout search varies them.
+  bool at_most_tokens_per_rank = false;
 
   /// Throws a bad-input Error "NAME = VALUE: must be ..." when `value` is out of range or not whole.
   void check(double value) const;
-  /// "in [0, 10]", or "a whole number in [1, 64]".
+  /// "in [0, 10]", "a whole number in [1, 64]", and ", at most tokens-per-rank" where that applies.
   std::string range_text() const;
   /// The default as a user writes it ("1024", "0.1").
   std::string default_text() const;

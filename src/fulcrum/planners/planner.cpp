@@ -21,6 +21,11 @@ const PlannerCapabilities& Planner::capabilities() const {
 
 Assignment Planner::plan(const Batch& batch) {
   check_planner_input(batch, name(), capabilities());
+  for (const OptionSpec& spec : registration_->options) {
+    if (spec.at_most_tokens_per_rank && options_.get(spec) > static_cast<double>(batch.tokens_per_rank)) {
+      fail("{} = {}: must be at most tokens-per-rank = {}", spec.name, options_.get(spec), batch.tokens_per_rank);
+    }
+  }
   Assignment a = do_plan(batch);
   a.planner = std::string(name());
   check_planner_contract(a, batch, capabilities());

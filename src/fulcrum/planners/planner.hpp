@@ -70,6 +70,7 @@ class Planner {
  private:
   friend std::unique_ptr<Planner> make_planner(std::string_view name, const PlannerOptions& options);
   const PlannerRegistration* registration_ = nullptr;
+  PlannerOptions options_;  // what it was made with, for the checks that depend on the batch
 };
 
 /// Every registered planner, in the order the CLI lists them.

@@ -8,6 +8,7 @@
 #include "fulcrum/workload/length_source.hpp"
 #include "fulcrum/workload/mask_test_cases.hpp"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -129,7 +130,9 @@ TEST(Planners, BadOptionsNameTheField) {
   expect_bad_input([&] { o.set("tolerance", 1.0 / 0.0); }, "tolerance = inf: must be in [0, 10]");
   expect_bad_input([&] { o.set("no-such-option", 1); }, "planner option 'no-such-option': unknown; choose from");
   o.set("granularity", static_cast<double>(batch.tokens_per_rank + 1));
-  expect_bad_input([&] { make_planner("distca", o)->plan(batch); }, "granularity = ");
+  expect_bad_input([&] { make_planner("distca", o)->plan(batch); },
+                   fmt::format("granularity = {}: must be at most tokens-per-rank = {}", batch.tokens_per_rank + 1,
+                               batch.tokens_per_rank));
 }
 
 }  // namespace

@@ -61,6 +61,7 @@ std::unique_ptr<Planner> make_planner(std::string_view name, const PlannerOption
   options.validate();
   std::unique_ptr<Planner> planner = registration.make(options);
   planner->registration_ = &registration;
+  planner->options_ = options;
   return planner;
 }
 

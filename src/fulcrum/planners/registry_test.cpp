@@ -49,6 +49,8 @@ TEST(PlannerRegistry, OptionsKeepTheirValues) {
   EXPECT_EQ(o.values().size(), 1u);
   EXPECT_EQ(block.range_text(), "a whole number in [1, 16777216]");
   EXPECT_EQ(find_planner_option("tolerance").range_text(), "in [0, 10]");
+  EXPECT_EQ(find_planner_option("granularity").range_text(),
+            "a whole number in [1, 16777216], at most tokens-per-rank");
 }
 
 TEST(PlannerRegistry, UnknownPlannerNamesTheChoices) {

@@ -201,9 +201,10 @@ PlannerOptions training_planner_options(const TrainingConfig& config, const Mode
   options.devices_per_machine = std::max(1, gpu.devices_per_node / config.parallel.tp);
   const PlannerRegistration& planner = find_planner(config.system);
   if (planner.capabilities.cp_groups != CpGroups::kNone) options.set(cp_degree_option().name, config.parallel.cp);
-  // Shards no larger than a rank's tokens: short micro-batches (a layout search) stay plannable.
+  // Sizes that may not exceed a rank's tokens are clamped to them: short micro-batches (a layout
+  // search) stay plannable.
   for (const OptionSpec& spec : planner.options) {
-    if (spec.name == "granularity") {
+    if (spec.at_most_tokens_per_rank) {
       options.set(spec.name, std::min(options.get(spec), static_cast<double>(config.rank_tokens())));
     }
   }

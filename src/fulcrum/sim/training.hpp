@@ -81,7 +81,7 @@ TrainingResult simulate_training(const TrainingConfig& config, const ModelShape&
 
 /// The options the system's planner gets: config.planner_options with the model, a machine of
 /// gpu.devices_per_node / tp TP groups (the simulator's ranks), cp-degree = parallel.cp for planners that
-/// plan in CP groups, and DistCA's granularity no larger than a rank's tokens.
+/// plan in CP groups, and options declared at most tokens-per-rank clamped to a rank's tokens.
 PlannerOptions training_planner_options(const TrainingConfig& config, const ModelShape& model,
                                         const HardwareModel& gpu);
 

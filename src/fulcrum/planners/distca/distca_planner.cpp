@@ -9,7 +9,8 @@ namespace {
 
 const OptionSpec kTolerance{"tolerance", "DistCA: stop when every server is within this x the mean load", 0.1, 0, 10};
 const OptionSpec kGranularity{
-    "granularity", "DistCA: shard sizes are multiples of this many tokens (the kernel tile)", 128, 1, 1 << 24, true};
+    "granularity", "DistCA: shard sizes are multiples of this many tokens (the kernel tile)", 128, 1, 1 << 24, true,
+    true};
 
 }  // namespace
 
@@ -17,9 +18,6 @@ DistcaPlanner::DistcaPlanner(const PlannerOptions& options)
     : model_(options.model), tolerance_(options.get(kTolerance)), granularity_(options.get_tokens(kGranularity)) {}
 
 Assignment DistcaPlanner::do_plan(const Batch& batch) {
-  if (granularity_ > batch.tokens_per_rank) {
-    fail("granularity = {}: must be in [1, tokens-per-rank = {}]", granularity_, batch.tokens_per_rank);
-  }
   auto result = distca::schedule(batch, model_, {tolerance_, granularity_});
   Assignment a{.planner = {}, .batch = batch, .tasks = distca::items_to_tasks(batch, result.items), .transfers = {}};
   a.transfers = minimal_transfers(a.batch, a.tasks);
