@@ -1,6 +1,6 @@
 """Type stubs for fulcrum._core, the pybind11 module (python/src)."""
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, SupportsInt
 
 import numpy as np
 import numpy.typing as npt
@@ -64,6 +64,9 @@ class Batch:
     def segments(self) -> list[Segment]: ...
     def total_tokens(self) -> int: ...
     def segment_array(self) -> IntArray: ...
+    @staticmethod
+    def from_cu_seqlens(per_rank_cu_seqlens: Sequence[Sequence[SupportsInt]], *, mask: MaskLike = ...,
+                        tokens_per_rank: int = 0, first_id: int = 0) -> Batch: ...
 
 def pack_batch(documents: Sequence[Document], ranks: int, tokens_per_rank: int) -> Batch: ...
 

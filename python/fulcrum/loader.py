@@ -33,7 +33,11 @@ class PlannerLike(Protocol):
 
 
 class PlanAheadLoader:
-    """Iterates PlannedBatch for each length list of ``lengths``, planned up to ``depth`` batches ahead.
+    """Iterates PlannedBatch for each item of ``lengths``, planned up to ``depth`` batches ahead.
+
+    An item is a list of document lengths, packed with ``pack_batch`` (lengths that do not fit raise
+    ``InputError`` naming the item: nothing is dropped), or a ``Batch`` the data loader already laid out
+    (``Batch.from_cu_seqlens``), planned as it is.
 
     ``planner`` is a planner name (``fulcrum.planner_names()``) built with ``options``, or any object with
     a ``plan(batch)`` method. One planner serves the whole stream, in order, so stateful planners (wlb)
@@ -44,7 +48,7 @@ class PlanAheadLoader:
 
     def __init__(
         self,
-        lengths: Iterable[Sequence[int]],
+        lengths: Iterable[Sequence[int] | _core.Batch],
         planner: str | PlannerLike,
         *,
         ranks: int,
@@ -83,10 +87,21 @@ class PlanAheadLoader:
                         return
                 if self._stop.is_set():
                     return
-                docs = [_core.Document(next_id + i, int(n), self._mask) for i, n in enumerate(lengths)]
-                next_id += len(docs)
                 start = time.perf_counter()
-                batch = _core.pack_batch(docs, self._ranks, self._tokens_per_rank)
+                if isinstance(lengths, _core.Batch):  # laid out by the caller, e.g. Batch.from_cu_seqlens
+                    batch = lengths
+                    if batch.ranks != self._ranks:
+                        raise _core.InputError(
+                            f"lengths[{index}]: a Batch of {batch.ranks} ranks, but the loader plans for "
+                            f"ranks = {self._ranks}"
+                        )
+                else:
+                    docs = [_core.Document(next_id + i, int(n), self._mask) for i, n in enumerate(lengths)]
+                    next_id += len(docs)
+                    try:
+                        batch = _core.pack_batch(docs, self._ranks, self._tokens_per_rank)
+                    except _core.InputError as error:  # nothing is dropped: say which batch does not fit
+                        raise _core.InputError(f"lengths[{index}]: {error}") from error
                 assignment = self._planner.plan(batch)
                 if self._verify:
                     report = _core.verify(assignment)

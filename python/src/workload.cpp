@@ -5,6 +5,37 @@
 #include "fulcrum/workload/model_shape.hpp"
 
 namespace fulcrum::python {
+namespace {
+
+// Lengths from per-rank cu_seqlens, which may be any sequence of integers: lists, NumPy arrays, CPU or
+// CUDA torch tensors (read through their tolist(): one device copy, not one per entry).
+Batch batch_from_cu_seqlens(const py::sequence& per_rank, const MaskSpec& mask, Tokens tokens_per_rank,
+                            std::int64_t first_id) {
+  std::vector<std::vector<Tokens>> lengths;
+  for (std::size_t r = 0; r < per_rank.size(); ++r) {
+    py::object entries = per_rank[r];
+    if (py::hasattr(entries, "tolist")) entries = entries.attr("tolist")();
+    std::vector<Tokens> offsets;
+    for (const auto& entry : py::cast<py::iterable>(entries))
+      offsets.push_back(py::int_(py::reinterpret_borrow<py::object>(entry)).cast<Tokens>());
+    if (offsets.empty() || offsets.front() != 0) {
+      fail("per_rank_cu_seqlens[{}]: must start with 0 (FlashAttention's cu_seqlens: 0, l1, l1+l2, ...)", r);
+    }
+    auto& rank_lengths = lengths.emplace_back();
+    for (std::size_t i = 1; i < offsets.size(); ++i) {
+      if (offsets[i] <= offsets[i - 1]) {
+        fail(
+            "per_rank_cu_seqlens[{}][{}] = {}: must be greater than the entry before ({}); empty sequences are "
+            "not documents",
+            r, i, offsets[i], offsets[i - 1]);
+      }
+      rank_lengths.push_back(offsets[i] - offsets[i - 1]);
+    }
+  }
+  return batch_from_rank_layout(lengths, tokens_per_rank, mask, first_id);
+}
+
+}  // namespace
 
 void bind_workload(py::module_& m) {
   py::class_<ModelShape>(m, "ModelShape", "Transformer shape: heads, head dim, hidden sizes, layers, dtype.")
@@ -65,12 +96,19 @@ void bind_workload(py::module_& m) {
             return int_array({static_cast<py::ssize_t>(b.segments.size()), 4}, values);
           },
           "int64 [segments, 4]: document index, token begin, token end, rank.")
+      .def_static("from_cu_seqlens", &batch_from_cu_seqlens, py::arg("per_rank_cu_seqlens"), py::kw_only(),
+                  py::arg("mask") = MaskSpec::causal(), py::arg("tokens_per_rank") = 0, py::arg("first_id") = 0,
+                  "Exactly the layout a data loader produced: rank r holds the sequences of its FlashAttention "
+                  "cu_seqlens (0, l1, l1+l2, ...; a list, NumPy array or torch tensor), each a whole document. "
+                  "tokens_per_rank: the per-rank budget (0: the largest rank's total). Anything malformed or "
+                  "over budget raises fulcrum.InputError naming the entry; nothing is dropped.")
       .def("__repr__", [](const Batch& b) {
         return fmt::format("Batch(ranks={}, tokens_per_rank={}, documents={})", b.ranks, b.tokens_per_rank,
                            b.documents.size());
       });
   m.def("pack_batch", &pack_batch, py::arg("documents"), py::arg("ranks"), py::arg("tokens_per_rank"),
-        "Packs documents in order into `ranks` budgets of `tokens_per_rank` tokens (DistCA's placement).");
+        "Packs documents in order into `ranks` budgets of `tokens_per_rank` tokens (DistCA's placement); "
+        "documents that do not all fit raise fulcrum.InputError naming the first one cut (nothing is dropped).");
 
   // Shared ownership: a BatchStream keeps drawing from the source after Python drops its own handle.
   py::class_<LengthSource, std::shared_ptr<LengthSource>>(m, "LengthSource", "A seeded source of document lengths.")

@@ -15,7 +15,7 @@ def model():
 @pytest.fixture(scope="session")
 def batch():
     # One long document over three ranks, short ones on the last: DistCA must move attention shards.
-    return fulcrum.pack_batch(fulcrum.documents([6000, 300, 500, 400, 600, 200, 500]), RANKS, TOKENS_PER_RANK)
+    return fulcrum.pack_batch(fulcrum.documents([6000, 300, 500, 400, 600, 200, 192]), RANKS, TOKENS_PER_RANK)
 
 
 @pytest.fixture(scope="session")
@@ -30,7 +30,10 @@ HEAVY_RANKS, HEAVY_TOKENS = 1024, 16384
 
 def heavy_lengths(seed):
     source = fulcrum.make_length_source("uniform:100:4000", seed=seed, tokens_per_rank=HEAVY_TOKENS)
-    return source.take(HEAVY_RANKS * HEAVY_TOKENS // 1900).tolist()  # a little more than fills the batch
+    capacity, lengths = HEAVY_RANKS * HEAVY_TOKENS, []
+    while sum(lengths) < capacity:  # exactly fills the batch: the last length is cut to fit (pack_batch drops nothing)
+        lengths.append(min(int(source.next()), capacity - sum(lengths)))
+    return lengths
 
 
 def heavy_options():

@@ -47,6 +47,25 @@ def test_planning_errors_surface_at_their_batch():
         fulcrum.PlanAheadLoader([], "packed", ranks=1, tokens_per_rank=128, depth=0)
 
 
+def test_lengths_that_do_not_fit_are_an_error_not_a_drop():
+    with fulcrum.PlanAheadLoader([[128], [100, 100]], "packed", ranks=1, tokens_per_rank=128) as loader:
+        it = iter(loader)
+        assert next(it).batch.total_tokens() == 128
+        with pytest.raises(fulcrum.InputError, match=r"lengths\[1\]: .*document 2 would be cut at token 28"):
+            next(it)
+
+
+def test_batches_laid_out_by_the_caller_are_planned_as_they_are():
+    laid_out = fulcrum.Batch.from_cu_seqlens([[0, 100, 128], [0, 64]], first_id=7)
+    with fulcrum.PlanAheadLoader([laid_out], "distca", ranks=2, tokens_per_rank=128, verify=True) as loader:
+        (planned,) = list(loader)
+    assert planned.batch.segments[2].rank == 1 and planned.batch.documents[2].id == 9
+    assert fulcrum.verify(planned.assignment, laid_out).ok
+    with fulcrum.PlanAheadLoader([laid_out], "distca", ranks=4, tokens_per_rank=128) as loader:
+        with pytest.raises(fulcrum.InputError, match="a Batch of 2 ranks, but the loader plans for ranks = 4"):
+            list(loader)
+
+
 def test_close_stops_an_endless_stream():
     def endless():
         while True:

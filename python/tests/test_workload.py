@@ -75,3 +75,45 @@ def test_errors_carry_the_engine_message():
         fulcrum.pack_batch(fulcrum.documents([10]), 0, 16)
     with pytest.raises(fulcrum.InputError, match="count = -1"):
         fulcrum.make_length_source("uniform:1:2").take(-1)
+
+
+def test_pack_batch_drops_nothing():
+    # 5 + 20 + 4 tokens do not fit in 2 x 8: an error naming the document that would be cut, not a cut.
+    with pytest.raises(fulcrum.InputError, match="document 1 would be cut at token 11"):
+        fulcrum.pack_batch(fulcrum.documents([5, 20, 4]), 2, 8)
+
+
+def test_batch_from_cu_seqlens_keeps_the_loaders_layout():
+    torch = pytest.importorskip("torch")
+    lengths = [[3, 5], [8], [2, 2, 3]]
+    per_rank = [[0, 192, 512], np.array([0, 512]), torch.tensor([0, 128, 256, 448], dtype=torch.int32)]
+    batch = fulcrum.Batch.from_cu_seqlens(per_rank, mask="causal", first_id=100)
+    assert batch.ranks == 3 and batch.tokens_per_rank == 512
+    assert [d.length for d in batch.documents] == [64 * n for rank in lengths for n in rank]
+    assert [d.id for d in batch.documents] == list(range(100, 106))
+    assert [(s.rank, s.tokens[1]) for s in batch.segments] == [(r, 64 * n) for r, rank in enumerate(lengths)
+                                                                for n in rank]
+    # Every planner plans it; those that keep documents (all but wlb, which defers some) compute exactly
+    # these documents.
+    model = fulcrum.model_shape("llama3-8b")
+    for name in fulcrum.planner_names():
+        planner = fulcrum.make_planner(name, fulcrum.PlannerOptions(model, cp_degree=1))
+        assignment = planner.plan(batch)
+        if planner.capabilities.keeps_documents:
+            assert fulcrum.verify(assignment, batch).ok, name
+        else:
+            assert fulcrum.verify(assignment).ok, name
+
+
+@pytest.mark.parametrize(
+    ("per_rank", "kwargs", "message"),
+    [
+        ([[1, 3]], {}, r"per_rank_cu_seqlens\[0\]: must start with 0"),
+        ([[0, 3, 3]], {}, r"per_rank_cu_seqlens\[0\]\[2\] = 3: must be greater"),
+        ([[0, 3], [0, 9]], {"tokens_per_rank": 8}, r"lengths\[1\]: rank 1 holds 9 tokens"),
+        ([], {}, "no ranks"),
+    ],
+)
+def test_batch_from_cu_seqlens_names_the_bad_entry(per_rank, kwargs, message):
+    with pytest.raises(fulcrum.InputError, match=message):
+        fulcrum.Batch.from_cu_seqlens(per_rank, **kwargs)

@@ -18,7 +18,7 @@ inline Assignment random_assignment(std::uint64_t seed, const MaskSpec& mask, in
   const Tokens per_rank = rng.uniform_int(8, 160);
   std::vector<Document> docs;
   for (Tokens total = 0; total < ranks * per_rank;) {
-    const Tokens len = rng.uniform_int(1, 2 * per_rank);
+    const Tokens len = std::min(rng.uniform_int(1, 2 * per_rank), ranks * per_rank - total);  // the last fits
     docs.push_back({static_cast<std::int64_t>(docs.size()), len, mask});
     total += len;
   }

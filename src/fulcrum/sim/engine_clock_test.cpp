@@ -20,9 +20,7 @@ namespace {
 TEST(SimEngineClock, LongPlansOnFastLinksFinish) {
   const ModelShape model = model_shape_preset("llama3-8b");
   auto source = make_length_source("lognormal:8:1.5", 0, 65536);
-  std::vector<Document> docs;
-  for (int i = 0; i < 400; ++i) docs.push_back({i, source->next(), MaskSpec::causal()});
-  const Batch batch = pack_batch(docs, 8, 65536);
+  const Batch batch = BatchStream([&] { return source->next(); }, 8, 65536).next();
   PlannerOptions options;
   options.model = model;
   options.set("tolerance", 0.05);

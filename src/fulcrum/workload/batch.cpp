@@ -36,12 +36,20 @@ Batch pack_batch(const std::vector<Document>& documents, int ranks, Tokens token
   batch.ranks = ranks;
   batch.tokens_per_rank = tokens_per_rank;
   const Tokens capacity = static_cast<Tokens>(ranks) * tokens_per_rank;
+  Tokens total = 0;
+  for (const auto& doc : documents) {
+    if (doc.length < 1) fail("document {} length = {}: must be >= 1", doc.id, doc.length);
+    if (total + doc.length > capacity) {
+      fail(
+          "documents: {} tokens from document {} on do not fit in ranks x tokens-per-rank = {} x {} = {} "
+          "(document {} would be cut at token {}): pack fewer documents, or use a BatchStream, which carries "
+          "the rest into its next batch",
+          total + doc.length, doc.id, ranks, tokens_per_rank, capacity, doc.id, capacity - total);
+    }
+    total += doc.length;
+  }
   Tokens placed = 0;
-  for (const auto& source : documents) {
-    if (source.length < 1) fail("document {} length = {}: must be >= 1", source.id, source.length);
-    if (placed == capacity) break;
-    Document doc = source;
-    doc.length = std::min(doc.length, capacity - placed);
+  for (const auto& doc : documents) {
     const int index = static_cast<int>(batch.documents.size());
     batch.documents.push_back(doc);
     // Split the document at every rank boundary it crosses.
@@ -78,7 +86,35 @@ Batch BatchStream::next() {
     push(length);
   }
   carried_tokens_ = total - capacity;  // the cut-off part of the last document starts the next batch
+  docs.back().length -= carried_tokens_;
   return pack_batch(docs, ranks_, tokens_per_rank_);
+}
+
+Batch batch_from_rank_layout(const std::vector<std::vector<Tokens>>& lengths_per_rank, Tokens tokens_per_rank,
+                             const MaskSpec& mask, std::int64_t first_id) {
+  if (lengths_per_rank.empty()) fail("lengths: no ranks (one list of document lengths per rank)");
+  if (tokens_per_rank < 0) fail("tokens_per_rank = {}: must be >= 0 (0: the largest rank's total)", tokens_per_rank);
+  Batch batch;
+  batch.ranks = static_cast<int>(lengths_per_rank.size());
+  Tokens largest = 0;
+  for (std::size_t r = 0; r < lengths_per_rank.size(); ++r) {
+    Tokens held = 0;
+    for (std::size_t i = 0; i < lengths_per_rank[r].size(); ++i) {
+      const Tokens length = lengths_per_rank[r][i];
+      if (length < 1) fail("lengths[{}][{}] = {}: a document must have >= 1 token", r, i, length);
+      const int index = static_cast<int>(batch.documents.size());
+      batch.documents.push_back({first_id + index, length, mask});
+      batch.segments.push_back({index, {0, length}, static_cast<int>(r)});
+      held += length;
+    }
+    if (tokens_per_rank > 0 && held > tokens_per_rank) {
+      fail("lengths[{}]: rank {} holds {} tokens, more than tokens_per_rank = {}", r, r, held, tokens_per_rank);
+    }
+    largest = std::max(largest, held);
+  }
+  if (largest == 0) fail("lengths: every rank is empty; a batch needs at least one token");
+  batch.tokens_per_rank = tokens_per_rank > 0 ? tokens_per_rank : largest;
+  return batch;
 }
 
 }  // namespace fulcrum

@@ -44,9 +44,18 @@ struct Batch {
   std::span<const Segment> segments_of(int doc) const;
 };
 
-/// Packs documents in order into `ranks` budgets of `tokens_per_rank`; the document that overflows the
-/// batch is cut at the batch's end and later documents are dropped.
+/// Packs documents in order into `ranks` budgets of `tokens_per_rank`, a document that crosses a rank
+/// boundary split there. Documents that do not all fit are an error naming the first one cut: nothing
+/// is dropped (a BatchStream carries what does not fit into its next batch).
 Batch pack_batch(const std::vector<Document>& documents, int ranks, Tokens tokens_per_rank);
+
+/// Exactly the layout a data loader produced: rank r holds whole documents of lengths
+/// `lengths_per_rank[r]`, in that order (FlashAttention's varlen layout, one cu_seqlens per rank). A
+/// document is never split across ranks here. Every length must be >= 1 and each rank's total at most
+/// `tokens_per_rank` (0: the largest rank total); errors name the field, e.g. "lengths[1][3]".
+/// Documents get ids first_id, first_id + 1, ... in rank order, each with `mask`.
+Batch batch_from_rank_layout(const std::vector<std::vector<Tokens>>& lengths_per_rank, Tokens tokens_per_rank,
+                             const MaskSpec& mask, std::int64_t first_id = 0);
 
 /// Checks ranks >= 1 and tokens_per_rank >= 1 with field-naming errors.
 void validate_batch_shape(int ranks, Tokens tokens_per_rank);

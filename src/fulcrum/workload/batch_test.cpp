@@ -27,11 +27,46 @@ TEST(PackBatch, SplitsAnOverflowingDocumentAcrossRanks) {
   }
 }
 
-TEST(PackBatch, CutsTheLastDocumentAtTheBatchEnd) {
-  const auto batch = pack_batch(docs_of({5, 20, 4}), 2, 8);
-  ASSERT_EQ(batch.documents.size(), 2u);
-  EXPECT_EQ(batch.documents[1].length, 11);
-  EXPECT_EQ(batch.total_tokens(), 16);
+// Nothing is dropped: documents that do not fit are an error naming the first one that would be cut.
+TEST(PackBatch, RejectsDocumentsThatDoNotFit) {
+  try {
+    pack_batch(docs_of({5, 20, 4}), 2, 8);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
+    EXPECT_NE(std::string(e.what()).find("document 1 would be cut at token 11"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(pack_batch(docs_of({5, 11}), 2, 8).total_tokens(), 16) << "exactly full fits";
+}
+
+TEST(BatchFromRankLayout, KeepsTheLoadersLayoutExactly) {
+  const Batch b = batch_from_rank_layout({{3, 5}, {}, {8}}, 0, MaskSpec::causal(), 10);
+  EXPECT_EQ(b.ranks, 3);
+  EXPECT_EQ(b.tokens_per_rank, 8) << "the largest rank's total";
+  ASSERT_EQ(b.documents.size(), 3u);
+  EXPECT_EQ(b.documents[2].id, 12);
+  ASSERT_EQ(b.segments.size(), 3u);
+  EXPECT_EQ(b.segments[1].rank, 0);
+  EXPECT_EQ(b.segments[2].rank, 2);
+  EXPECT_EQ(b.segments[2].tokens, (Range{0, 8}));
+  EXPECT_EQ(batch_from_rank_layout({{4}, {4}}, 16, MaskSpec::causal()).tokens_per_rank, 16);
+}
+
+TEST(BatchFromRankLayout, RejectsWhatDoesNotFitNamingTheField) {
+  auto message = [](const std::vector<std::vector<Tokens>>& lengths, Tokens tokens_per_rank) {
+    try {
+      batch_from_rank_layout(lengths, tokens_per_rank, MaskSpec::causal());
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message({{3, 0}}, 0).find("lengths[0][1] = 0"), std::string::npos);
+  EXPECT_NE(message({{3}, {6, 4}}, 8).find("lengths[1]: rank 1 holds 10 tokens"), std::string::npos);
+  EXPECT_NE(message({}, 0).find("lengths: no ranks"), std::string::npos);
+  EXPECT_NE(message({{}, {}}, 0).find("every rank is empty"), std::string::npos);
+  EXPECT_NE(message({{2}}, -1).find("tokens_per_rank = -1"), std::string::npos);
 }
 
 TEST(PackBatch, RejectsBadShapesAndLengths) {
