@@ -29,6 +29,8 @@ void add_job_options(CLI::App& cmd, studies::JobConfig& job) {
                                                         {"none", runtime::ReferenceKind::kNone}}));
   cmd.add_option("--repeats", job.repeats, "timed runs of each pass (times are medians)")->capture_default_str();
   cmd.add_option("--threads", job.threads, "kernel threads per rank (0: cores / ranks)")->capture_default_str();
+  cmd.add_flag("--deterministic", job.deterministic,
+               "backward sums dK/dV in task order: gradients bitwise repeatable whatever the thread count");
   cmd.add_option("--save-plans", job.save_plans, "write the compiled plans to this folder (JSON if it ends in .json)");
 }
 

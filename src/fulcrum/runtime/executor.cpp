@@ -42,6 +42,7 @@ class Runner {
     shape_.q_heads = plan.heads.q_heads;
     shape_.kv_heads = plan.heads.kv_heads;
     shape_.head_dim = plan.heads.head_dim;
+    shape_.deterministic = options.deterministic;
   }
 
   ExecutionResult run() {

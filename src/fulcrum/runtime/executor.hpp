@@ -14,6 +14,9 @@ namespace fulcrum::runtime {
 
 struct ExecuteOptions {
   double start_s = 0;  // the job's common start on Communicator::now_s(); timeline times are relative
+  // Backward sums dK/dV in task order (kernels::AttentionShape::deterministic): gradients are bitwise
+  // repeatable whatever the kernel thread count, for a small cost (docs/performance.md).
+  bool deterministic = false;
 };
 
 /// Where one rank's time went in one pass.

@@ -10,6 +10,7 @@
 #include "fulcrum/workload/mask_test_cases.hpp"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <vector>
 
@@ -97,6 +98,33 @@ TEST(Executor, SignalModeMovesOneBytePerMessage) {
   }
   EXPECT_EQ(sent, messages);
   EXPECT_GT(*std::max_element(messages.begin(), messages.end()), 0) << "the assignment must move something";
+}
+
+// ExecuteOptions::deterministic reaches the kernels: dK/dV (summed over the tasks that read the same
+// key rows) are bitwise equal with 1 and 3 kernel threads per rank.
+TEST(Executor, DeterministicBackwardIsBitwiseRepeatableAcrossThreadCounts) {
+  const Assignment a = testing::random_assignment(3, MaskSpec::causal());
+  const Plan forward = compile(a, kHeads, Pass::kForward, CommMode::kPingPong);
+  const Plan backward = compile(a, kHeads, Pass::kBackward, CommMode::kPingPong);
+  auto gradients = [&](int threads) {
+    std::vector<std::vector<float>> out(static_cast<std::size_t>(a.batch.ranks));
+    run_local_ranks(a.batch.ranks, [&](Communicator& comm) {
+      omp_set_num_threads(threads);  // this rank thread's kernel threads
+      RankBuffers fb(forward.programs[comm.rank()], kHeads);
+      fill_inputs(forward, a.batch, 7, fb);
+      execute(forward, fb, comm, {0, true});
+      RankBuffers bb(backward.programs[comm.rank()], kHeads);
+      fill_inputs(backward, a.batch, 7, bb);
+      for (const char* name : {"o", "lse"}) bb.copy_from(fb, name);
+      execute(backward, bb, comm, {0, true});
+      for (const char* name : {"dk", "dv"}) {
+        const kernels::HeadTensor<float> view = bb.view<float>(bb.index(name));
+        out[comm.rank()].insert(out[comm.rank()].end(), view.data, view.data + view.size());
+      }
+    });
+    return out;
+  };
+  EXPECT_EQ(gradients(1), gradients(3));
 }
 
 }  // namespace

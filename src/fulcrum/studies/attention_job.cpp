@@ -186,7 +186,7 @@ JobResult run_attention_job(const JobConfig& config, Communicator& comm) {
   result.messages = count_messages(forward) + count_messages(backward);
 
   comm.barrier();
-  const ExecuteOptions exec{Communicator::now_s()};
+  const ExecuteOptions exec{Communicator::now_s(), config.deterministic};
   std::vector<RankSummary> f_runs, b_runs;
   std::vector<double> f_idle, b_idle;
   std::vector<TimelineEvent> events;
