@@ -12,9 +12,10 @@ std::string planner_list() { return fmt::format("{}", fmt::join(planner_names(),
 void add_planner_flags(CLI::App& cmd, PlannerOptions& options) {
   for (const OptionSpec& spec : planner_option_specs()) {
     const std::string name(spec.name);
+    // The default shown is the command's own (e.g. `demo` sets DistCA's tolerance), not the planner's.
     cmd.add_option_function<double>(
            "--" + name, [&options, name](double value) { options.set(name, value); },
-           fmt::format("{} (default {}; {})", spec.help, spec.default_text(), spec.range_text()))
+           fmt::format("{} (default {}; {})", spec.help, options.get(spec), spec.range_text()))
         ->type_name(spec.integer ? "INT" : "FLOAT")
         ->group("Planner options");
   }

@@ -1,5 +1,6 @@
 // Materialised-score attention, one query row at a time, no tiling and no online softmax: the
-// independent check for the fused kernels (tests, `fulcrum bench --check`), never a production path.
+// independent check for the fused kernels (the kernel tests, and `fulcrum run --reference fp64`), never a production
+// path.
 //   reference_attention: every value in fp64. The ground truth.
 //   naive_bf16_attention: what a framework computing in bf16 gets (fp32 dot products, every
 //     product and the softmax rounded to bf16) — the yardstick for the kernel's bf16 error.
