@@ -47,7 +47,7 @@ with tempfile.TemporaryDirectory() as tmp:
 profile = profiles[0]
 table = {k: v for k, v in profile.items() if k in ("forward", "backward")}
 for k in table:
-    cells = zip(*(p[k]["flops_per_s"] for p in profiles))
+    cells = zip(*(p[k]["flops_per_s"] for p in profiles), strict=True)
     table[k]["flops_per_s"] = [sum(c) / len(profiles) for c in cells]
 peak = max(max(profile["forward"]["flops_per_s"]), max(profile["backward"]["flops_per_s"]))
 link = {"bandwidth_bytes_per_s": comm["bandwidth_bytes_per_s"], "latency_s": comm["latency_s"]}
@@ -67,6 +67,7 @@ model = {
 with open(args.out, "w") as f:
     json.dump(model, f, indent=1)
     f.write("\n")
-print(f"wrote {args.out}: peak {peak / 1e9:.1f} GFLOP/s per rank-thread, link {link['bandwidth_bytes_per_s'] / 1e9:.2f} GB/s "
+print(f"wrote {args.out}: peak {peak / 1e9:.1f} GFLOP/s per rank-thread, "
+      f"link {link['bandwidth_bytes_per_s'] / 1e9:.2f} GB/s "
       f"+ {link['latency_s'] * 1e6:.0f} us, memcpy {comm['memcpy_bytes_per_s'] / 1e9:.1f} GB/s, "
       f"{os.cpu_count()} compute slots for {args.ranks} ranks")

@@ -4,7 +4,7 @@
 For every (dataset, mask), `dcp_partition` (bench/dcp_partition.cpp) builds one batch's placement
 hypergraph, partitions it with Fulcrum's multilevel partitioner and writes it in hMetis format; KaHyPar
 (`pip install kahypar`, used here only) partitions that file with its km1 configuration. Prints a
-markdown table of both λ−1 objectives and run times (one core each).
+markdown table of both λ-1 objectives and run times (one core each).
 
   python3 bench/compare_kahypar.py --bin build/dev/bin/dcp_partition \
       --config PATH/TO/km1_kKaHyPar_sea20.ini   # config/ of the KaHyPar repository
@@ -62,7 +62,7 @@ def main():
 
     print(f"k = {args.parts}, epsilon = {args.epsilon}, block = {args.block} tokens, seed {args.seed}, "
           f"Fulcrum initial tries {args.tries}, V-cycles {'default' if args.vcycles is None else args.vcycles}\n")
-    print("| dataset | mask | vertices | pins | Fulcrum λ−1 (MiB) | Fulcrum s | imbalance | KaHyPar λ−1 (MiB) "
+    print("| dataset | mask | vertices | pins | Fulcrum λ-1 (MiB) | Fulcrum s | imbalance | KaHyPar λ-1 (MiB) "
           "| KaHyPar s | imbalance | Fulcrum / KaHyPar |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     ratios = []

@@ -95,7 +95,8 @@ def main():
 
     print(f"causal, {args.heads} heads, head dim {args.head_dim}, {args.dtype}, torch {torch.__version__}, "
           f"{os.cpu_count()} threads, median of {args.repeats}")
-    print(f"{'length':>7} {'pass':>9} {'fulcrum s':>10} {'torch s':>9} {'fulcrum GF/s':>13} {'torch GF/s':>11} {'ratio':>6}")
+    print(f"{'length':>7} {'pass':>9} {'fulcrum s':>10} {'torch s':>9} "
+          f"{'fulcrum GF/s':>13} {'torch GF/s':>11} {'ratio':>6}")
     for r in rows:
         print(f"{r['length']:>7} {r['pass']:>9} {r['fulcrum_s']:>10.3f} {r['torch_s']:>9.3f} "
               f"{r['fulcrum_gflops']:>13.1f} {r['torch_gflops']:>11.1f} {r['ratio']:>6.2f}")

@@ -46,7 +46,7 @@ def speedup_table(name, reference):
 
 def breakdown_table(name, extra=()):
     data = rows(name)
-    cols = ["iteration_s", "linear_s", "attention_s", "exposed_comm_s", "idle_s", "dp_sync_s"] + list(extra)
+    cols = ["iteration_s", "linear_s", "attention_s", "exposed_comm_s", "idle_s", "dp_sync_s", *extra]
     print("| point | system | " + " | ".join(cols) + " | exposed % | idle % |")
     print("|---|---|" + "---|" * (len(cols) + 2))
     for r in data:

@@ -81,7 +81,8 @@ with tempfile.TemporaryDirectory() as tmp:
         (["--planners", "dcp", "--dcp-epsilon-devices", "-0.1"], "dcp-epsilon-devices"),
     ]
     for args, field in bad_inputs:
-        result = run("plan", "--tokens-per-rank", "4096", *args) if "--tokens-per-rank" not in args else run("plan", *args)
+        defaults = [] if "--tokens-per-rank" in args else ["--tokens-per-rank", "4096"]
+        result = run("plan", *defaults, *args)
         check_bad_input(args, result, field)
 
     # Kernel measurements: a tiny real run of each, and their bad input.
@@ -109,9 +110,11 @@ with tempfile.TemporaryDirectory() as tmp:
               f"profile {grid} values: {data[grid]['flops_per_s']}")
 
     # The training simulator: a small sweep writes the table, JSON, CSV, both charts and a trace.
-    sim_json, sim_csv, sim_svg, sim_trace = (os.path.join(tmp, n) for n in ("sim.json", "sim.csv", "sim.svg", "sim.trace.json"))
+    outputs = ("sim.json", "sim.csv", "sim.svg", "sim.trace.json")
+    sim_json, sim_csv, sim_svg, sim_trace = (os.path.join(tmp, n) for n in outputs)
     result = run("simulate", "--gpus", "16", "--tp", "8", "--max-doc-len", "16384", "--systems", "distca,wlb,packed",
-                 "--modes", "pingpong,signal", "--sweep", "pp=1,2", "--json", sim_json, "--csv", sim_csv, "--svg", sim_svg,
+                 "--modes", "pingpong,signal", "--sweep", "pp=1,2", "--json", sim_json, "--csv", sim_csv,
+                 "--svg", sim_svg,
                  "--trace", sim_trace)
     check(result.returncode == 0, f"simulate exited {result.returncode}: {result.stderr}")
     check("distca/signal" in result.stdout and "speedup" in result.stdout, "simulate table lacks rows or legend")
@@ -171,7 +174,7 @@ with tempfile.TemporaryDirectory() as tmp:
     # Every flag is accepted by every command (its default is in range), and a value out of range is bad
     # input naming the option, from any command.
     for flag in flags:
-        line = next(l for l in option_help if l.lstrip().startswith(flag + " "))
+        line = next(h for h in option_help if h.lstrip().startswith(flag + " "))
         default = line.split("(default ")[1].split(";")[0] if "(default " in line else \
             option_help[option_help.index(line) + 1].split("(default ")[1].split(";")[0]
         result = run("plan", "--ranks", "4", "--tokens-per-rank", "2048", "--planners", "packed", flag, default)

@@ -83,7 +83,8 @@ with tempfile.TemporaryDirectory() as tmp:
     check(result.returncode == 0, f"local run exited {result.returncode}: {result.stderr[-2000:]}")
 
 # Bad input: exit 2 with the field named, before any rank starts.
-for args, field in ((["--ranks", "-1"], "ranks"), (["--modes", "overlap"], "modes"), (["--dataset", "zipf:2"], "dataset"),
+for args, field in ((["--ranks", "-1"], "ranks"), (["--modes", "overlap"], "modes"),
+                    (["--dataset", "zipf:2"], "dataset"),
                     (["--planners", "nope"], "planner"), (["--inject-failure", "9:throw"], "inject-failure"),
                     (["--progress", "sometimes"], "progress"), (["--repeats", "0"], "repeats"),
                     (["--simulate", "b200"], "h200-dgx")):
