@@ -115,6 +115,7 @@ def planner_options() -> list[OptionSpec]: ...
 class PlannerCapabilities:
     moves_attention: bool
     splits_documents: bool
+    splits_heads: bool
     keeps_documents: bool
     keeps_placement: bool
     overlaps_traffic: bool

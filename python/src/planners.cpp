@@ -108,6 +108,7 @@ void bind_planners(py::module_& m) {
   py::class_<PlannerCapabilities>(m, "PlannerCapabilities")
       .def_readonly("moves_attention", &PlannerCapabilities::moves_attention)
       .def_readonly("splits_documents", &PlannerCapabilities::splits_documents)
+      .def_readonly("splits_heads", &PlannerCapabilities::splits_heads)
       .def_readonly("keeps_documents", &PlannerCapabilities::keeps_documents)
       .def_readonly("keeps_placement", &PlannerCapabilities::keeps_placement)
       .def_readonly("overlaps_traffic", &PlannerCapabilities::overlaps_traffic)

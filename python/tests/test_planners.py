@@ -48,6 +48,18 @@ def test_distca_moves_attention_and_is_deterministic(model, batch, assignment):
     assert all(t.heads is None for t in assignment.tasks)  # DistCA's tasks cover every head
 
 
+def test_dcp_head_blocks_give_tasks_over_whole_gqa_groups(model, batch):
+    assert fulcrum.make_planner("dcp", fulcrum.PlannerOptions(model)).capabilities.splits_heads
+    assert not fulcrum.make_planner("distca", fulcrum.PlannerOptions(model)).capabilities.splits_heads
+    planner = fulcrum.make_planner("dcp", fulcrum.PlannerOptions(model, dcp_block=512, dcp_head_blocks=4))
+    assignment = planner.plan(batch)
+    assert fulcrum.verify(assignment, batch).ok
+    per_block = model.q_heads // 4  # llama3-8b: 32 q heads in 8 GQA groups, 2 groups per head block
+    assert {t.heads for t in assignment.tasks} == {(h * per_block, (h + 1) * per_block) for h in range(4)}
+    with pytest.raises(fulcrum.InputError, match=r"dcp-head-blocks = 3: must divide the model's kv_heads = 8"):
+        fulcrum.make_planner("dcp", fulcrum.PlannerOptions(model, dcp_head_blocks=3))
+
+
 def test_bad_options_name_the_field(model):
     with pytest.raises(fulcrum.InputError, match=r"tolerance = -1: must be in \[0, 10\]"):
         fulcrum.PlannerOptions(model, tolerance=-1)

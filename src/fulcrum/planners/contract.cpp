@@ -70,6 +70,15 @@ void check_planner_contract(const Assignment& a, const Batch& input, const Plann
       broken(a, "tasks[{}].keys = [{}, {}): leave document {} of {} tokens", i, t.keys.begin, t.keys.end, t.doc,
              doc.end);
     }
+    if (!t.heads.all() && !caps.splits_heads) {
+      broken(a, "tasks[{}].heads = [{}, {}): the planner declares that its tasks cover every head", i, t.heads.begin,
+             t.heads.end);
+    }
+    if (t.heads.all() ? t.heads.begin != 0
+                      : t.heads.begin < 0 || t.heads.begin >= t.heads.end || t.heads.end > a.q_heads) {
+      broken(a, "tasks[{}].heads = [{}, {}): empty or outside the model's q_heads = {} (Assignment::q_heads)", i,
+             t.heads.begin, t.heads.end, a.q_heads);
+    }
     if ((t.division >= 0) != divisions || t.division < -1) {
       broken(a, "tasks[{}].division = {}: all tasks or none must have a division >= 0", i, t.division);
     }

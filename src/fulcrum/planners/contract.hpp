@@ -13,8 +13,9 @@ namespace fulcrum {
 void check_planner_input(const Batch& batch, std::string_view planner, const PlannerCapabilities& caps);
 
 /// A planner bug (an internal Error naming the planner and the broken rule): tasks outside their
-/// documents or with servers out of range, divisions on some tasks only, or a declared capability that
-/// does not hold (placement, documents, attention moved, documents split).
+/// documents or the model's q heads (Assignment::q_heads) or with servers out of range, divisions on
+/// some tasks only, or a declared capability that does not hold (placement, documents, attention moved,
+/// documents split, heads split).
 void check_planner_contract(const Assignment& a, const Batch& input, const PlannerCapabilities& caps);
 
 }  // namespace fulcrum

@@ -43,6 +43,14 @@ TEST(PlannerContract, AcceptsWhatTheCapabilitiesAllow) {
   caps.splits_documents = true;  // document 0 spans both ranks
   EXPECT_NO_THROW(check_planner_contract(own_rows(b), b, caps));
   EXPECT_NO_THROW(check_planner_input(b, "test", caps));
+  // Rank 1's rows of document 1 as two head ranges, where the capabilities allow it.
+  Assignment heads = own_rows(b);
+  heads.q_heads = 4;
+  heads.tasks.back().heads = {0, 1};
+  heads.tasks.push_back(heads.tasks.back());
+  heads.tasks.back().heads = {1, 4};
+  caps.splits_heads = true;
+  EXPECT_NO_THROW(check_planner_contract(heads, b, caps));
 }
 
 TEST(PlannerContract, RejectsBrokenTasksAsInternalErrors) {
@@ -69,6 +77,15 @@ TEST(PlannerContract, RejectsBrokenTasksAsInternalErrors) {
   EXPECT_NE(broken([](Assignment& a) { a.batch.documents[1].mask = MaskSpec::sliding_window(4); }).find("keeps them"),
             std::string::npos);
   EXPECT_NE(broken([](Assignment& a) { a.batch.ranks = 3; }).find("batch.ranks = 3"), std::string::npos);
+  EXPECT_NE(broken([](Assignment& a) { a.tasks[0].heads = {0, 2}; }).find("cover every head"), std::string::npos);
+  caps.splits_heads = true;
+  for (const HeadRange heads : {HeadRange{0, 2}, HeadRange{2, 2}, HeadRange{3, 5}, HeadRange{1, -1}}) {
+    EXPECT_NE(broken([&](Assignment& a) {
+                a.q_heads = heads.begin == 0 ? 0 : 4;  // [0, 2) is fine but needs the model's heads
+                a.tasks[0].heads = heads;
+              }).find(fmt::format("tasks[0].heads = [{}, {}): empty or outside", heads.begin, heads.end)),
+              std::string::npos);
+  }
   caps.splits_documents = false;
   EXPECT_NE(broken([](Assignment&) {}).find("never splits documents"), std::string::npos);
 }

@@ -29,6 +29,7 @@ enum class CpGroups : std::uint8_t {
 struct PlannerCapabilities {
   bool moves_attention = false;        // CA-tasks may run on a rank that does not own their rows
   bool splits_documents = false;       // one document's rows may be computed on several ranks
+  bool splits_heads = false;           // CA-tasks may cover some of the q heads (CATask::heads)
   bool keeps_documents = true;         // computes exactly the input batch's documents (else defers some)
   bool keeps_placement = true;         // leaves tokens where the packing put them
   std::vector<MaskKind> masks;         // masks it plans for

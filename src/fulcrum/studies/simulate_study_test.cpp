@@ -39,6 +39,30 @@ TEST(Study, SweepsEveryPointAndSystemAgainstTheReference) {
   EXPECT_THROW(run_study(spec), Error);
 }
 
+// Planner options are sweep keys: DCP's head blocks, whose allowed values depend on the model, simulate
+// at 1 and 2 (the tiny model's 2 GQA groups) and fail as bad input, naming the option, at 4.
+TEST(Study, DcpHeadBlocksAreASweepKeyCheckedAgainstTheModel) {
+  StudySpec spec;
+  spec.base = small_config("dcp");
+  spec.base.iterations = 1;
+  spec.model = "tiny";
+  spec.systems = {"dcp"};
+  spec.sweep = {parse_sweep_axis("dcp-head-blocks=1,2")};
+  const Study study = run_study(spec);
+  ASSERT_EQ(study.rows.size(), 2u);
+  EXPECT_EQ(study.rows[1].point, (std::vector<std::pair<std::string, std::string>>{{"dcp-head-blocks", "2"}}));
+  EXPECT_EQ(study.rows[1].result.config.planner_options.get(find_planner_option("dcp-head-blocks")), 2);
+  EXPECT_GT(study.rows[1].result.tokens_per_s, 0);
+  spec.sweep = {parse_sweep_axis("dcp-head-blocks=4")};
+  try {
+    run_study(spec);
+    ADD_FAILURE() << "4 head blocks of 2 kv heads simulated";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
+    EXPECT_NE(std::string(e.what()).find("dcp-head-blocks = 4"), std::string::npos) << e.what();
+  }
+}
+
 // The search keeps the global batch and picks the layout with the best throughput among those that fit.
 TEST(Study, SearchKeepsTheGlobalBatchAndFindsNoWorseThanTheGivenLayout) {
   TrainingConfig c = small_config("wlb");

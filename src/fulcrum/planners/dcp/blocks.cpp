@@ -1,13 +1,47 @@
 #include "fulcrum/planners/dcp/blocks.hpp"
 
 #include "fulcrum/core/error.hpp"
-#include "fulcrum/cost/attention_cost.hpp"
+
+#include <algorithm>
+#include <array>
+#include <string>
 
 namespace fulcrum::dcp {
 
-Blocks make_blocks(const Batch& batch, Tokens block_tokens, const ModelShape& model) {
+HeadRange Blocks::heads(const ComputeBlock& block) const {
+  if (head_blocks == 1) return HeadRange{};
+  const int per_block = q_heads / head_blocks;
+  return {block.head_block * per_block, (block.head_block + 1) * per_block};
+}
+
+void check_head_blocks(int head_blocks, const ModelShape& model) {
+  if (head_blocks >= 1 && model.kv_heads % head_blocks == 0) return;
+  // Whole GQA groups: a head block that split a group would read the same K/V as its neighbour, so
+  // both devices would fetch it, and the kernel's key item (which sweeps a group's q heads) would split.
+  std::string allowed;
+  for (int h = 1; h <= model.kv_heads; ++h) {
+    if (model.kv_heads % h == 0) allowed += fmt::format("{}{}", allowed.empty() ? "" : ", ", h);
+  }
+  fail(
+      "dcp-head-blocks = {}: must divide the model's kv_heads = {} (head blocks hold whole GQA groups of {} q "
+      "heads): one of {}",
+      head_blocks, model.kv_heads, model.q_heads / std::max(model.kv_heads, 1), allowed);
+}
+
+TokenBytes head_block_token_bytes(const ModelShape& model, int head_blocks) {
+  const TokenBytes row = token_bytes(model);
+  const double share = 1.0 / head_blocks;  // exactly 1 for one head block: the bytes stay bitwise the same
+  return {row.q * share, row.kv * share, row.o * share, row.lse * share};
+}
+
+Blocks make_blocks(const Batch& batch, Tokens block_tokens, const ModelShape& model, int head_blocks) {
   FULCRUM_CHECK(block_tokens >= 1, "block of {} tokens (the dcp-block option checks its range)", block_tokens);
+  FULCRUM_CHECK(head_blocks >= 1 && model.kv_heads % head_blocks == 0,
+                "{} head blocks of {} kv heads (the planner checks dcp-head-blocks)", head_blocks, model.kv_heads);
   Blocks blocks;
+  blocks.head_blocks = head_blocks;
+  blocks.q_heads = model.q_heads;
+  std::vector<std::pair<int, double>> row;  // one row's non-empty tiles: (kv block, FLOPs of every head)
   for (int d = 0; d < static_cast<int>(batch.documents.size()); ++d) {
     const auto& doc = batch.documents[d];
     const int first = static_cast<int>(blocks.data.size());
@@ -16,10 +50,15 @@ Blocks make_blocks(const Batch& batch, Tokens block_tokens, const ModelShape& mo
     const int last = static_cast<int>(blocks.data.size());
     for (int q = first; q < last; ++q) {
       const std::array<Range, 1> rows{blocks.data[q].tokens};
+      row.clear();
       for (int k = first; k < last; ++k) {
         const Range keys = blocks.data[k].tokens;
         if (doc.mask.keys_needed(rows[0], keys, doc.length).empty()) continue;
-        blocks.compute.push_back({q, k, attention_forward_flops(model, doc.mask, rows, keys, doc.length)});
+        row.emplace_back(k, attention_forward_flops(model, doc.mask, rows, keys, doc.length));
+      }
+      // Every head is masked alike, so a head block's FLOPs are the tile's over H (exact for H = 1).
+      for (int h = 0; h < head_blocks; ++h) {
+        for (const auto& [k, flops] : row) blocks.compute.push_back({q, k, flops / head_blocks, h});
       }
     }
   }
@@ -29,29 +68,38 @@ Blocks make_blocks(const Batch& batch, Tokens block_tokens, const ModelShape& mo
 Hypergraph placement_hypergraph(const Blocks& blocks, const ModelShape& model) {
   const int compute = static_cast<int>(blocks.compute.size());
   const int data = static_cast<int>(blocks.data.size());
-  const auto bytes = token_bytes(model);
+  const int heads = blocks.head_blocks;
+  const auto row_bytes = token_bytes(model);  // a data block holds every head of its rows
+  const auto bytes = head_block_token_bytes(model, heads);
   std::vector<double> weights;
   weights.reserve(2 * static_cast<std::size_t>(compute + data));
   for (const auto& c : blocks.compute) weights.insert(weights.end(), {c.flops, 0.0});
-  std::vector<std::vector<int>> nets(2 * static_cast<std::size_t>(data));
+  // Net 2 (b H + h) carries data block b's Q/O of head block h, net 2 (b H + h) + 1 its K/V.
+  auto net = [heads](int block, int head_block, int kind) { return 2 * (block * heads + head_block) + kind; };
+  std::vector<std::vector<int>> nets(2 * static_cast<std::size_t>(data) * heads);
   std::vector<double> net_weights(nets.size());
   for (int b = 0; b < data; ++b) {
     const auto tokens = static_cast<double>(blocks.data[b].tokens.size());
-    weights.insert(weights.end(), {0.0, tokens * (bytes.q + bytes.kv + bytes.output())});
-    nets[2 * b] = {compute + b};
-    nets[2 * b + 1] = {compute + b};
-    net_weights[2 * b] = tokens * (bytes.q + bytes.output());
-    net_weights[2 * b + 1] = tokens * bytes.kv;
+    weights.insert(weights.end(), {0.0, tokens * (row_bytes.q + row_bytes.kv + row_bytes.output())});
+    for (int h = 0; h < heads; ++h) {
+      nets[net(b, h, 0)] = {compute + b};
+      nets[net(b, h, 1)] = {compute + b};
+      net_weights[net(b, h, 0)] = tokens * (bytes.q + bytes.output());
+      net_weights[net(b, h, 1)] = tokens * bytes.kv;
+    }
   }
   for (int c = 0; c < compute; ++c) {
-    nets[2 * blocks.compute[c].q_block].push_back(c);
-    nets[2 * blocks.compute[c].kv_block + 1].push_back(c);
+    const auto& block = blocks.compute[c];
+    nets[net(block.q_block, block.head_block, 0)].push_back(c);
+    nets[net(block.kv_block, block.head_block, 1)].push_back(c);
   }
-  // Neighbouring tiles of one row: a device runs each unbroken run of a row's tiles as one task, which
-  // fetches the row's Q and returns its O once, so every break between runs costs another Q + O.
+  // Neighbouring tiles of one row and head block: a device runs each unbroken run of them as one task,
+  // which fetches the row's Q and returns its O once, so every break between runs costs another Q + O.
   for (int c = 1; c < compute; ++c) {
     const auto &left = blocks.compute[c - 1], &right = blocks.compute[c];
-    if (left.q_block != right.q_block || left.kv_block + 1 != right.kv_block) continue;
+    if (left.q_block != right.q_block || left.head_block != right.head_block || left.kv_block + 1 != right.kv_block) {
+      continue;
+    }
     nets.push_back({c - 1, c});
     net_weights.push_back(static_cast<double>(blocks.data[right.q_block].tokens.size()) * (bytes.q + bytes.output()));
   }

@@ -1,11 +1,16 @@
 // DCP's blocks: every document cut into data blocks of B tokens (their Q, K/V, O and LSE stay
-// together on one device), and one computation block per (q-block, kv-block) pair whose mask tile is
-// not empty, weighted by its exact FLOPs (partial tiles counted pair by pair through the mask).
+// together on one device, every head of a row), and computation blocks per (q-block, kv-block) pair
+// whose mask tile is not empty, each cut into H head blocks (the dcp-head-blocks option), weighted by
+// its exact FLOPs (partial tiles counted pair by pair through the mask) times its share of the heads.
 //
-// Head blocks are all heads: a CATask, and so an Attention call, covers every head of its rows, so a
-// head-split would need a head range in the Plan IR (docs/architecture.md, Refinements).
+// A head block holds q_heads / H consecutive q heads and whole GQA groups (H divides kv_heads), so it
+// reads exactly kv_heads / H kv heads: its Q, K/V, O and LSE bytes are the whole row's over H, and
+// two head blocks never read the same K/V. H = 1 is the whole tile over all heads (tasks without a
+// head range), exactly what DCP planned before head blocks existed.
 #pragma once
 
+#include "fulcrum/core/interval.hpp"
+#include "fulcrum/cost/attention_cost.hpp"
 #include "fulcrum/planners/dcp/hypergraph.hpp"
 #include "fulcrum/workload/batch.hpp"
 #include "fulcrum/workload/model_shape.hpp"
@@ -20,29 +25,49 @@ struct DataBlock {
 };
 
 struct ComputeBlock {
-  int q_block = 0;   // index into Blocks::data
-  int kv_block = 0;  // index into Blocks::data, same document
-  double flops = 0;  // forward, exact under the mask
+  int q_block = 0;     // index into Blocks::data
+  int kv_block = 0;    // index into Blocks::data, same document
+  double flops = 0;    // forward, exact under the mask, over this head block's heads
+  int head_block = 0;  // in [0, Blocks::head_blocks)
 };
 
 struct Blocks {
-  std::vector<DataBlock> data;        // in (doc, tokens) order
-  std::vector<ComputeBlock> compute;  // in (q_block, kv_block) order
+  std::vector<DataBlock> data;  // in (doc, tokens) order
+  /// In (q_block, head_block, kv_block) order: the tiles of one row and head block are neighbours,
+  /// as the row-run nets of placement_hypergraph and the planner's merging of a row's tiles need.
+  std::vector<ComputeBlock> compute;
+  int head_blocks = 1;
+  int q_heads = 0;  // the model's
+
+  /// The q heads of `block`: all heads (no range) when there is one head block.
+  HeadRange heads(const ComputeBlock& block) const;
 };
 
-/// Blocks of `block_tokens` tokens (a document's last block may be shorter). A tile counts as not
-/// empty when some row sees some key of it as the planners ask (index-list masks: by their causal
-/// hull, so the tasks tile the hull as plan::verify requires); its FLOPs are exact.
-Blocks make_blocks(const Batch& batch, Tokens block_tokens, const ModelShape& model);
+/// Throws a bad-input Error naming the dcp-head-blocks option unless `head_blocks` divides the model's
+/// kv heads (so it divides its q heads and every head block holds whole GQA groups).
+void check_head_blocks(int head_blocks, const ModelShape& model);
+
+/// Bytes per token of one head block's share of Q, K/V, O and LSE: the row's over `head_blocks` (exact,
+/// since head blocks hold whole GQA groups). One head block gives token_bytes(model) unchanged.
+TokenBytes head_block_token_bytes(const ModelShape& model, int head_blocks);
+
+/// Blocks of `block_tokens` tokens (a document's last block may be shorter), every non-empty tile cut
+/// into `head_blocks` head blocks (check_head_blocks). A tile counts as not empty when some row sees
+/// some key of it as the planners ask (index-list masks: by their causal hull, so the tasks tile the
+/// hull as plan::verify requires); its FLOPs are exact, split evenly over its head blocks (DCP plans by
+/// Document::mask, the same for every head).
+Blocks make_blocks(const Batch& batch, Tokens block_tokens, const ModelShape& model, int head_blocks = 1);
 
 /// The placement hypergraph. Vertices: computation blocks [0, C) weighted by (FLOPs, 0), then data
-/// blocks [C, C + D) weighted by (0, bytes held: Q, K/V, O and LSE). Nets, two per data block: its
-/// Q/O net joins it with the computation blocks of its rows (Q goes there, O and LSE come back,
-/// weight tokens · (q + o + lse) bytes) and its K/V net with those reading its keys (weight tokens ·
-/// kv bytes). A device runs each unbroken run of a row's tiles as one task, fetching Q and returning O
-/// per run, so a 2-pin net of weight tokens · (q + o + lse) bytes joins each pair of neighbouring tiles
-/// of a row: every break between runs costs its Q + O again. Σ w(e)(λ − 1) then follows the bytes a
-/// placement moves (up to the first run's Q + O on each device, counted twice).
+/// blocks [C, C + D) weighted by (0, bytes held: Q, K/V, O and LSE of every head). Nets, two per data
+/// block and head block: its Q/O net joins it with the computation blocks of its rows and that head
+/// block (Q goes there, O and LSE come back, weight tokens · (q + o + lse) bytes of those heads) and its
+/// K/V net with those of that head block reading its keys (weight tokens · kv bytes of the kv heads
+/// they read). A device runs each unbroken run of a row's tiles of one head block as one task, fetching
+/// Q and returning O per run, so a 2-pin net of weight tokens · (q + o + lse) bytes of those heads joins
+/// each pair of neighbouring tiles of a row and head block: every break between runs costs its Q + O
+/// again. Σ w(e)(λ − 1) then follows the bytes a placement moves when messages carry only the heads a
+/// task reads (up to the first run's Q + O on each device, counted twice).
 Hypergraph placement_hypergraph(const Blocks& blocks, const ModelShape& model);
 
 }  // namespace fulcrum::dcp

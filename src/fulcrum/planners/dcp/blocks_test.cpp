@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <tuple>
 #include <vector>
 
 namespace fulcrum::dcp {
@@ -60,6 +62,87 @@ TEST(DcpBlocks, HypergraphNetsCarryTheBytesThatMove) {
   std::vector<int> parts{0, 0, 0, 0, 0};
   parts[tile10] = 1;
   EXPECT_NEAR(connectivity_cost(h, parts, 2), 256 * (bytes.kv + 2 * (bytes.q + bytes.output())), 1e-6);
+}
+
+// A model whose 8 q heads form 4 GQA groups, so 1, 2 and 4 head blocks hold whole groups.
+ModelShape four_groups() { return {"four-groups", 2, 512, 8, 4, 64, 688, 2}; }
+
+TEST(DcpBlocks, HeadBlocksSplitEveryTileIntoEqualRangesOfWholeGroups) {
+  const auto model = four_groups();
+  const auto batch = one_document(1000, MaskSpec::lambda(16, 300));
+  const auto whole = make_blocks(batch, 128, model);
+  for (int h : {2, 4}) {
+    const auto blocks = make_blocks(batch, 128, model, h);
+    ASSERT_EQ(blocks.compute.size(), whole.compute.size() * h);
+    ASSERT_EQ(blocks.data.size(), whole.data.size());
+    for (std::size_t i = 0; i < blocks.compute.size(); ++i) {
+      const auto& c = blocks.compute[i];
+      const HeadRange heads = blocks.heads(c);
+      EXPECT_EQ(heads.begin, c.head_block * 8 / h);
+      EXPECT_EQ(heads.end, (c.head_block + 1) * 8 / h);
+      if (i > 0) {
+        const auto& p = blocks.compute[i - 1];
+        EXPECT_TRUE(std::tuple(p.q_block, p.head_block, p.kv_block) < std::tuple(c.q_block, c.head_block, c.kv_block))
+            << "block " << i << " out of (q, head block, kv) order";
+      }
+    }
+    // Each head block of a tile carries its share of the tile's FLOPs.
+    for (const auto& w : whole.compute) {
+      int found = 0;
+      for (const auto& c : blocks.compute) {
+        if (c.q_block != w.q_block || c.kv_block != w.kv_block) continue;
+        ++found;
+        EXPECT_DOUBLE_EQ(c.flops * h, w.flops);
+      }
+      EXPECT_EQ(found, h);
+    }
+  }
+  EXPECT_TRUE(whole.heads(whole.compute[0]).all());  // one head block: tasks without a head range
+}
+
+TEST(DcpBlocks, HeadBlocksMustHoldWholeGqaGroups) {
+  const auto model = four_groups();
+  for (int h : {1, 2, 4}) EXPECT_NO_THROW(check_head_blocks(h, model)) << h;
+  for (int h : {3, 8, 0}) {
+    try {
+      check_head_blocks(h, model);
+      ADD_FAILURE() << h << " head blocks accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
+      EXPECT_NE(
+          std::string(e.what()).find(fmt::format("dcp-head-blocks = {}: must divide the model's kv_heads = 4", h)),
+          std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find("one of 1, 2, 4"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(make_blocks(one_document(100, MaskSpec::causal()), 32, model, 3), Error);
+}
+
+// With head blocks a net carries only its heads' bytes: moving one head block of the off-diagonal tile
+// away costs that head block's share of block 0's K/V and of block 1's Q + O, and the break in its
+// own row run, but nothing for the other head block.
+TEST(DcpBlocks, HeadBlockNetsCarryOnlyTheirHeadsBytes) {
+  const auto model = four_groups();
+  const int h = 2;
+  const auto blocks = make_blocks(one_document(512, MaskSpec::causal()), 256, model, h);
+  const auto g = placement_hypergraph(blocks, model);
+  ASSERT_EQ(g.vertices(), 6 + 2);  // 3 tiles x 2 head blocks, 2 data blocks
+  ASSERT_EQ(g.nets(), 8 + 2);      // Q/O and K/V per data block and head block; row 1's neighbours per head block
+  // (q, head block, kv) order: (0,0,0), (0,1,0), (1,0,0), (1,0,1), (1,1,0), (1,1,1).
+  const int tile10_heads1 = 4;
+  ASSERT_EQ(blocks.compute[tile10_heads1].q_block, 1);
+  ASSERT_EQ(blocks.compute[tile10_heads1].kv_block, 0);
+  ASSERT_EQ(blocks.compute[tile10_heads1].head_block, 1);
+  std::vector<int> parts(8, 0);
+  EXPECT_EQ(connectivity_cost(g, parts, 2), 0.0);
+  parts[tile10_heads1] = 1;
+  const auto row = token_bytes(model);
+  const auto share = head_block_token_bytes(model, h);
+  EXPECT_DOUBLE_EQ(share.q + share.kv + share.output(), (row.q + row.kv + row.output()) / h);
+  EXPECT_NEAR(connectivity_cost(g, parts, 2), 256 * (share.kv + 2 * (share.q + share.output())), 1e-6);
+  // The data blocks still weigh every head: memory is whole rows.
+  EXPECT_DOUBLE_EQ(g.weight(6, 1), 256 * (row.q + row.kv + row.output()));
 }
 
 }  // namespace

@@ -14,11 +14,24 @@ const OptionSpec kEpsilonMachines{"dcp-epsilon-machines", "DCP: balance slack of
 const OptionSpec kEpsilonDevices{"dcp-epsilon-devices", "DCP: balance slack across the devices of a machine", 0.1, 0,
                                  10};
 const OptionSpec kDivisions{"dcp-divisions", "DCP: ordered divisions whose traffic overlaps compute", 4, 1, 64, true};
+// The range's top is a bound on any model's heads; the model's own kv heads are checked by the planner
+// (check_head_blocks), since the options do not know the model when a flag is parsed.
+const OptionSpec kHeadBlocks{"dcp-head-blocks",
+                             "DCP: head blocks per computation block (must divide the model's kv heads; 1: all heads)",
+                             1,
+                             1,
+                             1024,
+                             true};
 
 }  // namespace
 
+DcpPlanner::DcpPlanner(const PlannerOptions& options) : options_(options) {
+  dcp::check_head_blocks(options_.get_int(kHeadBlocks), options_.model);
+}
+
 Assignment DcpPlanner::do_plan(const Batch& batch) {
-  const auto blocks = dcp::make_blocks(batch, options_.get_tokens(kBlock), options_.model);
+  const auto blocks =
+      dcp::make_blocks(batch, options_.get_tokens(kBlock), options_.model, options_.get_int(kHeadBlocks));
   const auto graph = dcp::placement_hypergraph(blocks, options_.model);
   // Two levels only when the ranks fill whole machines; otherwise one level across all ranks.
   const int per_machine = options_.devices_per_machine;
@@ -34,6 +47,8 @@ Assignment DcpPlanner::do_plan(const Batch& batch) {
   const auto division = dcp::assign_divisions(blocks, device, options_.get_int(kDivisions), options_.model);
 
   Assignment a{.planner = {}, .batch = {}, .tasks = {}, .transfers = {}};
+  // The verifier needs the model's heads only for head ranges; one head block plans as it always did.
+  if (blocks.head_blocks > 1) a.q_heads = options_.model.q_heads;
   a.batch.ranks = batch.ranks;
   a.batch.tokens_per_rank = batch.tokens_per_rank;
   a.batch.documents = batch.documents;
@@ -52,17 +67,18 @@ Assignment DcpPlanner::do_plan(const Batch& batch) {
     const auto& block = blocks.compute[c];
     const auto& q = blocks.data[block.q_block];
     const Range keys = blocks.data[block.kv_block].tokens;
-    // A tile that continues the previous task's keys on the same device and division widens it (fewer
-    // kernel items).
+    const HeadRange heads = blocks.heads(block);
+    // A tile that continues the previous task's keys on the same device, division and heads widens it
+    // (fewer kernel items).
     if (!a.tasks.empty()) {
       auto& last = a.tasks.back();
       if (last.doc == q.doc && last.queries[0] == q.tokens && last.server == device[c] && last.keys.end == keys.begin &&
-          last.division == division[c]) {
+          last.division == division[c] && last.heads == heads) {
         last.keys.end = keys.end;
         continue;
       }
     }
-    a.tasks.push_back({q.doc, {q.tokens, Range{}}, keys, device[c], division[c]});
+    a.tasks.push_back({q.doc, {q.tokens, Range{}}, keys, device[c], division[c], heads});
   }
   a.transfers = minimal_transfers(a.batch, a.tasks);
   return a;
@@ -73,11 +89,12 @@ PlannerRegistration dcp_registration() {
           .summary = "blockwise dynamic CP: blocks placed by hierarchical hypergraph partitioning, ordered divisions",
           .capabilities = {.moves_attention = true,
                            .splits_documents = true,
+                           .splits_heads = true,  // with dcp-head-blocks > 1
                            .keeps_documents = true,
                            .keeps_placement = false,
                            .masks = all_mask_kinds(),  // band masks exactly; index-list masks over their hull
                            .overlaps_traffic = true},
-          .options = {kBlock, kEpsilonMachines, kEpsilonDevices, kDivisions},
+          .options = {kBlock, kEpsilonMachines, kEpsilonDevices, kDivisions, kHeadBlocks},
           .make = [](const PlannerOptions& o) { return std::make_unique<DcpPlanner>(o); }};
 }
 

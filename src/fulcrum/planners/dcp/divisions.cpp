@@ -11,23 +11,24 @@
 namespace fulcrum::dcp {
 namespace {
 
-// What a device has fetched for one division: (data block, 0 = Q/O, 1 = K/V).
-using Fetched = std::set<std::pair<int, int>>;
+// What a device has fetched for one division: (data block, head block, 0 = Q/O or 1 = K/V).
+using Fetched = std::set<std::tuple<int, int, int>>;
 
 // Bytes block c adds when run on `device[c]` in a division that has fetched `fetched` (null: nothing);
-// with `record`, marks them fetched.
+// with `record`, marks them fetched. `bytes` are one head block's (head_block_token_bytes).
 double fetch_bytes(const Blocks& blocks, std::span<const int> device, int c, const TokenBytes& bytes, Fetched* fetched,
                    bool record) {
   const int compute = static_cast<int>(blocks.compute.size());
   const int server = device[c];
+  const int h = blocks.compute[c].head_block;
   double total = 0;
   const std::pair<int, double> needs[] = {{blocks.compute[c].q_block, bytes.q + bytes.output()},
                                           {blocks.compute[c].kv_block, bytes.kv}};
   for (int kind = 0; kind < 2; ++kind) {
     const int b = needs[kind].first;
     if (device[compute + b] == server) continue;
-    if (fetched && fetched->contains({b, kind})) continue;
-    if (fetched && record) fetched->insert({b, kind});
+    if (fetched && fetched->contains({b, h, kind})) continue;
+    if (fetched && record) fetched->insert({b, h, kind});
     total += needs[kind].second * static_cast<double>(blocks.data[b].tokens.size());
   }
   return total;
@@ -39,11 +40,12 @@ std::vector<int> assign_divisions(const Blocks& blocks, std::span<const int> dev
                                   const ModelShape& model) {
   FULCRUM_CHECK(divisions >= 1, "{} divisions (the dcp-divisions option checks its range)", divisions);
   const int compute = static_cast<int>(blocks.compute.size());
-  const auto bytes = token_bytes(model);
+  const auto bytes = head_block_token_bytes(model, blocks.head_blocks);
   int devices = 0;
   for (int d : device) devices = std::max(devices, d + 1);
   std::vector<int> division(static_cast<std::size_t>(compute), divisions - 1);
-  // Each device's blocks that need traffic, in (q block, kv block) order so neighbours share data.
+  // Each device's blocks that need traffic, in (q block, head block, kv block) order so neighbours share
+  // data.
   std::vector<std::vector<int>> pending(static_cast<std::size_t>(devices));
   std::vector<Fetched> all(static_cast<std::size_t>(devices));
   double remaining = 0;  // the traffic left, each datum counted once per device
@@ -69,7 +71,7 @@ std::vector<int> assign_divisions(const Blocks& blocks, std::span<const int> dev
       }
       if (r < 0) break;
       // Its block that adds the fewest bytes to what the division already fetches (data it shares with
-      // blocks taken before comes free), the first in (q, kv) order among equals.
+      // blocks taken before comes free), the first in block order among equals.
       std::size_t pick = 0;
       double b = fetch_bytes(blocks, device, pending[r][0], bytes, &fetched[r], false);
       for (std::size_t i = 1; i < pending[r].size() && b > 0; ++i) {
@@ -97,7 +99,7 @@ std::vector<int> assign_divisions(const Blocks& blocks, std::span<const int> dev
 
 std::vector<double> division_traffic_bytes(const Blocks& blocks, std::span<const int> device,
                                            std::span<const int> division, const ModelShape& model) {
-  const auto bytes = token_bytes(model);
+  const auto bytes = head_block_token_bytes(model, blocks.head_blocks);
   std::map<std::pair<int, int>, Fetched> fetched;  // (device, division)
   std::vector<double> total;
   for (int c = 0; c < static_cast<int>(blocks.compute.size()); ++c) {

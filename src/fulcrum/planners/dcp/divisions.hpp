@@ -18,8 +18,9 @@ namespace fulcrum::dcp {
 std::vector<int> assign_divisions(const Blocks& blocks, std::span<const int> device, int divisions,
                                   const ModelShape& model);
 
-/// Bytes each division moves: every device fetches a data block's Q (and returns its O) and K/V once
-/// per division it needs them in, as compile does when it runs the divisions as nano-batches.
+/// Bytes each division moves: every device fetches a data block's Q (and returns its O) and K/V once per
+/// division it needs them in, as compile does when it runs the divisions as nano-batches; with head
+/// blocks, once per head block, counting only that head block's bytes (head_block_token_bytes).
 std::vector<double> division_traffic_bytes(const Blocks& blocks, std::span<const int> device,
                                            std::span<const int> division, const ModelShape& model);
 

@@ -13,13 +13,14 @@ struct Case {
   std::vector<int> device;
 };
 
-// Three causal documents cut into blocks of 64, every data and computation block on a random device.
-Case random_case(std::uint64_t seed, int devices) {
+// Three causal documents cut into blocks of 64 (and `head_blocks` head blocks of the tiny model's 2 kv
+// heads), every data and computation block on a random device.
+Case random_case(std::uint64_t seed, int devices, int head_blocks = 1) {
   Rng rng(seed);
   std::vector<Document> docs;
   for (int d = 0; d < 3; ++d) docs.push_back({d, rng.uniform_int(100, 700), MaskSpec::causal()});
   const auto batch = pack_batch(docs, 1, 2100);
-  Case c{make_blocks(batch, 64, model_shape_preset("tiny")), {}};
+  Case c{make_blocks(batch, 64, model_shape_preset("tiny"), head_blocks), {}};
   const auto vertices = c.blocks.compute.size() + c.blocks.data.size();
   for (std::size_t v = 0; v < vertices; ++v) c.device.push_back(static_cast<int>(rng.uniform_int(0, devices - 1)));
   return c;
@@ -34,7 +35,7 @@ bool needs_traffic(const Case& c, int block) {
 TEST(DcpDivisions, LocalWorkFirstAndEveryDivisionInRange) {
   const auto model = model_shape_preset("tiny");
   for (std::uint64_t seed = 0; seed < 20; ++seed) {
-    const auto c = random_case(seed, 4);
+    const auto c = random_case(seed, 4, 1 + static_cast<int>(seed % 2));
     for (int t : {1, 2, 4, 7}) {
       const auto division = assign_divisions(c.blocks, c.device, t, model);
       ASSERT_EQ(division.size(), c.blocks.compute.size());
@@ -54,7 +55,7 @@ TEST(DcpDivisions, LocalWorkFirstAndEveryDivisionInRange) {
 TEST(DcpDivisions, TrafficIsSpreadOverTheDivisionsAfterTheFirst) {
   const auto model = model_shape_preset("tiny");
   for (std::uint64_t seed = 0; seed < 10; ++seed) {
-    const auto c = random_case(seed, 4);
+    const auto c = random_case(seed, 4, 1 + static_cast<int>(seed % 2));
     const int t = 4;
     const auto division = assign_divisions(c.blocks, c.device, t, model);
     const auto once = division_traffic_bytes(c.blocks, c.device, std::vector<int>(division.size(), 0), model);
@@ -73,6 +74,31 @@ TEST(DcpDivisions, TrafficIsSpreadOverTheDivisionsAfterTheFirst) {
     }
     EXPECT_GE(total, once[0] - 1e-6);
     EXPECT_LE(total, (t - 1) * once[0] + 1e-6);  // each division fetches a datum at most once per device
+  }
+}
+
+// With head blocks a division fetches each head block's share of a datum once: with every tile on a
+// device that holds none of the data, the two head blocks together fetch what whole tiles fetch, and
+// one head block alone half of it.
+TEST(DcpDivisions, EachHeadBlockFetchesItsShareOfTheBytes) {
+  const auto model = model_shape_preset("tiny");
+  for (std::uint64_t seed = 0; seed < 5; ++seed) {
+    auto whole = random_case(seed, 2);
+    auto split = random_case(seed, 2, 2);
+    // Every tile on device 0, every data block on device 1.
+    for (Case* c : {&whole, &split}) {
+      for (std::size_t v = 0; v < c->device.size(); ++v) c->device[v] = v < c->blocks.compute.size() ? 0 : 1;
+    }
+    const std::size_t tiles = whole.blocks.compute.size();
+    const auto once = division_traffic_bytes(whole.blocks, whole.device, std::vector<int>(tiles, 0), model);
+    const auto halves = division_traffic_bytes(split.blocks, split.device, std::vector<int>(2 * tiles, 0), model);
+    EXPECT_NEAR(halves[0], once[0], 1e-9 * once[0]) << "seed " << seed;
+    // Head block h in division h: half the bytes each.
+    std::vector<int> division(2 * tiles, 1);
+    for (std::size_t c = 0; c < split.blocks.compute.size(); ++c) division[c] = split.blocks.compute[c].head_block;
+    const auto per = division_traffic_bytes(split.blocks, split.device, division, model);
+    EXPECT_NEAR(per[0], once[0] / 2, 1e-9 * once[0]) << "seed " << seed;
+    EXPECT_NEAR(per[1], once[0] / 2, 1e-9 * once[0]) << "seed " << seed;
   }
 }
 
