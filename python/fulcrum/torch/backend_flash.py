@@ -121,9 +121,9 @@ class FlashBackend:
         self._fallback = TorchBackend()
 
     def _layout(self, plan: ParsedPlan, op: Attention | AttentionBackward) -> FlashLayout:
-        cached = plan.kernel_cache.get(id(op))
+        cached = plan.kernel_cache.get(("flash", id(op)))
         if cached is None:
-            cached = plan.kernel_cache[id(op)] = flash_layout(plan.documents, op.items)
+            cached = plan.kernel_cache["flash", id(op)] = flash_layout(plan.documents, op.items)
         layout: FlashLayout = cached
         return layout
 

@@ -40,9 +40,9 @@ def kernel_tasks(plan: ParsedPlan, items: Sequence[Item]) -> list[_core.Attentio
 
 
 def _tasks(plan: ParsedPlan, op: Attention | AttentionBackward) -> list[_core.AttentionTask]:
-    cached = plan.kernel_cache.get(id(op))
+    cached = plan.kernel_cache.get(("fulcrum", id(op)))
     if cached is None:
-        cached = plan.kernel_cache[id(op)] = kernel_tasks(plan, op.items)
+        cached = plan.kernel_cache["fulcrum", id(op)] = kernel_tasks(plan, op.items)
     tasks: list[_core.AttentionTask] = cached
     return tasks
 

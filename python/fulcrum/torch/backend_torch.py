@@ -57,9 +57,9 @@ def blocks(plan: ParsedPlan, item: Item) -> list[Block]:
 
 def _item_blocks(plan: ParsedPlan, items: Sequence[Item]) -> Iterator[Block]:
     for item in items:
-        cached = plan.kernel_cache.get(id(item))
+        cached = plan.kernel_cache.get(("torch", id(item)))
         if cached is None:
-            cached = plan.kernel_cache[id(item)] = blocks(plan, item)
+            cached = plan.kernel_cache["torch", id(item)] = blocks(plan, item)
         yield from cached
 
 

@@ -19,8 +19,8 @@ from .program import ParsedPlan
 from .step import StepPlan
 
 
-def _check_inputs(q: Any, k: Any, v: Any, step: StepPlan, group: dist.ProcessGroup | None) -> int:
-    """This process's plan rank, after checking the group and every input against the plan."""
+def _check_inputs(q: Any, k: Any, v: Any, step: StepPlan, group: dist.ProcessGroup | None) -> None:
+    """Checks the group and every input against the plan (InputError naming the argument)."""
     if not isinstance(step, StepPlan):
         raise _core.InputError(f"step: a {type(step).__name__}, not a fulcrum.torch.StepPlan (compile_step builds one)")
     if not dist.is_available() or not dist.is_initialized():
@@ -40,7 +40,6 @@ def _check_inputs(q: Any, k: Any, v: Any, step: StepPlan, group: dist.ProcessGro
             raise _core.InputError(f"{name}: dtype {t.dtype} is not the plan's {step.dtype}")
         if t.device != q.device:
             raise _core.InputError(f"{name}: device {t.device} differs from q's device {q.device}")
-    return rank
 
 
 class _Attention(torch.autograd.Function):
@@ -54,14 +53,14 @@ class _Attention(torch.autograd.Function):
         out = run_program(forward_plan, inputs, kernels, comm, scale)
         o, lse = out["o"], out["lse"]
         ctx.save_for_backward(inputs["q"], inputs["k"], inputs["v"], o, lse)
-        ctx.fulcrum = (step, group, kernels, comm, scale)
+        ctx.fulcrum = (step, kernels, comm, scale)  # backward runs on the same group and backend
         ctx.mark_non_differentiable(lse)
         return o, lse
 
     @staticmethod
     def backward(ctx: Any, grad_o: torch.Tensor, _grad_lse: torch.Tensor | None) -> tuple[Any, ...]:
         q, k, v, o, lse = ctx.saved_tensors
-        step, _, kernels, comm, scale = ctx.fulcrum
+        step, kernels, comm, scale = ctx.fulcrum
         inputs = {"q": q, "k": k, "v": v, "o": o, "lse": lse, "d_o": grad_o.contiguous().to(o.dtype)}
         backward_plan: ParsedPlan = step._backward
         grads = run_program(backward_plan, inputs, kernels, comm, scale)
