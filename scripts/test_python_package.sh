@@ -4,8 +4,8 @@
 # the extension links libmpi or if the tests import the source tree's package instead of the installed one.
 #   bash scripts/test_python_package.sh      (CI runs it; needs network access to PyPI for numpy, pytest
 #                                             and the build requirements)
-# The tests do not need torch (python/examples/torch_distca.py is ctest's python.torch_distca, in the dev
-# build), so the venv stays clean and small.
+# The venv gets no torch, so it stays small and the fulcrum.torch tests skip themselves (they run in the dev
+# build's python.pytest, where torch is installed); they also check that `import fulcrum` does not load torch.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)

@@ -7,7 +7,9 @@
 #include "fulcrum/kernels/attention.hpp"
 #include "fulcrum/kernels/reference.hpp"
 #include <limits>
+#include <memory>
 #include <optional>
+#include <utility>
 
 namespace fulcrum::python {
 namespace {
@@ -15,6 +17,18 @@ using kernels::AttentionShape;
 using kernels::AttentionTask;
 using kernels::BFloat16;
 using kernels::HeadTensor;
+
+/// A kernel AttentionTask that owns the per-head masks it views (the C++ task holds only a span, which
+/// in the library points into a plan's document). Shared, because pybind copies tasks when it converts a
+/// Python list, and every copy must keep viewing live masks.
+struct PyAttentionTask : AttentionTask {
+  std::shared_ptr<const std::vector<MaskSpec>> owned_head_masks;
+};
+
+/// The kernels' task list; its head-mask spans view masks that `tasks` own, so `tasks` must outlive it.
+std::vector<AttentionTask> kernel_tasks(const std::vector<PyAttentionTask>& tasks) {
+  return {tasks.begin(), tasks.end()};
+}
 
 template <class T>
 struct NumpyStorage {
@@ -128,34 +142,54 @@ py::array_t<double> double_array(const std::vector<double>& values, std::vector<
 }  // namespace
 
 void bind_kernels(py::module_& m) {
-  py::class_<AttentionTask>(m, "AttentionTask",
-                            "Query rows (one or two (row, position, count) spans) of a document of length doc_len "
-                            "against one span of key rows; `position` is the token's place in its document.")
-      .def(py::init([](const py::object& queries, const py::object& keys, Tokens doc_len, const MaskSpec& mask) {
-             AttentionTask task;
+  py::class_<PyAttentionTask>(m, "AttentionTask",
+                              "Query rows (one or two (row, position, count) spans) of a document of length doc_len "
+                              "against one span of key rows; `position` is the token's place in its document. "
+                              "heads: the q heads [begin, end) it computes (None: all); head_masks: one mask per "
+                              "q head of the call, or empty for `mask` on every head.")
+      .def(py::init([](const py::object& queries, const py::object& keys, Tokens doc_len, const MaskSpec& mask,
+                       const std::optional<std::pair<int, int>>& heads, std::vector<MaskSpec> head_masks) {
+             PyAttentionTask task;
              task.keys = token_rows(keys);
              task.doc_len = doc_len;
              task.mask = mask;
              const auto spans = py::reinterpret_borrow<py::sequence>(queries);
              if (py::len(spans) < 1 || py::len(spans) > 2) fail("queries: {} spans, want 1 or 2", py::len(spans));
              for (std::size_t i = 0; i < py::len(spans); ++i) task.queries[i] = token_rows(spans[i]);
+             if (heads) {
+               // The upper bound (the call's q_heads) is checked with the buffers, by the kernels.
+               if (heads->first < 0 || heads->first >= heads->second) {
+                 fail("heads = ({}, {}): must satisfy 0 <= begin < end", heads->first, heads->second);
+               }
+               task.heads = {heads->first, heads->second};
+             }
+             task.owned_head_masks = std::make_shared<const std::vector<MaskSpec>>(std::move(head_masks));
+             task.head_masks = *task.owned_head_masks;
              return task;
            }),
-           py::arg("queries"), py::arg("keys"), py::arg("doc_len"), py::arg("mask") = MaskSpec::causal())
+           py::arg("queries"), py::arg("keys"), py::arg("doc_len"), py::arg("mask") = MaskSpec::causal(),
+           py::arg("heads") = py::none(), py::arg("head_masks") = std::vector<MaskSpec>{})
       .def_property_readonly(
           "queries",
-          [](const AttentionTask& t) { return py::make_tuple(rows_tuple(t.queries[0]), rows_tuple(t.queries[1])); })
-      .def_property_readonly("keys", [](const AttentionTask& t) { return rows_tuple(t.keys); })
-      .def_readonly("doc_len", &AttentionTask::doc_len)
-      .def_readonly("mask", &AttentionTask::mask);
+          [](const PyAttentionTask& t) { return py::make_tuple(rows_tuple(t.queries[0]), rows_tuple(t.queries[1])); })
+      .def_property_readonly("keys", [](const PyAttentionTask& t) { return rows_tuple(t.keys); })
+      .def_property_readonly("doc_len", [](const PyAttentionTask& t) { return t.doc_len; })
+      .def_property_readonly("mask", [](const PyAttentionTask& t) { return t.mask; })
+      .def_property_readonly("heads",
+                             [](const PyAttentionTask& t) -> std::optional<std::pair<int, int>> {
+                               if (t.heads.all()) return std::nullopt;
+                               return std::pair{t.heads.begin, t.heads.end};
+                             })
+      .def_property_readonly("head_masks", [](const PyAttentionTask& t) { return *t.owned_head_masks; });
 
   m.def(
       "attention_forward",
-      [](const std::vector<AttentionTask>& tasks, const py::array& q, const py::array& k, const py::array& v,
+      [](const std::vector<PyAttentionTask>& tasks, const py::array& q, const py::array& k, const py::array& v,
          const std::optional<py::array>& o, const std::optional<py::array>& lse, double scale) {
         const AttentionShape shape = shape_of(q, k, scale);
-        return is_bf16(q) ? forward<BFloat16>(tasks, shape, q, k, v, o, lse)
-                          : forward<float>(tasks, shape, q, k, v, o, lse);
+        const std::vector<AttentionTask> plain = kernel_tasks(tasks);
+        return is_bf16(q) ? forward<BFloat16>(plain, shape, q, k, v, o, lse)
+                          : forward<float>(plain, shape, q, k, v, o, lse);
       },
       py::arg("tasks"), py::arg("q"), py::arg("k"), py::arg("v"), py::arg("o") = py::none(),
       py::arg("lse") = py::none(), py::arg("scale") = 0.0,
@@ -164,12 +198,13 @@ void bind_kernels(py::module_& m) {
       "Returns (o, lse). scale <= 0 means 1/sqrt(dim).");
   m.def(
       "attention_backward",
-      [](const std::vector<AttentionTask>& tasks, const py::array& q, const py::array& k, const py::array& v,
+      [](const std::vector<PyAttentionTask>& tasks, const py::array& q, const py::array& k, const py::array& v,
          const py::array& o, const py::array& lse, const py::array& d_o, const std::optional<py::array>& dq,
          const std::optional<py::array>& dk, const std::optional<py::array>& dv, double scale) {
         const AttentionShape shape = shape_of(q, k, scale);
-        return is_bf16(q) ? backward<BFloat16>(tasks, shape, q, k, v, o, lse, d_o, dq, dk, dv)
-                          : backward<float>(tasks, shape, q, k, v, o, lse, d_o, dq, dk, dv);
+        const std::vector<AttentionTask> plain = kernel_tasks(tasks);
+        return is_bf16(q) ? backward<BFloat16>(plain, shape, q, k, v, o, lse, d_o, dq, dk, dv)
+                          : backward<float>(plain, shape, q, k, v, o, lse, d_o, dq, dk, dv);
       },
       py::arg("tasks"), py::arg("q"), py::arg("k"), py::arg("v"), py::arg("o"), py::arg("lse"), py::arg("d_o"),
       py::arg("dq") = py::none(), py::arg("dk") = py::none(), py::arg("dv") = py::none(), py::arg("scale") = 0.0,
@@ -177,7 +212,7 @@ void bind_kernels(py::module_& m) {
       "Returns (dq, dk, dv).");
   m.def(
       "reference_attention",
-      [](const std::vector<AttentionTask>& tasks,
+      [](const std::vector<PyAttentionTask>& tasks,
          const py::array_t<double, py::array::c_style | py::array::forcecast>& q,
          const py::array_t<double, py::array::c_style | py::array::forcecast>& k,
          const py::array_t<double, py::array::c_style | py::array::forcecast>& v,
@@ -186,7 +221,7 @@ void bind_kernels(py::module_& m) {
         kernels::MaterialisedResult<double> r;
         {
           py::gil_scoped_release unlocked;
-          r = kernels::reference_attention(tasks, shape, doubles(q), doubles(k), doubles(v),
+          r = kernels::reference_attention(kernel_tasks(tasks), shape, doubles(q), doubles(k), doubles(v),
                                            d_o ? doubles(*d_o) : std::span<const double>{});
         }
         const auto rows = q.shape(0), heads = q.shape(1), dim = q.shape(2);

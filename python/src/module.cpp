@@ -59,4 +59,5 @@ PYBIND11_MODULE(_core, m) {
   bind_plan(m);
   bind_sim(m);
   bind_kernels(m);
+  bind_masks(m);
 }

@@ -105,3 +105,67 @@ def test_bad_arrays_raise_named_errors(case):
         fulcrum.attention_forward(far, q, k, v)
     with pytest.raises(fulcrum.InputError, match="queries: 3 spans"):
         fulcrum.AttentionTask([(0, 0, 1)] * 3, (0, 0, 1), 1)
+
+
+def test_head_ranges_and_per_head_masks_match_the_reference(case):
+    _, q, k, v = case
+    head_masks = ["causal", "full", "window:7", "lambda:2:5"]
+    # The same rows split over two tasks by heads, each head under its own mask; the masks live in the task.
+    tasks = [fulcrum.AttentionTask([(0, 0, 120)], (0, 0, 120), 120, heads=(0, 1), head_masks=head_masks),
+             fulcrum.AttentionTask([(0, 0, 120)], (0, 0, 120), 120, heads=(1, 4), head_masks=head_masks)]
+    assert tasks[1].heads == (1, 4) and [str(m) for m in tasks[1].head_masks] == head_masks
+    assert fulcrum.AttentionTask([(0, 0, 1)], (0, 0, 1), 1).heads is None
+    d_o = np.random.default_rng(8).standard_normal(q.shape, dtype=np.float32)
+    o, lse = fulcrum.attention_forward(tasks, q, k, v)
+    dq, dk, dv = fulcrum.attention_backward(tasks, q, k, v, o, lse, d_o)
+    ref = fulcrum.reference_attention(tasks, q, k, v, d_o=d_o)
+    rows = slice(0, 120)
+    # Heads see different keys, so their outputs differ from the all-causal result.
+    causal, _ = fulcrum.attention_forward([fulcrum.AttentionTask([(0, 0, 120)], (0, 0, 120), 120)], q, k, v)
+    assert np.abs(o[rows, 1] - causal[rows, 1]).max() > 1e-2
+    for name, got in [("o", o), ("lse", lse), ("dq", dq), ("dk", dk), ("dv", dv)]:
+        assert np.abs(got[rows] - ref[name][rows]).max() < 1e-4, name
+    with pytest.raises(fulcrum.InputError, match=r"heads = \(2, 2\): must satisfy 0 <= begin < end"):
+        fulcrum.AttentionTask([(0, 0, 1)], (0, 0, 1), 1, heads=(2, 2))
+    with pytest.raises(fulcrum.InputError, match=r"tasks\[0\]\.heads"):
+        fulcrum.attention_forward([fulcrum.AttentionTask([(0, 0, 9)], (0, 0, 9), 9, heads=(3, 5))], q, k, v)
+
+
+# One example per mask kind (the C++ kind table's examples); the test below checks none is missing.
+MASK_EXAMPLES = ["causal", "full", "window:5", "lambda:2:4", "blockwise:3:1", "shared-question:3:25", "vslash:0,7:0,2",
+                 "blocksparse:4:0-0,1-0,2-1,2-2,4-4"]
+
+
+def test_mask_examples_cover_every_kind():
+    kinds = {fulcrum.Mask(spec).kind for spec in MASK_EXAMPLES}
+    for name in fulcrum.planner_names():
+        planner = fulcrum.make_planner(name, fulcrum.PlannerOptions(fulcrum.model_shape("tiny")))
+        assert set(planner.capabilities.masks) <= kinds
+
+
+@pytest.mark.parametrize("spec", MASK_EXAMPLES)
+def test_mask_matrix_counts_the_pairs_the_cost_model_counts(spec):
+    # Two independent C++ answers: the matrix is built from the kernels' row_bits, pair counts are closed forms.
+    rng = np.random.default_rng(len(spec))
+    for _ in range(30):
+        n = int(rng.integers(1, 90))
+        a, b = sorted(rng.integers(0, n + 1, 2))
+        c, d = sorted(rng.integers(0, n + 1, 2))
+        e, f = sorted(rng.integers(0, n + 1, 2))
+        m = fulcrum.mask_matrix(spec, [(a, b), (e, f)], (c, d), n)
+        assert m.shape == (b - a + f - e, d - c) and m.dtype == np.bool_
+        pairs = fulcrum.attention_pairs(spec, [(a, b)], (c, d), n) + fulcrum.attention_pairs(spec, [(e, f)], (c, d), n)
+        assert m.sum() == pairs, (n, a, b, c, d, e, f)
+
+
+def test_mask_matrix_is_the_masks_definition():
+    q, k = np.arange(20)[:, None], np.arange(20)[None, :]
+    expected = {"causal": k <= q, "full": np.ones((20, 20), bool), "window:5": (k <= q) & (k > q - 5),
+                "lambda:2:4": (k <= q) & ((k < 2) | (k > q - 4))}
+    for spec, want in expected.items():
+        np.testing.assert_array_equal(fulcrum.mask_matrix(spec, [(0, 20)], (0, 20), 20), want, err_msg=spec)
+        np.testing.assert_array_equal(fulcrum.mask_matrix(spec, [(3, 9)], (2, 17), 20), want[3:9, 2:17], err_msg=spec)
+    with pytest.raises(fulcrum.InputError, match=r"^keys = \[0, 21\): must satisfy 0 <= begin <= end <= doc_len = 20"):
+        fulcrum.mask_matrix("causal", [(0, 20)], (0, 21), 20)
+    with pytest.raises(fulcrum.InputError, match=r"^queries\[1\] = \[5, 4\)"):
+        fulcrum.mask_matrix("causal", [(0, 1), (5, 4)], (0, 20), 20)

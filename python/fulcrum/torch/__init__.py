@@ -1,0 +1,16 @@
+"""fulcrum.torch: run compiled Fulcrum plans as a differentiable PyTorch op on a torch.distributed group.
+
+    step = fulcrum.torch.compile_step(assignment, model)       # forward + backward Plans, parsed once
+    o = fulcrum.torch.attention(q, k, v, step, group)           # this rank's rows; o.backward() works
+
+One executor runs every planner's plan (it reads only the Plan): the Programs' messages go over the
+group's P2P (gloo on CPU, NCCL on GPU), attention runs on a kernel backend (``fulcrum`` C++ kernels on
+CPU, ``torch`` math on any device, ``flash`` flash-attn on CUDA). Importing this module imports torch;
+``import fulcrum`` alone does not.
+"""
+from .backends import BACKENDS
+from .function import attention
+from .program import Document, OwnedRows
+from .step import StepPlan, compile_step
+
+__all__ = ["BACKENDS", "Document", "OwnedRows", "StepPlan", "attention", "compile_step"]

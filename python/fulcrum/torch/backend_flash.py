@@ -1,0 +1,172 @@
+"""Kernel backend "flash": FlashAttention-2's varlen kernels for CUDA tensors in bf16.
+
+One Attention instruction becomes at most two ``flash_attn_varlen_func`` calls, one causal and one not:
+every query span of an item is one sequence of the batch against the item's key span (gathered, so
+sequences may share keys). flash-attn knows two masks, so an item runs there only when it covers all
+heads, its document has no per-head masks, and each span's rectangle is either fully visible (a
+non-causal sequence, whatever the mask kind) or causal with the keys ending where the queries end
+(flash-attn aligns its causal diagonal to the bottom-right corner). Every other item runs on the
+torch backend in the same instruction. Backward calls flash-attn's varlen backward with the *merged*
+O and LSE, which makes each part's gradients exact (kernels/merge.hpp).
+
+``flash_layout`` (the CPU-side planning of the calls) is a pure function, tested without a GPU.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from .. import _core
+from .backend_torch import TorchBackend
+from .program import Attention, AttentionBackward, Document, Item, ParsedPlan
+
+
+@dataclass(frozen=True)
+class FlashCall:
+    """One varlen call: sequence i is query rows q_spans[i] = (row, count) against key rows k_spans[i]."""
+
+    causal: bool
+    q_spans: tuple[tuple[int, int], ...]
+    k_spans: tuple[tuple[int, int], ...]
+    cu_seqlens_q: tuple[int, ...]
+    cu_seqlens_k: tuple[int, ...]
+    max_seqlen_q: int
+    max_seqlen_k: int
+
+
+@dataclass(frozen=True)
+class FlashLayout:
+    calls: tuple[FlashCall, ...]  # the causal call first, each only when it has sequences
+    fallback: tuple[int, ...]  # indices of the items flash-attn cannot run (the torch backend does)
+
+
+def _span_causality(doc: Document, span: tuple[int, int, int], keys: tuple[int, int, int]) -> bool | None:
+    """False: every pair of the rectangle is visible; True: flash-attn's bottom-right causal rectangle;
+    None: neither (flash-attn cannot mask it)."""
+    _, position, count = span
+    _, key_position, key_count = keys
+    if key_count == 0:
+        return None  # no keys: O = 0 and LSE = -inf, which the torch backend writes
+    pairs = _core.attention_pairs(doc.mask, [(position, position + count)], (key_position, key_position + key_count),
+                                  doc.length)
+    if pairs == count * key_count:
+        return False
+    if doc.mask.kind == "causal" and key_position <= position and position + count == key_position + key_count:
+        return True
+    return None
+
+
+def _call(causal: bool, sequences: list[tuple[tuple[int, int], tuple[int, int]]]) -> FlashCall:
+    cu_q, cu_k = [0], [0]
+    for (_, q_count), (_, k_count) in sequences:
+        cu_q.append(cu_q[-1] + q_count)
+        cu_k.append(cu_k[-1] + k_count)
+    return FlashCall(causal, tuple(s[0] for s in sequences), tuple(s[1] for s in sequences), tuple(cu_q), tuple(cu_k),
+                     max(s[0][1] for s in sequences), max(s[1][1] for s in sequences))
+
+
+def flash_layout(documents: Sequence[Document], items: Sequence[Item]) -> FlashLayout:
+    """Which items of one fused call run on flash-attn, as which varlen calls, and which fall back."""
+    sequences: dict[bool, list[tuple[tuple[int, int], tuple[int, int]]]] = {True: [], False: []}
+    fallback = []
+    for index, item in enumerate(items):
+        doc = documents[item.doc]
+        kinds = [_span_causality(doc, span, item.keys) for span in item.queries]
+        if item.heads is not None or doc.head_masks or not kinds or None in kinds:
+            fallback.append(index)
+            continue
+        for span, causal in zip(item.queries, kinds, strict=True):
+            sequences[bool(causal)].append(((span[0], span[2]), (item.keys[0], item.keys[2])))
+    calls = tuple(_call(causal, sequences[causal]) for causal in (True, False) if sequences[causal])
+    return FlashLayout(calls, tuple(fallback))
+
+
+def flash_backward_arguments(parameters: Sequence[str], values: Mapping[str, Any]) -> dict[str, Any]:
+    """Keyword arguments for flash-attn's ``_flash_attn_varlen_backward``, whose parameters differ between
+    releases (``window_size`` or ``window_size_left``/``_right``; ``softcap`` since 2.6): every named
+    parameter gets its value; one this code does not know raises rather than being guessed."""
+    defaults: dict[str, Any] = {"dropout_p": 0.0, "window_size": (-1, -1), "window_size_left": -1,
+                                "window_size_right": -1, "softcap": 0.0, "alibi_slopes": None,
+                                "deterministic": False, "rng_state": None, "zero_tensors": False}
+    known = {**defaults, **values}
+    unknown = [name for name in parameters if name not in known]
+    if unknown:
+        raise _core.Error(f"flash-attn's varlen backward takes parameters {unknown} this version of fulcrum does not "
+                          "know; use backend='torch'")
+    return {name: known[name] for name in parameters}
+
+
+def flash_available() -> bool:
+    return importlib.util.find_spec("flash_attn") is not None
+
+
+def _index(spans: Sequence[tuple[int, int]], device: torch.device) -> torch.Tensor:
+    return torch.cat([torch.arange(row, row + count, device=device) for row, count in spans])
+
+
+class FlashBackend:
+    name = "flash"
+
+    def __init__(self) -> None:
+        flash_attn_interface = importlib.import_module("flash_attn.flash_attn_interface")
+        self._forward: Callable[..., Any] = flash_attn_interface.flash_attn_varlen_func
+        self._backward: Callable[..., Any] = flash_attn_interface._flash_attn_varlen_backward
+        self._backward_parameters = list(inspect.signature(self._backward).parameters)
+        self._fallback = TorchBackend()
+
+    def _layout(self, plan: ParsedPlan, op: Attention | AttentionBackward) -> FlashLayout:
+        cached = plan.kernel_cache.get(("flash", id(op)))
+        if cached is None:
+            cached = plan.kernel_cache["flash", id(op)] = flash_layout(plan.documents, op.items)
+        layout: FlashLayout = cached
+        return layout
+
+    @staticmethod
+    def _gather(call: FlashCall, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
+                                                                torch.Tensor]:
+        def cu(values: tuple[int, ...]) -> torch.Tensor:
+            return torch.tensor(values, dtype=torch.int32, device=device)
+
+        return _index(call.q_spans, device), _index(call.k_spans, device), cu(call.cu_seqlens_q), cu(call.cu_seqlens_k)
+
+    def forward(self, plan: ParsedPlan, op: Attention, buffers: Sequence[torch.Tensor], scale: float) -> None:
+        q, k, v, o, lse = (buffers[i] for i in (op.q, op.k, op.v, op.o, op.lse))
+        layout = self._layout(plan, op)
+        for call in layout.calls:
+            q_index, k_index, cu_q, cu_k = self._gather(call, q.device)
+            out, call_lse, _ = self._forward(
+                q.index_select(0, q_index), k.index_select(0, k_index), v.index_select(0, k_index), cu_q, cu_k,
+                call.max_seqlen_q, call.max_seqlen_k, dropout_p=0.0, softmax_scale=scale, causal=call.causal,
+                return_attn_probs=True)
+            if call_lse.dim() != 2:
+                raise _core.Error("flash-attn returned a padded LSE (a release before varlen LSE became [heads, "
+                                  "total_q]); upgrade flash-attn or use backend='torch'")
+            o.index_copy_(0, q_index, out.to(o.dtype))
+            lse.index_copy_(0, q_index, call_lse.T.float())
+        self._fallback.forward_items(plan, [op.items[i] for i in layout.fallback], q, k, v, o, lse, scale=scale)
+
+    def backward(self, plan: ParsedPlan, op: AttentionBackward, buffers: Sequence[torch.Tensor], scale: float) -> None:
+        q, k, v, o, lse, d_o, dq, dk, dv = (
+            buffers[i] for i in (op.q, op.k, op.v, op.o, op.lse, op.d_o, op.dq, op.dk, op.dv))
+        layout = self._layout(plan, op)
+        for call in layout.calls:
+            q_index, k_index, cu_q, cu_k = self._gather(call, q.device)
+            qs, ks, vs = q.index_select(0, q_index), k.index_select(0, k_index), v.index_select(0, k_index)
+            grads = torch.empty_like(qs), torch.empty_like(ks), torch.empty_like(vs)
+            values = {"dout": d_o.index_select(0, q_index), "q": qs, "k": ks, "v": vs,
+                      "out": o.index_select(0, q_index), "softmax_lse": lse.index_select(0, q_index).T.contiguous(),
+                      "dq": grads[0], "dk": grads[1], "dv": grads[2], "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k,
+                      "max_seqlen_q": call.max_seqlen_q, "max_seqlen_k": call.max_seqlen_k, "softmax_scale": scale,
+                      "causal": call.causal}
+            self._backward(**flash_backward_arguments(self._backward_parameters, values))
+            dq.index_add_(0, q_index, grads[0].float())
+            dk.index_add_(0, k_index, grads[1].float())
+            dv.index_add_(0, k_index, grads[2].float())
+        fallback = [op.items[i] for i in layout.fallback]
+        self._fallback.backward_items(plan, fallback, q, k, v, o, lse, d_o, dq, dk, dv, scale=scale)

@@ -1,0 +1,55 @@
+"""The kernel backends behind one interface, and which one a call gets.
+
+A backend computes one fused Attention (or AttentionBackward) instruction over the executor's buffers:
+forward writes O and LSE of every item's query rows and heads; backward adds dQ, dK, dV. Three exist:
+``fulcrum`` (the C++ CPU kernels, CPU tensors), ``torch`` (explicit masked-softmax math, any device) and
+``flash`` (flash-attn's varlen kernels, CUDA bf16, items it cannot mask fall back to ``torch``).
+``auto`` picks fulcrum on CPU, flash on CUDA when it is installed and the dtype is one it runs, else torch.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import torch
+
+from .. import _core
+from .backend_flash import FlashBackend, flash_available
+from .backend_fulcrum import FulcrumBackend
+from .backend_torch import TorchBackend
+from .program import Attention, AttentionBackward, ParsedPlan
+
+BACKENDS = ("auto", "fulcrum", "torch", "flash")
+FLASH_DTYPES = (torch.bfloat16,)  # flash-attn runs fp16 and bf16; plans store fp32 or bf16
+
+
+class KernelBackend(Protocol):
+    name: str
+
+    def forward(self, plan: ParsedPlan, op: Attention, buffers: Sequence[torch.Tensor], scale: float) -> None: ...
+
+    def backward(self, plan: ParsedPlan, op: AttentionBackward, buffers: Sequence[torch.Tensor],
+                 scale: float) -> None: ...
+
+
+def select_backend(name: str, device: torch.device, dtype: torch.dtype) -> KernelBackend:
+    """The backend called ``name`` for tensors on ``device`` of ``dtype``; InputError when it cannot run them."""
+    if name not in BACKENDS:
+        raise _core.InputError(f"backend = '{name}': must be one of {', '.join(BACKENDS)}")
+    if name == "auto":
+        if device.type == "cpu":
+            name = "fulcrum"
+        elif device.type == "cuda" and dtype in FLASH_DTYPES and flash_available():
+            name = "flash"
+        else:
+            name = "torch"
+    if name == "fulcrum":
+        if device.type != "cpu":
+            raise _core.InputError(f"backend = 'fulcrum': runs on CPU tensors, these are on {device} (use 'torch')")
+        return FulcrumBackend()
+    if name == "flash":
+        if device.type != "cuda" or dtype not in FLASH_DTYPES or not flash_available():
+            raise _core.InputError(f"backend = 'flash': needs flash-attn installed and CUDA bf16 tensors, these "
+                                   f"are {dtype} on {device}")
+        return FlashBackend()
+    return TorchBackend()

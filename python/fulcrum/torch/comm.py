@@ -1,0 +1,91 @@
+"""CommLaunch and CommWait over a torch.distributed process group.
+
+A launch posts its transfers (program.Transfer, already in the wire order both sides derive from the
+Plan) as one ``batch_isend_irecv`` and returns at once; the matching wait completes them. Compute the
+Program places between the two overlaps the traffic. Plan rank r is group rank r; torch's P2P API takes
+global ranks, so peers are mapped once per group.
+
+A transfer of one slice sends or receives the buffer's rows in place (a row range of a token-major
+buffer is contiguous). A transfer of several slices is packed: the sender concatenates their bytes, the
+receiver receives into a staging tensor and scatters it into the slices when the wait returns.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+import torch.distributed as dist
+
+from .program import Slice, Transfer
+
+
+def slice_view(buffers: Sequence[torch.Tensor], s: Slice) -> torch.Tensor:
+    return buffers[s.buffer][s.row : s.row + s.rows]
+
+
+def _bytes_of(t: torch.Tensor) -> torch.Tensor:
+    """A contiguous tensor's storage as a flat uint8 view (no copy)."""
+    return t.reshape(-1).view(torch.uint8)
+
+
+@dataclass
+class PendingLaunch:
+    works: list[dist.Work]
+    # Packed receives to scatter when the wait returns: (staging bytes, destination views).
+    unpack: list[tuple[torch.Tensor, list[torch.Tensor]]] = field(default_factory=list)
+    # Send tensors packed for this launch: kept alive until the wait, as the backend may read them until then.
+    keep: list[torch.Tensor] = field(default_factory=list)
+
+    def wait(self) -> None:
+        for work in self.works:
+            work.wait()
+        for staging, views in self.unpack:
+            offset = 0
+            for view in views:
+                n = view.numel() * view.element_size()
+                _bytes_of(view).copy_(staging[offset : offset + n])
+                offset += n
+
+
+_nccl_ready: set[dist.ProcessGroup] = set()
+
+
+class GroupComm:
+    """Posts transfers on ``group`` (None: the default group); plan ranks are group ranks."""
+
+    def __init__(self, group: dist.ProcessGroup | None) -> None:
+        self.group = group
+        pg = group if group is not None else dist.group.WORLD
+        assert pg is not None, "torch.distributed is not initialised"
+        self.rank = dist.get_rank(group)
+        self.size = dist.get_world_size(group)
+        self._global = [dist.get_global_rank(pg, r) for r in range(self.size)]
+        # NCCL: the first batch_isend_irecv on a group must involve every rank of it, which a launch need
+        # not; one barrier first creates the group's communicator collectively (every rank runs the same
+        # number of attention calls, so every rank reaches it). gloo needs nothing.
+        if dist.get_backend(group) == "nccl" and pg not in _nccl_ready:
+            dist.barrier(group)
+            _nccl_ready.add(pg)
+
+    def launch(self, transfers: Sequence[Transfer], buffers: Sequence[torch.Tensor]) -> PendingLaunch:
+        pending = PendingLaunch(works=[])
+        ops: list[dist.P2POp] = []
+        for t in transfers:
+            views = [slice_view(buffers, s) for s in t.slices if s.rows > 0]
+            if not views:
+                continue  # both sides see the same empty transfer in the plan and skip it
+            if len(views) == 1:
+                tensor = views[0]
+            elif t.send:
+                tensor = torch.cat([_bytes_of(v) for v in views])
+                pending.keep.append(tensor)
+            else:
+                tensor = torch.empty(sum(v.numel() * v.element_size() for v in views), dtype=torch.uint8,
+                                     device=views[0].device)
+                pending.unpack.append((tensor, views))
+            op = dist.isend if t.send else dist.irecv
+            ops.append(dist.P2POp(op, tensor, self._global[t.peer], self.group, t.tag))
+        if ops:
+            pending.works = dist.batch_isend_irecv(ops)
+        return pending

@@ -1,0 +1,92 @@
+"""fulcrum.torch.attention: distributed core attention as a differentiable PyTorch op.
+
+Forward runs the StepPlan's forward Program (q, k, v -> o, lse); backward runs its backward Program
+(q, k, v, o, lse, dO -> dq, dk, dv), each on the caller's process group and device.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, cast
+
+import torch
+import torch.distributed as dist
+
+from .. import _core
+from .backends import select_backend
+from .comm import GroupComm
+from .executor import run_program
+from .program import ParsedPlan
+from .step import StepPlan
+
+
+def _check_inputs(q: Any, k: Any, v: Any, step: StepPlan, group: dist.ProcessGroup | None) -> None:
+    """Checks the group and every input against the plan (InputError naming the argument)."""
+    if not isinstance(step, StepPlan):
+        raise _core.InputError(f"step: a {type(step).__name__}, not a fulcrum.torch.StepPlan (compile_step builds one)")
+    if not dist.is_available() or not dist.is_initialized():
+        raise _core.InputError("group: torch.distributed is not initialised (call init_process_group first)")
+    size = dist.get_world_size(group)
+    if size != step.ranks:
+        raise _core.InputError(f"group: {size} processes, but the plan is for {step.ranks} ranks")
+    rank = dist.get_rank(group)
+    rows = step.rows(rank)
+    for name, t, heads in (("q", q, step.q_heads), ("k", k, step.kv_heads), ("v", v, step.kv_heads)):
+        if not isinstance(t, torch.Tensor):
+            raise _core.InputError(f"{name}: a {type(t).__name__}, not a torch.Tensor")
+        if tuple(t.shape) != (rows, heads, step.head_dim):
+            raise _core.InputError(f"{name}: shape {tuple(t.shape)} does not match the plan: rank {rank} owns {rows} "
+                                   f"rows of {heads} heads x {step.head_dim}")
+        if t.dtype != step.dtype:
+            raise _core.InputError(f"{name}: dtype {t.dtype} is not the plan's {step.dtype}")
+        if t.device != q.device:
+            raise _core.InputError(f"{name}: device {t.device} differs from q's device {q.device}")
+
+
+class _Attention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, step: StepPlan,
+                group: dist.ProcessGroup | None, backend: str, scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+        kernels = select_backend(backend, q.device, q.dtype)
+        comm = GroupComm(group)
+        inputs = {"q": q.detach().contiguous(), "k": k.detach().contiguous(), "v": v.detach().contiguous()}
+        forward_plan: ParsedPlan = step._forward
+        out = run_program(forward_plan, inputs, kernels, comm, scale)
+        o, lse = out["o"], out["lse"]
+        ctx.save_for_backward(inputs["q"], inputs["k"], inputs["v"], o, lse)
+        ctx.fulcrum = (step, kernels, comm, scale)  # backward runs on the same group and backend
+        ctx.mark_non_differentiable(lse)
+        return o, lse
+
+    @staticmethod
+    def backward(ctx: Any, grad_o: torch.Tensor, _grad_lse: torch.Tensor | None) -> tuple[Any, ...]:
+        q, k, v, o, lse = ctx.saved_tensors
+        step, kernels, comm, scale = ctx.fulcrum
+        inputs = {"q": q, "k": k, "v": v, "o": o, "lse": lse, "d_o": grad_o.contiguous().to(o.dtype)}
+        backward_plan: ParsedPlan = step._backward
+        grads = run_program(backward_plan, inputs, kernels, comm, scale)
+        return grads["dq"].to(q.dtype), grads["dk"].to(k.dtype), grads["dv"].to(v.dtype), None, None, None, None
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, step: StepPlan,
+              group: dist.ProcessGroup | None = None, *, backend: str = "auto", softmax_scale: float | None = None,
+              return_lse: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """Core attention over this rank's tokens, distributed as ``step`` plans it; differentiable in q, k, v.
+
+    q: [rows, q_heads, head_dim], k and v: [rows, kv_heads, head_dim] (GQA), in ``step.dtype``, on one device: this
+    rank's tokens in ``step.owned(rank)``'s row order, where rank is this process's rank in ``group``
+    (None: the default group, whose size must be ``step.ranks``). Every rank of the group must call it
+    with the same StepPlan, as it exchanges data with the others. Returns o, shaped like q; with
+    ``return_lse`` also the log-sum-exp of each row's scores in FlashAttention's layout [q_heads, rows]
+    (not differentiable). backend: ``auto``, ``fulcrum`` (C++ CPU kernels), ``torch`` (any device) or
+    ``flash`` (flash-attn, CUDA bf16). softmax_scale defaults to 1/sqrt(head_dim). Bad input raises
+    fulcrum.InputError naming the argument.
+    """
+    _check_inputs(q, k, v, step, group)
+    select_backend(backend, q.device, q.dtype)  # refuse a backend that cannot run these tensors before any traffic
+    scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(step.head_dim)
+    if not (math.isfinite(scale) and scale > 0):
+        raise _core.InputError(f"softmax_scale = {softmax_scale}: must be a finite number > 0")
+    o, lse = cast(tuple[torch.Tensor, torch.Tensor], _Attention.apply(q, k, v, step, group, backend, scale))
+    if return_lse:
+        return o, lse.T.contiguous()
+    return o

@@ -1,0 +1,113 @@
+"""fulcrum.torch's kernel backends on one fused instruction, and the flash-attn call builder (no GPU needed)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="fulcrum.torch needs PyTorch (pip install .[torch])")
+
+from fulcrum.torch.backend_flash import flash_backward_arguments, flash_layout  # noqa: E402
+from fulcrum.torch.backend_fulcrum import FulcrumBackend, kernel_tasks, numpy_view  # noqa: E402
+from fulcrum.torch.backend_torch import TorchBackend  # noqa: E402
+from fulcrum.torch.program import Attention, AttentionBackward, Document, Item, ParsedPlan  # noqa: E402
+
+import fulcrum  # noqa: E402
+
+Q_HEADS, KV_HEADS, DIM = 4, 2, 8
+
+
+def doc(length: int, mask: str, head_masks: tuple[str, ...] = ()) -> Document:
+    return Document(length, fulcrum.Mask(mask), tuple(fulcrum.Mask(m) for m in head_masks))
+
+
+def plan_of(documents: tuple[Document, ...]) -> ParsedPlan:
+    return ParsedPlan("forward", "test", "pingpong", Q_HEADS, KV_HEADS, DIM, 4, documents, ())
+
+
+# Buffers 0..4: q, k, v, o, lse; backward adds d_o, dq, dk, dv (5..8).
+DOCS = (doc(100, "causal"), doc(64, "lambda:3:9", ("causal", "full", "window:5", "lambda:2:4")))
+ITEMS = (
+    Item(0, ((0, 0, 40), (40, 80, 20)), (0, 0, 100), None),  # head + tail of doc 0 against all its keys
+    Item(1, ((60, 10, 30),), (100, 0, 40), (0, 2)),  # doc 1, heads 0-1 (causal, full) ...
+    Item(1, ((60, 10, 30),), (100, 0, 40), (2, 4)),  # ... and heads 2-3 (window, lambda) of the same rows
+    Item(1, ((90, 0, 14),), (140, 20, 34), None),  # keys after the rows: only the full head sees any
+)
+
+
+def random_buffers(seed: int) -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    q, d_o = (torch.randn(104, Q_HEADS, DIM, generator=g) for _ in range(2))
+    k, v = (torch.randn(174, KV_HEADS, DIM, generator=g) for _ in range(2))
+    return [q, k, v, torch.zeros_like(q), torch.full((104, Q_HEADS), -torch.inf), d_o, torch.zeros_like(q),
+            torch.zeros_like(k), torch.zeros_like(v)]
+
+
+@pytest.mark.parametrize("backend", [FulcrumBackend(), TorchBackend()], ids=lambda b: b.name)
+def test_backends_match_the_fp64_reference_with_head_ranges_and_per_head_masks(backend):
+    plan = plan_of(DOCS)
+    b = random_buffers(7)
+    backend.forward(plan, Attention(0, 1, 2, 3, 4, ITEMS), b, 0.3)
+    backend.backward(plan, AttentionBackward(0, 1, 2, 3, 4, 5, 6, 7, 8, ITEMS), b, 0.3)
+    tasks = kernel_tasks(plan, ITEMS)
+    ref = fulcrum.reference_attention(tasks, b[0].numpy(), b[1].numpy(), b[2].numpy(), d_o=b[5].numpy(), scale=0.3)
+    # fp32 kernels against fp64 on O(1) values; rows no key sees: O = 0, LSE = -inf in both.
+    assert np.isneginf(ref["lse"][90:, [0, 2, 3]]).all() and np.isfinite(ref["lse"][90:, 1]).all()
+    np.testing.assert_allclose(b[4].numpy(), ref["lse"], atol=2e-5)
+    for got, name in ((b[3], "o"), (b[6], "dq"), (b[7], "dk"), (b[8], "dv")):
+        np.testing.assert_allclose(got.numpy(), ref[name], atol=2e-5, err_msg=name)
+
+
+def test_numpy_views_are_the_tensors_memory():
+    t = torch.zeros(6, 2, 4)
+    view = numpy_view(t)
+    view[1, 0, 0] = 5
+    assert t[1, 0, 0] == 5 and view.__array_interface__["data"][0] == t.data_ptr()
+    bf16 = torch.ones(3, 2, 4, dtype=torch.bfloat16)
+    bits = numpy_view(bf16)
+    assert bits.dtype == np.uint16 and bits[0, 0, 0] == 0x3F80
+    assert bits.__array_interface__["data"][0] == bf16.data_ptr()
+    with pytest.raises(fulcrum.Error, match="has no NumPy view"):
+        numpy_view(t.transpose(0, 1))
+
+
+def test_flash_layout_batches_what_flash_attn_can_mask_and_falls_back_for_the_rest():
+    docs = (doc(100, "causal"), doc(64, "window:8"), doc(32, "causal", ("causal",) * Q_HEADS))
+    items = (
+        Item(0, ((0, 0, 50),), (0, 0, 50), None),  # causal, keys end where queries end: causal sequence
+        Item(0, ((50, 60, 20),), (50, 0, 40), None),  # keys before every query: fully visible
+        Item(0, ((70, 0, 10), (80, 90, 10)), (90, 0, 10), None),  # head span causal, tail span fully visible
+        Item(0, ((0, 0, 50),), (0, 0, 50), (0, 2)),  # a head range: flash-attn computes all heads
+        Item(1, ((100, 32, 16),), (100, 32, 16), None),  # a window cuts the rectangle
+        Item(1, ((116, 40, 4),), (116, 37, 4), None),  # ... but not this one: fully visible
+        Item(2, ((120, 0, 8),), (120, 0, 8), None),  # per-head masks
+        Item(0, ((0, 10, 10),), (0, 0, 30), None),  # causal with keys past the queries' end
+        Item(0, ((0, 10, 10),), (0, 0, 0), None),  # no keys
+    )
+    layout = flash_layout(docs, items)
+    assert layout.fallback == (3, 4, 6, 7, 8)
+    causal, full = layout.calls
+    assert causal.causal and not full.causal
+    assert causal.q_spans == ((0, 50), (70, 10)) and causal.k_spans == ((0, 50), (90, 10))
+    assert causal.cu_seqlens_q == (0, 50, 60) and causal.cu_seqlens_k == (0, 50, 60)
+    assert (causal.max_seqlen_q, causal.max_seqlen_k) == (50, 50)
+    assert full.q_spans == ((50, 20), (80, 10), (116, 4)) and full.k_spans == ((50, 40), (90, 10), (116, 4))
+    assert full.cu_seqlens_q == (0, 20, 30, 34) and full.cu_seqlens_k == (0, 40, 50, 54)
+    assert (full.max_seqlen_q, full.max_seqlen_k) == (20, 40)
+    assert flash_layout(docs, items[3:5]).calls == ()
+
+
+def test_flash_backward_arguments_follow_the_installed_signature():
+    common = ["dout", "q", "k", "v", "out", "softmax_lse", "dq", "dk", "dv", "cu_seqlens_q", "cu_seqlens_k",
+              "max_seqlen_q", "max_seqlen_k", "dropout_p", "softmax_scale", "causal"]
+    values = {name: name.upper() for name in common[:13]} | {"softmax_scale": 0.5, "causal": True}
+    v25 = flash_backward_arguments([*common, "window_size", "alibi_slopes", "deterministic", "rng_state"], values)
+    assert v25["window_size"] == (-1, -1) and v25["dropout_p"] == 0.0 and v25["causal"] is True
+    assert v25["q"] == "Q" and v25["rng_state"] is None and "softcap" not in v25
+    v26 = flash_backward_arguments(
+        [*common, "window_size_left", "window_size_right", "softcap", "alibi_slopes", "deterministic", "rng_state",
+         "zero_tensors"], values)
+    assert (v26["window_size_left"], v26["window_size_right"], v26["softcap"]) == (-1, -1, 0.0)
+    assert list(v26) == [*common, "window_size_left", "window_size_right", "softcap", "alibi_slopes",
+                         "deterministic", "rng_state", "zero_tensors"]
+    with pytest.raises(fulcrum.Error, match="parameters \\['sink_tokens'\\]"):
+        flash_backward_arguments([*common, "sink_tokens"], values)
