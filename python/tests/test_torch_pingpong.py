@@ -327,6 +327,17 @@ def backward_calls(layers: int) -> list[tuple[str, str, int]]:
     return [*calls, ("complete", "B", 0), ("complete", "A", 0), ("pre", "A", 0), ("pre", "B", 0)]
 
 
+def sequential_calls(layers: int, pass_: str) -> list[tuple[str, str, int]]:
+    """A's whole stack then B's, each attention begun and completed before anything else runs; backward
+    walks B's stack then A's (B's nodes were created last)."""
+    if pass_ == "forward":
+        return [(c, x, i) for x in "AB" for i in range(layers) for c in ("pre", "begin", "complete", "post")]
+    calls = [(c, x, i) for x in "BA" for i in reversed(range(layers)) for c in ("post", "begin", "complete", "pre")]
+    # Layer 0's input gradients are pieces of one split: both hooks fire once both nano-batches are done.
+    calls = [c for c in calls if c[0] != "pre" or c[2] > 0]
+    return [*calls, ("pre", "A", 0), ("pre", "B", 0)]
+
+
 def segments(steps, rank: int, pass_: str, x: str) -> list[list[str]]:
     """The events of a nano-batch's Program cut as ProgramRun cuts it: a new segment at every wait."""
     step = steps["AB".index(x)]
@@ -335,7 +346,7 @@ def segments(steps, rank: int, pass_: str, x: str) -> list[list[str]]:
     for i in plan.programs[rank].instructions:
         name = type(i).__name__
         if name == "Wait":
-            out.append([f"wait {i.launch}"])
+            out.append([f"wait {i.launch}", f"waited {i.launch}"])
         elif name == "Launch":
             out[-1].append(f"launch {i.id}")
         elif name in ("Attention", "AttentionBackward"):
@@ -343,7 +354,7 @@ def segments(steps, rank: int, pass_: str, x: str) -> list[list[str]]:
     return out
 
 
-def expected_log(steps, rank: int, pass_: str, layers: int) -> list[str]:
+def expected_log(steps, rank: int, pass_: str, layers: int, schedule: str = "pingpong") -> list[str]:
     """The events in the designed order: begin runs a Program's first segment; complete runs the rest,
     giving the other nano-batch's Program in flight one segment before each of its own waits but the first."""
     log: list[str] = []
@@ -353,7 +364,11 @@ def expected_log(steps, rank: int, pass_: str, layers: int) -> list[str]:
     def segment(x: str, index: int) -> None:
         log.extend(f"{x}{index} {pass_} {e}" for e in left[x, index].pop(0))
 
-    for call, x, index in forward_calls(layers) if pass_ == "forward" else backward_calls(layers):
+    if schedule == "sequential":
+        calls = sequential_calls(layers, pass_)
+    else:
+        calls = forward_calls(layers) if pass_ == "forward" else backward_calls(layers)
+    for call, x, index in calls:
         if call in ("pre", "post"):
             log.append(f"{x}{index} {call}" + ("" if pass_ == "forward" else " backward"))
         elif call == "begin":
@@ -371,14 +386,38 @@ def expected_log(steps, rank: int, pass_: str, layers: int) -> list[str]:
     return log
 
 
-def test_pingpong_runs_the_designed_order_forward_and_backward(ranks):
+@pytest.mark.parametrize("schedule", ft.SCHEDULES)
+def test_schedules_run_the_designed_order_forward_and_backward(ranks, schedule):
     world, results = ranks
     steps = plan_steps(world)
     for rank, result in enumerate(results):
-        log = result["logs"]["pingpong"]
+        log = result["logs"][schedule]
         cut = log.index("backward")
-        assert log[:cut] == expected_log(steps, rank, "forward", LAYERS), f"rank {rank}"
-        assert log[cut + 1 :] == expected_log(steps, rank, "backward", LAYERS), f"rank {rank}"
+        assert log[:cut] == expected_log(steps, rank, "forward", LAYERS, schedule), f"rank {rank}"
+        assert log[cut + 1 :] == expected_log(steps, rank, "backward", LAYERS, schedule), f"rank {rank}"
+
+
+def test_pingpong_overlaps_every_launch_but_the_last_of_a_pass_with_the_other_nano_batch(ranks):
+    """What the order is for: between posting a launch and waiting for it, the other nano-batch runs
+    something (layers or its Program). Exempt: the last launch of each pass (nothing is left to hide it),
+    and launches while the other nano-batch's Program in flight has no traffic on this rank (it ran whole
+    inside its start, leaving nothing to interleave). The sequential schedule overlaps nothing."""
+    for rank, result in enumerate(ranks[1]):
+        for schedule in ft.SCHEDULES:
+            log = result["logs"][schedule]
+            cut = log.index("backward")
+            for events in (log[:cut], log[cut + 1 :]):
+                runs = [e.rsplit(" ", 2)[0] for e in events if e.split()[1] in ("forward", "backward")]
+                with_traffic = {e.rsplit(" launch ", 1)[0] for e in events if " launch " in e}
+                launches = [n for n, e in enumerate(events) if " launch " in e]
+                for n in launches[:-1]:
+                    run, launch = events[n].rsplit(" launch ", 1)
+                    end = events.index(f"{run} wait {launch}", n)
+                    other = [r for r in runs[: n + 1] if r[0] != run[0]]
+                    if schedule == "pingpong" and other and other[-1] not in with_traffic:
+                        continue
+                    overlapped = any(not e.startswith(run[0]) for e in events[n + 1 : end])
+                    assert overlapped == (schedule == "pingpong"), f"rank {rank} {schedule}: {events[n]}"
 
 
 # ---- One process: splitting and refusals that need no group ----

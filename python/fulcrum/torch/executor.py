@@ -86,8 +86,8 @@ class ProgramRun:
     instructions (posting launches, running compute whose data is here) and parks before the next Wait.
     What a caller does between two ``advance()`` calls overlaps the launches posted so far. The run owns
     its buffers; ``finish()`` runs the remaining segments and returns the output buffers by name.
-    ``trace`` (optional) receives ``"<label> <op>"`` for every launch ("launch <id>"), wait ("wait <id>")
-    and attention call, in the order they run.
+    ``trace`` (optional) receives ``"<label> <event>"`` for every launch once posted ("launch <id>"), every
+    wait as it begins and ends ("wait <id>", "waited <id>") and every attention call, in the order they run.
     """
 
     def __init__(self, plan: ParsedPlan, inputs: Mapping[str, torch.Tensor], backend: KernelBackend,
@@ -133,6 +133,7 @@ class ProgramRun:
         elif isinstance(i, Wait):
             self._note(f"wait {i.launch}")
             self._pending.pop(i.launch).wait()
+            self._note(f"waited {i.launch}")
         elif isinstance(i, Attention):
             self._note("attention")
             self._backend.forward(self._plan, i, buffers, self._scale)

@@ -11,8 +11,13 @@ them. Forward order, per rank, with ``start``/``finish`` the two halves of distr
 
 and inside ``finish(A,l)``, before A blocks on its return messages, B's attention runs (its dispatch wait,
 its attention, its return launch). Backward follows from autograd: ``finish``'s backward posts the backward
-Program's first messages, ``start``'s backward completes them, and the CPU autograd engine runs the other
-nano-batch's layer backward in between (tests/test_torch_pingpong.py records the order).
+Program's first messages, ``start``'s backward completes them. The CPU autograd engine runs, of the nodes
+whose gradients are ready, the one created last (highest sequence number); the other nano-batch's nodes
+created between this nano-batch's ``start`` and ``finish`` therefore run between their backwards:
+
+    post'(B,1) finish'(B,1) post'(A,1) finish'(A,1) start'(B,1) pre'(B,1) post'(B,0) finish'(B,0) start'(A,1) ...
+
+(test_torch_pingpong.py asserts this order, and the instructions inside it, on every rank).
 
 The layer protocol (duck-typed; nn.Modules among ``layers`` are registered as submodules):
 
@@ -36,7 +41,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 import torch
 import torch.distributed as dist
@@ -44,7 +49,7 @@ import torch.distributed as dist
 from .. import _core
 from .backends import select_backend
 from .comm import GroupComm
-from .function import _check_inputs, attention
+from .function import _check_inputs
 from .split_attention import AttentionHandle, InFlight, attention_finish, attention_start
 from .step import StepPlan
 
@@ -92,6 +97,7 @@ class PingPong(torch.nn.Module):
         # Registered so that .parameters(), .to() and state_dict() see the layers that are modules.
         self.layer_modules = torch.nn.ModuleList(m for m in layers if isinstance(m, torch.nn.Module))
         self.group, self.backend, self.softmax_scale, self.trace = group, backend, softmax_scale, trace
+        self._comms: list[GroupComm] | None = None  # one per nano-batch (tag lane), made on first use
 
     def forward(self, x: torch.Tensor, steps: tuple[StepPlan, StepPlan],
                 contexts: tuple[Any, Any] = (None, None), *, schedule: str = "pingpong") -> torch.Tensor:
@@ -116,9 +122,8 @@ class PingPong(torch.nn.Module):
             raise _core.InputError(f"x: shape {tuple(x.shape)}, but rank {rank} holds {rows[0]} + {rows[1]} rows "
                                    "(step_a's, then step_b's)")
         xs = list(torch.split(x, list(rows)))
-        if schedule == "sequential":
-            return torch.cat([self._sequential(xs[n], (step_a, step_b)[n], contexts[n]) for n in range(2)])
-        return torch.cat(self._pingpong(xs, (step_a, step_b), contexts))
+        run = self._pingpong if schedule == "pingpong" else self._sequential
+        return torch.cat(run(xs, (step_a, step_b), contexts))
 
     def _scale(self, step: StepPlan) -> float:
         scale = self.softmax_scale if self.softmax_scale is not None else 1.0 / math.sqrt(step.head_dim)
@@ -126,25 +131,35 @@ class PingPong(torch.nn.Module):
             raise _core.InputError(f"softmax_scale = {self.softmax_scale}: must be a finite number > 0")
         return scale
 
-    def _sequential(self, x: torch.Tensor, step: StepPlan, context: Any) -> torch.Tensor:
-        for layer in self.layers:
-            q, k, v, saved = layer.pre_attention(x, context)
-            o = attention(q, k, v, step, self.group, backend=self.backend, softmax_scale=self._scale(step))
-            x = layer.post_attention(cast(torch.Tensor, o), saved, context)
-        return x
+    def _sequential(self, xs: list[torch.Tensor], steps: tuple[StepPlan, StepPlan],
+                    contexts: Sequence[Any]) -> list[torch.Tensor]:
+        # The same attention ops as _pingpong, one Program in flight at a time: only the order differs.
+        flight = InFlight()
+        for n in range(2):
+            for index, layer in enumerate(self.layers):
+                q, k, v, saved = layer.pre_attention(xs[n], contexts[n])
+                handle = self._handle(n, index, q, k, v, steps[n], flight)
+                o = attention_finish(attention_start(q, k, v, handle), handle)
+                xs[n] = layer.post_attention(o, saved, contexts[n])
+        return xs
+
+    def _handle(self, n: int, index: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, step: StepPlan,
+                flight: InFlight) -> AttentionHandle:
+        _check_inputs(q, k, v, step, self.group)
+        kernels = select_backend(self.backend, q.device, q.dtype)
+        if self._comms is None:
+            self._comms = [GroupComm(self.group, lane=lane, lanes=2) for lane in range(2)]
+        return AttentionHandle(step, kernels, self._comms[n], self._scale(step), flight, f"{NANO_BATCHES[n]}{index}",
+                               self.trace)
 
     def _pingpong(self, xs: list[torch.Tensor], steps: tuple[StepPlan, StepPlan],
                   contexts: Sequence[Any]) -> list[torch.Tensor]:
         flight = InFlight()
-        comms = [GroupComm(self.group, lane=n, lanes=2) for n in range(2)]
         pending: list[tuple[torch.Tensor, AttentionHandle, Any]] = []  # per nano-batch: started, not finished
 
         def pre_and_start(n: int, index: int) -> None:
             q, k, v, saved = self.layers[index].pre_attention(xs[n], contexts[n])
-            _check_inputs(q, k, v, steps[n], self.group)
-            kernels = select_backend(self.backend, q.device, q.dtype)
-            handle = AttentionHandle(steps[n], kernels, comms[n], self._scale(steps[n]), flight,
-                                     f"{NANO_BATCHES[n]}{index}", self.trace)
+            handle = self._handle(n, index, q, k, v, steps[n], flight)
             entry = (attention_start(q, k, v, handle), handle, saved)
             if n < len(pending):
                 pending[n] = entry

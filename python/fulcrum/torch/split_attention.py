@@ -60,7 +60,9 @@ class AttentionHandle:
                  label: str, trace: Callable[[str], None] | None) -> None:
         self.step, self.kernels, self.comm, self.scale = step, kernels, comm, scale
         self.flight, self.label, self.trace = flight, label, trace
-        self.inputs: dict[str, torch.Tensor] = {}  # q, k, v, then o and lse: the backward Program's inputs
+        # q, k, v, then o and lse: the backward Program's inputs. They live as long as the graph holds the
+        # handle (freed with it after backward; kept for backward(retain_graph=True)).
+        self.inputs: dict[str, torch.Tensor] = {}
 
     def run(self, pass_: str, inputs: dict[str, torch.Tensor]) -> ProgramRun:
         plan = self.step._forward if pass_ == "forward" else self.step._backward
@@ -81,7 +83,6 @@ class _Start(torch.autograd.Function):
         handle: AttentionHandle = ctx.handle
         grads = handle.flight.finish(handle.comm.lane)
         q, k, v = handle.inputs["q"], handle.inputs["k"], handle.inputs["v"]
-        handle.inputs = {}  # the layer's activations are free once its gradients exist
         return grads["dq"].to(q.dtype), grads["dk"].to(k.dtype), grads["dv"].to(v.dtype), None
 
 
