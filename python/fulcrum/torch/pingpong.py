@@ -97,7 +97,6 @@ class PingPong(torch.nn.Module):
         # Registered so that .parameters(), .to() and state_dict() see the layers that are modules.
         self.layer_modules = torch.nn.ModuleList(m for m in layers if isinstance(m, torch.nn.Module))
         self.group, self.backend, self.softmax_scale, self.trace = group, backend, softmax_scale, trace
-        self._comms: list[GroupComm] | None = None  # one per nano-batch (tag lane), made on first use
 
     def forward(self, x: torch.Tensor, steps: tuple[StepPlan, StepPlan],
                 contexts: tuple[Any, Any] = (None, None), *, schedule: str = "pingpong") -> torch.Tensor:
@@ -122,8 +121,9 @@ class PingPong(torch.nn.Module):
             raise _core.InputError(f"x: shape {tuple(x.shape)}, but rank {rank} holds {rows[0]} + {rows[1]} rows "
                                    "(step_a's, then step_b's)")
         xs = list(torch.split(x, list(rows)))
+        comms = [GroupComm(self.group, lane=n, lanes=2) for n in range(2)]  # one tag lane per nano-batch
         run = self._pingpong if schedule == "pingpong" else self._sequential
-        return torch.cat(run(xs, (step_a, step_b), contexts))
+        return torch.cat(run(xs, (step_a, step_b), contexts, comms))
 
     def _scale(self, step: StepPlan) -> float:
         scale = self.softmax_scale if self.softmax_scale is not None else 1.0 / math.sqrt(step.head_dim)
@@ -131,35 +131,32 @@ class PingPong(torch.nn.Module):
             raise _core.InputError(f"softmax_scale = {self.softmax_scale}: must be a finite number > 0")
         return scale
 
-    def _sequential(self, xs: list[torch.Tensor], steps: tuple[StepPlan, StepPlan],
-                    contexts: Sequence[Any]) -> list[torch.Tensor]:
+    def _sequential(self, xs: list[torch.Tensor], steps: tuple[StepPlan, StepPlan], contexts: Sequence[Any],
+                    comms: Sequence[GroupComm]) -> list[torch.Tensor]:
         # The same attention ops as _pingpong, one Program in flight at a time: only the order differs.
         flight = InFlight()
         for n in range(2):
             for index, layer in enumerate(self.layers):
                 q, k, v, saved = layer.pre_attention(xs[n], contexts[n])
-                handle = self._handle(n, index, q, k, v, steps[n], flight)
+                handle = self._handle(n, index, q, k, v, steps[n], comms[n], flight)
                 o = attention_finish(attention_start(q, k, v, handle), handle)
                 xs[n] = layer.post_attention(o, saved, contexts[n])
         return xs
 
     def _handle(self, n: int, index: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, step: StepPlan,
-                flight: InFlight) -> AttentionHandle:
+                comm: GroupComm, flight: InFlight) -> AttentionHandle:
         _check_inputs(q, k, v, step, self.group)
         kernels = select_backend(self.backend, q.device, q.dtype)
-        if self._comms is None:
-            self._comms = [GroupComm(self.group, lane=lane, lanes=2) for lane in range(2)]
-        return AttentionHandle(step, kernels, self._comms[n], self._scale(step), flight, f"{NANO_BATCHES[n]}{index}",
-                               self.trace)
+        return AttentionHandle(step, kernels, comm, self._scale(step), flight, f"{NANO_BATCHES[n]}{index}", self.trace)
 
-    def _pingpong(self, xs: list[torch.Tensor], steps: tuple[StepPlan, StepPlan],
-                  contexts: Sequence[Any]) -> list[torch.Tensor]:
+    def _pingpong(self, xs: list[torch.Tensor], steps: tuple[StepPlan, StepPlan], contexts: Sequence[Any],
+                  comms: Sequence[GroupComm]) -> list[torch.Tensor]:
         flight = InFlight()
         pending: list[tuple[torch.Tensor, AttentionHandle, Any]] = []  # per nano-batch: started, not finished
 
         def pre_and_start(n: int, index: int) -> None:
             q, k, v, saved = self.layers[index].pre_attention(xs[n], contexts[n])
-            handle = self._handle(n, index, q, k, v, steps[n], flight)
+            handle = self._handle(n, index, q, k, v, steps[n], comms[n], flight)
             entry = (attention_start(q, k, v, handle), handle, saved)
             if n < len(pending):
                 pending[n] = entry
