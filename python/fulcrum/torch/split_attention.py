@@ -8,10 +8,10 @@ whose backward posts the backward Program's first segment with dO; ``start``'s b
 returns dq, dk, dv. Whatever autograd runs between the two (the other nano-batch's layers) overlaps the
 backward traffic as well.
 
-Two runs may be in flight on a rank at once, one per lane (nano-batch). ``InFlight`` holds them; when a
-run is completed, each time it would block on a wait the *other* lane's run gets one segment first
-(completing its oldest wait, running its attention, posting its next launch). So in forward one
-nano-batch's attention compute hides the other's return traffic, as DistCA's ping-pong does. The order is
+Two runs may be in flight on a rank at once, one per lane (nano-batch). ``InFlight`` holds them; a run
+being completed first passes the wait it is parked at (its dispatch, posted long before), and then,
+before each further wait of its own, the *other* lane's run gets one segment (its parked wait, its
+attention, its next launch). So one nano-batch's attention compute hides the other's return traffic. The order is
 fixed by the program, never by timing, so every rank posts its launches in the same order (NCCL needs
 that; gloo matches by tag, and the lanes keep the two runs' tags apart).
 """
