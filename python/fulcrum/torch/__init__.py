@@ -8,9 +8,11 @@ group's P2P (gloo on CPU, NCCL on GPU), attention runs on a kernel backend (``fu
 CPU, ``torch`` math on any device, ``flash`` flash-attn on CUDA). Importing this module imports torch;
 ``import fulcrum`` alone does not.
 """
+from .agreement import check_same_step, step_digest
 from .backends import BACKENDS
 from .function import attention
 from .program import Document, OwnedRows
 from .step import StepPlan, compile_step
 
-__all__ = ["BACKENDS", "Document", "OwnedRows", "StepPlan", "attention", "compile_step"]
+__all__ = ["BACKENDS", "Document", "OwnedRows", "StepPlan", "attention", "check_same_step", "compile_step",
+           "step_digest"]
