@@ -7,12 +7,19 @@ One executor runs every planner's plan (it reads only the Plan): the Programs' m
 group's P2P (gloo on CPU, NCCL on GPU), attention runs on a kernel backend (``fulcrum`` C++ kernels on
 CPU, ``torch`` math on any device, ``flash`` flash-attn on CUDA). Importing this module imports torch;
 ``import fulcrum`` alone does not.
+
+Models call attention through ``packed.PackedAttention`` (q, k, v of a rank's packed rows -> o):
+``planned_attention(step, group)`` wraps this op, ``reference_attention(rows)`` is the single-process
+baseline, ``PackedRows`` says which document tokens a rank's rows hold (RoPE positions restart per
+document). ``fulcrum.torch.hf`` registers ``attn_implementation="fulcrum"`` with transformers.
 """
 from .agreement import check_same_step, step_digest
 from .backends import BACKENDS
 from .function import attention
+from .packed import PackedAttention, PackedRows, Piece, PlannedAttention, planned_attention, reference_attention
 from .program import Document, OwnedRows
 from .step import StepPlan, compile_step
 
-__all__ = ["BACKENDS", "Document", "OwnedRows", "StepPlan", "attention", "check_same_step", "compile_step",
+__all__ = ["BACKENDS", "Document", "OwnedRows", "PackedAttention", "PackedRows", "Piece", "PlannedAttention",
+           "StepPlan", "attention", "check_same_step", "compile_step", "planned_attention", "reference_attention",
            "step_digest"]
