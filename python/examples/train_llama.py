@@ -38,7 +38,14 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as dist
-from fulcrum.torch import PackedAttention, PackedRows, compile_step, planned_attention, reference_attention
+from fulcrum.torch import (
+    PackedAttention,
+    PackedRows,
+    check_same_step,
+    compile_step,
+    planned_attention,
+    reference_attention,
+)
 from llama_model import IGNORE, LlamaConfig, LlamaModel, token_loss_sum
 
 import fulcrum
@@ -156,6 +163,7 @@ def make_attention(kind: str, assignment: fulcrum.Assignment, shape: fulcrum.Mod
         rows = PackedRows.from_batch(assignment.batch, rank)
         return reference_attention(rows), rows
     step = compile_step(assignment, shape)  # forward + backward Plans; every rank compiles the same
+    check_same_step(step)  # a digest all-gather: a rank planning otherwise would pair the wrong messages
     return planned_attention(step), PackedRows.from_step(step, rank)
 
 
