@@ -37,7 +37,8 @@ void RankBuffers::check_whole_rows(const Slice& s) const {
 
 RankBuffers::Runs RankBuffers::runs(const Slice& s) {
   const Field field = program_->buffers[s.buffer].field;
-  const auto head_bytes = static_cast<std::size_t>(heads_.head_values(field) * heads_.element_bytes(field));
+  const auto head_bytes =
+      static_cast<std::size_t>(heads_.head_values(field)) * static_cast<std::size_t>(heads_.element_bytes(field));
   FULCRUM_CHECK(
       s.heads.all() || (s.heads.begin >= 0 && s.heads.begin < s.heads.end && s.heads.end <= heads_.heads_of(field)),
       "slice of buffer {}: heads [{}, {}) of {}", s.buffer, s.heads.begin, s.heads.end, heads_.heads_of(field));
