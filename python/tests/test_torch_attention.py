@@ -32,6 +32,10 @@ TOLERANCE = {torch.float32: 1e-5, torch.bfloat16: 1e-2}
 # Options that make small batches interesting: DistCA moves fine shards, DCP's blocks are smaller than the
 # documents, WLB-LLM runs per-document CP inside groups of 2 (its defaults would plan no traffic here).
 PLANNER_OPTIONS = {"distca": {"granularity": 16, "tolerance": 0.05}, "dcp": {"dcp_block": 32}, "wlb": {"cp_degree": 2}}
+# DCP cutting head blocks: tasks over one kv group's q heads each, so messages carry only those heads.
+HEAD_SPLIT = "dcp+head-blocks"
+PLANNERS = (*fulcrum.planner_names(), HEAD_SPLIT)
+PLANNER_OPTIONS[HEAD_SPLIT] = {"dcp_block": 32, "dcp_head_blocks": 2}
 HEAD_MASKS = ("causal", "window:8", "lambda:2:6", "causal")
 MASK_SETS = {"causal": ("causal",), "mixed": ("lambda:4:24", "full", "causal+head-masks")}
 BACKENDS = ("fulcrum", "torch")
@@ -99,7 +103,9 @@ def check_case(rank: int, batch: fulcrum.Batch, planner: str, backend: str, mode
                references: dict) -> list[str]:
     """Runs one planner's StepPlan forward and backward; returns what differs from the reference."""
     options = fulcrum.PlannerOptions(model_shape(), **PLANNER_OPTIONS.get(planner, {}))
-    assignment = fulcrum.make_planner(planner, options).plan(batch)
+    assignment = fulcrum.make_planner(planner.split("+")[0], options).plan(batch)
+    if planner == HEAD_SPLIT:
+        assert any(t.heads is not None for t in assignment.tasks), "the head-split case must split heads"
     step = ft.compile_step(assignment, model_shape(), mode=mode, dtype=dtype)
     docs = assignment.batch.documents
     for d in docs:
@@ -128,7 +134,7 @@ def check_case(rank: int, batch: fulcrum.Batch, planner: str, backend: str, mode
 def cases(mask_set: str) -> list[tuple[str, str, str, torch.dtype]]:
     """(planner, backend, mode, dtype): every planner on both backends in pingpong and fp32; single-stream
     once; bf16 for every planner on the causal set."""
-    out = [(p, b, "pingpong", torch.float32) for p in fulcrum.planner_names() for b in BACKENDS]
+    out = [(p, b, "pingpong", torch.float32) for p in PLANNERS for b in BACKENDS]
     out.append(("distca", "fulcrum", "single-stream", torch.float32))
     if mask_set == "causal":
         out += [(p, b, "pingpong", torch.bfloat16) for p in fulcrum.planner_names() for b in BACKENDS]
