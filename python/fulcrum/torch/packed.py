@@ -22,6 +22,7 @@ import torch
 import torch.distributed as dist
 
 from .. import _core
+from .backends import BackendChoice
 from .function import attention
 from .step import StepPlan
 
@@ -193,7 +194,8 @@ class PlannedAttention:
     group). Every rank of the group calls it with the same StepPlan, its rows ``PackedRows.from_step(step,
     rank)``; ``backend`` is fulcrum.torch.attention's."""
 
-    def __init__(self, step: StepPlan, group: dist.ProcessGroup | None = None, *, backend: str = "auto") -> None:
+    def __init__(self, step: StepPlan, group: dist.ProcessGroup | None = None, *,
+                 backend: BackendChoice = "auto") -> None:
         self.step, self.group, self.backend = step, group, backend
 
     def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scale: float) -> torch.Tensor:
@@ -203,6 +205,6 @@ class PlannedAttention:
 
 
 def planned_attention(step: StepPlan, group: dist.ProcessGroup | None = None, *,
-                      backend: str = "auto") -> PlannedAttention:
+                      backend: BackendChoice = "auto") -> PlannedAttention:
     """The distributed PackedAttention of a StepPlan (see PlannedAttention)."""
     return PlannedAttention(step, group, backend=backend)
