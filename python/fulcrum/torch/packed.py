@@ -175,7 +175,8 @@ class ReferenceAttention:
             return q.new_zeros(q.shape)
         group = q.shape[1] // k.shape[1]
         permutation = self._permutation.to(q.device)
-        per_document = zip(*(t.index_select(0, permutation).split(self._lengths) for t in (q, k, v)), strict=True)
+        per_document = zip(*(torch.split(t.index_select(0, permutation), self._lengths) for t in (q, k, v)),
+                           strict=True)
         outputs = []
         for qd, kd, vd in per_document:
             # [heads, n, head_dim], SDPA's layout; each kv head repeated for its group of q heads (SDPA's
