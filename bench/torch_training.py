@@ -38,7 +38,6 @@ import fulcrum
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python" / "examples"))
 import train_llama
-from llama_model import LlamaConfig
 
 
 class TimedKernels:
@@ -74,12 +73,6 @@ OPTIONS = {"distca": {"granularity": 64}, "dcp": {"dcp_block": 256}, "perdoc-cp"
            "wlb": {"cp_degree": 2}}
 
 
-def config_of(args) -> LlamaConfig:
-    return LlamaConfig(vocab_size=args.vocab, hidden=args.hidden, layers=args.layers, q_heads=args.q_heads,
-                       kv_heads=args.kv_heads, head_dim=args.hidden // args.q_heads,
-                       ffn_hidden=(8 * args.hidden // 3 + 7) // 8 * 8)
-
-
 def the_batch(args) -> fulcrum.Batch:
     source = fulcrum.make_length_source(args.dataset, seed=args.seed, tokens_per_rank=args.tokens_per_rank)
     return fulcrum.BatchStream(source, args.ranks, args.tokens_per_rank).next()
@@ -90,7 +83,7 @@ def rank_main(rank, args, port, out) -> None:
     dist.init_process_group("gloo", rank=rank, world_size=args.ranks, init_method=f"tcp://127.0.0.1:{port}",
                             timeout=timedelta(seconds=600))
     torch.set_num_threads(1)
-    config = config_of(args)
+    config = train_llama.model_config(args)
     shape = train_llama.model_shape(config)
     batch = the_batch(args)
     kernels = TimedKernels()
@@ -175,8 +168,9 @@ def main() -> None:
     p.add_argument("--q-heads", type=int, default=4)
     p.add_argument("--kv-heads", type=int, default=2)
     p.add_argument("--json")
+    p.set_defaults(untied=False)  # train_llama.model_config's: the LM head tied to the embedding
     args = p.parse_args()
-    config = config_of(args)
+    config = train_llama.model_config(args)
     batch = the_batch(args)
     packing = train_llama.imbalance(train_llama.packing_flops_per_rank(train_llama.model_shape(config), batch))
     print(f"torch_training: {args.ranks} gloo ranks x {args.tokens_per_rank} tokens, {args.dataset} seed {args.seed}: "
