@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
 from pathlib import Path
 
 import pytest
 
 torch = pytest.importorskip("torch", reason="the training test needs PyTorch (pip install .[torch])")
-
-import sys  # noqa: E402
 
 from fulcrum.torch import PackedRows, reference_attention  # noqa: E402
 from gloo_group import run_on_gloo  # noqa: E402
@@ -41,7 +40,7 @@ import train_llama  # noqa: E402
 WORLDS = (2, 4)
 STEPS = 20
 TOKENS_PER_RANK = 512
-DATASET = "uniform:16:600"  # 1-3 documents per rank, some split across ranks
+DATASET = "uniform:16:600"  # about 2 documents per rank, some split across ranks
 SEED = 0
 LEARNING_RATE = 3e-3
 CONFIG = llama_model.LlamaConfig(vocab_size=256, hidden=64, layers=2, q_heads=4, kv_heads=2, head_dim=16,
@@ -54,13 +53,11 @@ GRADIENT_RTOL = 1e-5
 LOSS_RTOL = 1e-4
 
 
-def new_run(planner: str, world: int) -> tuple[object, torch.optim.Optimizer, fulcrum.Planner, fulcrum.ModelShape]:
-    """The model (initial weights from SEED), its optimizer and the planner: the same in every process."""
-    shape = train_llama.model_shape(CONFIG)
-    model = train_llama.make_model("plain", CONFIG, world * TOKENS_PER_RANK, SEED)
-    optimizer = torch.optim.AdamW(model.module.parameters(), lr=LEARNING_RATE, weight_decay=0.0)
-    options = train_llama.planner_options(planner, shape, world, SEED, PLANNER_OPTIONS.get(planner))
-    return model, optimizer, fulcrum.make_planner(planner, options), shape
+def new_model() -> tuple[train_llama.PlainModel, torch.optim.Optimizer]:
+    """The model (initial weights from SEED) and its optimizer: the same in every process."""
+    model = train_llama.make_model("plain", CONFIG, 1, SEED)
+    assert isinstance(model, train_llama.PlainModel)
+    return model, torch.optim.AdamW(model.module.parameters(), lr=LEARNING_RATE, weight_decay=0.0)
 
 
 def split_documents(batch: fulcrum.Batch) -> int:
@@ -75,8 +72,11 @@ def train_every_planner(rank: int, world: int, out_dir: str) -> dict[str, list[d
     """On each rank of the gloo group: 20 steps of each planner. Returns per planner and step what the plan
     trained and the loss; rank 0 saves each planner's first-step gradients to out_dir."""
     out = {}
+    shape = train_llama.model_shape(CONFIG)
     for name in fulcrum.planner_names():
-        model, optimizer, planner, shape = new_run(name, world)
+        model, optimizer = new_model()
+        options = train_llama.planner_options(name, shape, world, SEED, PLANNER_OPTIONS.get(name))
+        planner = fulcrum.make_planner(name, options)
         stream = fulcrum.BatchStream(fulcrum.make_length_source(DATASET, seed=SEED, tokens_per_rank=TOKENS_PER_RANK),
                                      world, TOKENS_PER_RANK)
         steps, gradients = [], None
@@ -108,7 +108,7 @@ def baseline(steps: list[dict]) -> tuple[list[float | None], list[torch.Tensor]]
     key = tuple(tuple(map(tuple, step["documents"])) for step in steps)
     if key in _baselines:
         return _baselines[key]
-    model, optimizer, _, _ = new_run("packed", 1)
+    model, optimizer = new_model()
     losses, gradients = [], None
     for documents in key:
         total = sum(length for _, length in documents)
@@ -159,7 +159,7 @@ def test_distributed_training_equals_one_process(distributed, planner):
 
     want_losses, want_gradients = baseline(steps)
     got_gradients = torch.load(out_dir / f"{planner}.pt")
-    names = [name for name, _ in train_llama.make_model("plain", CONFIG, 1, SEED).module.named_parameters()]
+    names = [name for name, _ in new_model()[0].module.named_parameters()]
     for name, got, want in zip(names, got_gradients, want_gradients, strict=True):
         error = (got - want).abs().max().item() / want.abs().max().item()
         assert error <= GRADIENT_RTOL, f"{planner} on {world} ranks: first-step gradient of {name}: {error:.2e}"
