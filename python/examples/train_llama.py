@@ -23,6 +23,11 @@ sums are what is printed.
 Attention: ``make_attention`` is the one place that picks it: ``fulcrum`` (default) runs
 fulcrum.torch.attention over the step's compiled plan on the process group; ``reference`` is
 single-process attention per document (world size 1 only), the baseline.
+
+The pieces are importable (python/tests/test_torch_training.py and bench/torch_training.py train with them):
+``model_config``, ``planner_options``, ``make_model``, ``make_attention`` and ``train_step`` (one optimizer
+step over a rank's rows; with ``group_reduce=False`` a process without a group trains the single-process
+baseline).
 """
 from __future__ import annotations
 
@@ -34,11 +39,13 @@ import os
 import socket
 import sys
 import time
+from dataclasses import dataclass
 from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 from fulcrum.torch import (
+    KernelBackend,
     PackedAttention,
     PackedRows,
     check_same_step,
@@ -156,15 +163,16 @@ def imbalance(per_rank: list[float]) -> float:
     return max(per_rank) / mean if mean > 0 else 1.0
 
 
-def make_attention(kind: str, assignment: fulcrum.Assignment, shape: fulcrum.ModelShape,
-                   rank: int) -> tuple[PackedAttention, PackedRows]:
-    """The step's attention and this rank's rows: the one place where the attention implementation is chosen."""
+def make_attention(kind: str, assignment: fulcrum.Assignment, shape: fulcrum.ModelShape, rank: int,
+                   backend: str | KernelBackend = "auto") -> tuple[PackedAttention, PackedRows]:
+    """The step's attention and this rank's rows: the one place where the attention implementation is chosen.
+    ``backend``: fulcrum.torch.attention's (a name, or a kernel backend object such as a timing wrapper)."""
     if kind == "reference":
         rows = PackedRows.from_batch(assignment.batch, rank)
         return reference_attention(rows), rows
     step = compile_step(assignment, shape)  # forward + backward Plans; every rank compiles the same
     check_same_step(step)  # a digest all-gather: a rank planning otherwise would pair the wrong messages
-    return planned_attention(step), PackedRows.from_step(step, rank)
+    return planned_attention(step, backend=backend), PackedRows.from_step(step, rank)
 
 
 class PlainModel:
@@ -216,6 +224,68 @@ def all_reduce_gradients(parameters: list[torch.nn.Parameter]) -> torch.Tensor:
     return flat
 
 
+def model_config(args: argparse.Namespace) -> LlamaConfig:
+    """The model the command line describes (head_dim = hidden / q_heads; SwiGLU width ~8/3 hidden)."""
+    return LlamaConfig(vocab_size=args.vocab, hidden=args.hidden, layers=args.layers, q_heads=args.q_heads,
+                       kv_heads=args.kv_heads, head_dim=args.hidden // args.q_heads,
+                       ffn_hidden=(8 * args.hidden // 3 + 7) // 8 * 8, tie_embeddings=not args.untied)
+
+
+def planner_options(planner: str, shape: fulcrum.ModelShape, world: int, seed: int,
+                    overrides: dict[str, float] | None = None) -> fulcrum.PlannerOptions:
+    """The planner's options: SMALL_BATCH_OPTIONS, then ``overrides`` (names with '-' or '_')."""
+    options = fulcrum.PlannerOptions(shape, devices_per_machine=world, seed=seed)
+    for name, value in {**SMALL_BATCH_OPTIONS.get(planner, {}), **(overrides or {})}.items():
+        options.set(name.replace("_", "-"), value)
+    return options
+
+
+def make_model(kind: str, config: LlamaConfig, max_positions: int, seed: int) -> PlainModel | HFModel:
+    """The model with its initial weights drawn from ``seed``: equal on every process that passes the same."""
+    torch.manual_seed(seed)
+    return HFModel(config, max_positions) if kind == "hf" else PlainModel(config)
+
+
+@dataclass(frozen=True)
+class StepResult:
+    loss: float  # the step's mean loss over every labelled row of the batch (all ranks)
+    grad_norm: float  # the norm of the summed gradient the optimizer applied
+    forward_s: float  # this rank's wall seconds in the model's forward and loss
+    backward_s: float  # ... in backward and the gradients' all-reduce
+
+
+def train_step(model: PlainModel | HFModel, optimizer: torch.optim.Optimizer, attention: PackedAttention,
+               rows: PackedRows, batch: fulcrum.Batch, vocab: int, seed: int, *,
+               group_reduce: bool = True) -> StepResult | None:
+    """One optimizer step over this rank's ``rows`` of ``batch`` (the Assignment's batch); None when the batch
+    has no labelled row (wlb may defer every document). Each rank's loss sum is divided by the global count
+    of labelled rows, so summing gradients over the ranks (``group_reduce``; False: one process, no group)
+    gives the single-process gradient of the mean loss. After it, each parameter's .grad holds that sum."""
+    count = labelled_rows(batch)
+    if count == 0:  # every rank sees the same plan, so every rank skips
+        return None
+    parameters = list(model.module.parameters())
+    optimizer.zero_grad(set_to_none=True)
+    start = time.perf_counter()
+    tokens, labels = rank_inputs(batch, rows, vocab, seed)
+    loss_sum = token_loss_sum(model.logits(tokens, rows, attention), labels)
+    middle = time.perf_counter()
+    (loss_sum / count).backward()
+    if group_reduce:
+        flat = all_reduce_gradients(parameters)
+    else:
+        flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in parameters])
+    backward_s = time.perf_counter() - middle
+    optimizer.step()
+    total = loss_sum.detach().reshape(1).clone()
+    if group_reduce:
+        dist.all_reduce(total)
+    loss = total.item() / count
+    if not math.isfinite(loss):
+        raise RuntimeError(f"loss {loss}")
+    return StepResult(loss, torch.linalg.vector_norm(flat).item(), middle - start, backward_s)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     rank, world = init_process_group()
@@ -223,22 +293,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.attention == "reference" and world > 1:
         raise SystemExit("--attention reference runs on one process only (split documents need the plan)")
 
-    head_dim = args.hidden // args.q_heads
-    config = LlamaConfig(vocab_size=args.vocab, hidden=args.hidden, layers=args.layers, q_heads=args.q_heads,
-                         kv_heads=args.kv_heads, head_dim=head_dim, ffn_hidden=(8 * args.hidden // 3 + 7) // 8 * 8,
-                         tie_embeddings=not args.untied)
+    config = model_config(args)
     shape = model_shape(config)
-    options = fulcrum.PlannerOptions(shape, devices_per_machine=world, seed=args.seed)
-    for name, value in SMALL_BATCH_OPTIONS.get(args.planner, {}).items():
-        options.set(name.replace("_", "-"), value)
+    overrides = {}
     for entry in args.option:
         name, _, value = entry.partition("=")
-        options.set(name.replace("_", "-"), float(value))
+        overrides[name] = float(value)
+    options = planner_options(args.planner, shape, world, args.seed, overrides)
 
-    torch.manual_seed(args.seed)  # same initial weights on every rank; broadcast below makes sure
-    model = HFModel(config, world * args.tokens_per_rank) if args.model == "hf" else PlainModel(config)
+    model = make_model(args.model, config, world * args.tokens_per_rank, args.seed)
     parameters = list(model.module.parameters())
-    for p in parameters:
+    for p in parameters:  # the same seed gave every rank the same weights; the broadcast makes sure
         dist.broadcast(p.data, 0)
     optimizer = torch.optim.AdamW(parameters, lr=args.lr, weight_decay=0.0)
 
@@ -256,33 +321,21 @@ def main(argv: list[str] | None = None) -> int:
             start = time.perf_counter()
             assignment = planned.assignment
             attention, rows = make_attention(args.attention, assignment, shape, rank)
-            tokens, labels = rank_inputs(assignment.batch, rows, args.vocab, args.seed)
-            count = labelled_rows(assignment.batch)
-            if count == 0:  # wlb may hold every document back for a later step; every rank sees the same plan
+            result = train_step(model, optimizer, attention, rows, assignment.batch, args.vocab, args.seed)
+            if result is None:
                 if rank == 0:
                     print(f"step {planned.index:3d}  the plan trains no tokens ({args.planner} deferred them)")
                 continue
-
-            optimizer.zero_grad(set_to_none=True)
-            loss_sum = token_loss_sum(model.logits(tokens, rows, attention), labels)
-            (loss_sum / count).backward()
-            grad_norm = torch.linalg.vector_norm(all_reduce_gradients(parameters)).item()
-            optimizer.step()
-            total = loss_sum.detach().reshape(1).clone()
-            dist.all_reduce(total)
             elapsed = time.perf_counter() - start
-
-            loss = total.item() / count
-            if not math.isfinite(loss):
-                raise RuntimeError(f"step {planned.index}: loss {loss}")
             trained_tokens = assignment.batch.total_tokens()
-            record = {"step": planned.index, "loss": loss, "tokens": trained_tokens,
-                      "tokens_per_s": trained_tokens / elapsed, "grad_norm": grad_norm, "plan_s": planned.plan_s,
+            record = {"step": planned.index, "loss": result.loss, "tokens": trained_tokens,
+                      "tokens_per_s": trained_tokens / elapsed, "grad_norm": result.grad_norm,
+                      "forward_s": result.forward_s, "backward_s": result.backward_s, "plan_s": planned.plan_s,
                       "imbalance_plan": imbalance(attention_flops_per_rank(shape, assignment)),
                       "imbalance_packing": imbalance(packing_flops_per_rank(shape, planned.batch))}
             records.append(record)
             if rank == 0:
-                print(f"step {record['step']:3d}  loss {loss:.4f}  {record['tokens_per_s']:8.0f} tokens/s  "
+                print(f"step {record['step']:3d}  loss {result.loss:.4f}  {record['tokens_per_s']:8.0f} tokens/s  "
                       f"attention imbalance (max/mean FLOPs) plan {record['imbalance_plan']:.2f} vs packing "
                       f"{record['imbalance_packing']:.2f}  planned in {planned.plan_s * 1e3:.1f} ms", flush=True)
     if rank == 0 and args.json:

@@ -14,12 +14,12 @@ baseline, ``PackedRows`` says which document tokens a rank's rows hold (RoPE pos
 document). ``fulcrum.torch.hf`` registers ``attn_implementation="fulcrum"`` with transformers.
 """
 from .agreement import check_same_step, step_digest
-from .backends import BACKENDS
+from .backends import BACKENDS, KernelBackend
 from .function import attention
 from .packed import PackedAttention, PackedRows, Piece, PlannedAttention, planned_attention, reference_attention
 from .program import Document, OwnedRows
 from .step import StepPlan, compile_step
 
-__all__ = ["BACKENDS", "Document", "OwnedRows", "PackedAttention", "PackedRows", "Piece", "PlannedAttention",
-           "StepPlan", "attention", "check_same_step", "compile_step", "planned_attention", "reference_attention",
-           "step_digest"]
+__all__ = ["BACKENDS", "Document", "KernelBackend", "OwnedRows", "PackedAttention", "PackedRows", "Piece",
+           "PlannedAttention", "StepPlan", "attention", "check_same_step", "compile_step", "planned_attention",
+           "reference_attention", "step_digest"]

@@ -32,6 +32,7 @@ import torch.distributed as dist
 from transformers import AttentionInterface
 
 from .. import _core
+from .backends import BackendChoice
 from .packed import PackedAttention, PackedRows, planned_attention
 from .step import StepPlan
 
@@ -66,7 +67,7 @@ def attention_context(attention: PackedAttention, rows: PackedRows) -> Iterator[
 
 
 def plan_context(step: StepPlan, group: dist.ProcessGroup | None = None, *,
-                 backend: str = "auto") -> AbstractContextManager[None]:
+                 backend: BackendChoice = "auto") -> AbstractContextManager[None]:
     """``attention_context`` for ``fulcrum.torch.attention`` over ``step`` on ``group`` (None: the default
     group): this process's rows are ``PackedRows.from_step(step, rank in group)``."""
     if not dist.is_available() or not dist.is_initialized():

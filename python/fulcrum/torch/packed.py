@@ -22,6 +22,7 @@ import torch
 import torch.distributed as dist
 
 from .. import _core
+from .backends import BackendChoice
 from .function import attention
 from .step import StepPlan
 
@@ -162,24 +163,28 @@ class ReferenceAttention:
                                        "runs causal masks only")
         self.rows = rows
         order = _document_order(rows)
-        self._order = [index for _, index in order]
-        permutation = torch.cat(self._order) if order else torch.empty(0, dtype=torch.int64)
-        self._inverse = torch.argsort(permutation)  # packed row -> its place in the per-document order
+        self._lengths = [len(index) for _, index in order]
+        # Rows in per-document order: one gather and one split, whose backward passes are one scatter and one
+        # concatenation. (A gather per document would cost a zero-filled gradient of all rows per document.)
+        self._permutation = torch.cat([index for _, index in order]) if order else torch.empty(0, dtype=torch.int64)
+        self._inverse = torch.argsort(self._permutation)  # packed row -> its place in the per-document order
 
     def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scale: float) -> torch.Tensor:
         _check_operands(q, k, v, self.rows.rows)
+        if not self._lengths:
+            return q.new_zeros(q.shape)
         group = q.shape[1] // k.shape[1]
+        permutation = self._permutation.to(q.device)
+        per_document = zip(*(torch.split(t.index_select(0, permutation), self._lengths) for t in (q, k, v)),
+                           strict=True)
         outputs = []
-        for index in self._order:
-            index = index.to(q.device)
+        for qd, kd, vd in per_document:
             # [heads, n, head_dim], SDPA's layout; each kv head repeated for its group of q heads (SDPA's
             # enable_gqa would avoid the copy but needs torch 2.5).
-            qd = q.index_select(0, index).transpose(0, 1)
-            kd, vd = (t.index_select(0, index).repeat_interleave(group, dim=1).transpose(0, 1) for t in (k, v))
-            od = torch.nn.functional.scaled_dot_product_attention(qd, kd, vd, is_causal=True, scale=scale)
+            kd, vd = (t.repeat_interleave(group, dim=1).transpose(0, 1) for t in (kd, vd))
+            od = torch.nn.functional.scaled_dot_product_attention(qd.transpose(0, 1), kd, vd, is_causal=True,
+                                                                  scale=scale)
             outputs.append(od.transpose(0, 1))
-        if not outputs:
-            return q.new_zeros(q.shape)
         return torch.cat(outputs).index_select(0, self._inverse.to(q.device))
 
 
@@ -193,7 +198,8 @@ class PlannedAttention:
     group). Every rank of the group calls it with the same StepPlan, its rows ``PackedRows.from_step(step,
     rank)``; ``backend`` is fulcrum.torch.attention's."""
 
-    def __init__(self, step: StepPlan, group: dist.ProcessGroup | None = None, *, backend: str = "auto") -> None:
+    def __init__(self, step: StepPlan, group: dist.ProcessGroup | None = None, *,
+                 backend: BackendChoice = "auto") -> None:
         self.step, self.group, self.backend = step, group, backend
 
     def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, scale: float) -> torch.Tensor:
@@ -203,6 +209,6 @@ class PlannedAttention:
 
 
 def planned_attention(step: StepPlan, group: dist.ProcessGroup | None = None, *,
-                      backend: str = "auto") -> PlannedAttention:
+                      backend: BackendChoice = "auto") -> PlannedAttention:
     """The distributed PackedAttention of a StepPlan (see PlannedAttention)."""
     return PlannedAttention(step, group, backend=backend)
