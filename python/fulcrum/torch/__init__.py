@@ -3,6 +3,9 @@
     step = fulcrum.torch.compile_step(assignment, model)       # forward + backward Plans, parsed once
     o = fulcrum.torch.attention(q, k, v, step, group)           # this rank's rows; o.backward() works
 
+    steps = fulcrum.torch.plan_nano_batches(planner, per_rank_cu_seqlens, model)   # two nano-batches
+    y = fulcrum.torch.PingPong(layers, group)(x, steps)         # DistCA's ping-pong layer schedule
+
 One executor runs every planner's plan (it reads only the Plan): the Programs' messages go over the
 group's P2P (gloo on CPU, NCCL on GPU), attention runs on a kernel backend (``fulcrum`` C++ kernels on
 CPU, ``torch`` math on any device, ``flash`` flash-attn on CUDA). Importing this module imports torch;
@@ -15,11 +18,15 @@ document). ``fulcrum.torch.hf`` registers ``attn_implementation="fulcrum"`` with
 """
 from .agreement import check_same_step, step_digest
 from .backends import BACKENDS, KernelBackend
+from .comm import WaitTime, measure_waits
 from .function import attention
+from .nano_batches import plan_nano_batches, split_documents
 from .packed import PackedAttention, PackedRows, Piece, PlannedAttention, planned_attention, reference_attention
+from .pingpong import SCHEDULES, PingPong, PingPongLayer
 from .program import Document, OwnedRows
 from .step import StepPlan, compile_step
 
-__all__ = ["BACKENDS", "Document", "KernelBackend", "OwnedRows", "PackedAttention", "PackedRows", "Piece",
-           "PlannedAttention", "StepPlan", "attention", "check_same_step", "compile_step", "planned_attention",
-           "reference_attention", "step_digest"]
+__all__ = ["BACKENDS", "SCHEDULES", "Document", "KernelBackend", "OwnedRows", "PackedAttention", "PackedRows",
+           "PingPong", "PingPongLayer", "Piece", "PlannedAttention", "StepPlan", "WaitTime", "attention",
+           "check_same_step", "compile_step", "measure_waits", "plan_nano_batches", "planned_attention",
+           "reference_attention", "split_documents", "step_digest"]

@@ -8,15 +8,26 @@ global ranks, so peers are mapped once per group.
 A transfer of one slice sends or receives the buffer's rows in place (a row range of a token-major
 buffer is contiguous). A transfer of several slices is packed: the sender concatenates their bytes, the
 receiver receives into a staging tensor and scatters it into the slices when the wait returns.
+
+Two Programs may be in flight at once on one group (fulcrum.torch.PingPong runs two nano-batches' plans
+interleaved), and each plan numbers its tags from 0, so a GroupComm puts its tags in a **lane**: the wire
+tag is ``tag * lanes + lane``, and messages of concurrent runs on different lanes never match each
+other under gloo or MPI (NCCL matches by posting order, which the schedule keeps identical on every rank).
+
+Every wait is timed (two perf_counter reads) into the process's ``WAIT_CLOCK``: the time a rank sits
+blocked for messages, i.e. communication that compute did not hide. ``measure_waits`` reads it.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
 
+from .. import _core
 from .program import Slice, Transfer
 
 
@@ -32,6 +43,30 @@ def _bytes_of(t: torch.Tensor) -> torch.Tensor:
 
 
 @dataclass
+class WaitTime:
+    """Seconds spent blocked in CommWaits and how many waits there were."""
+
+    seconds: float = 0.0
+    waits: int = 0
+
+
+WAIT_CLOCK = WaitTime()  # this process's running total: always on, it costs two clock reads per wait
+
+
+@contextmanager
+def measure_waits() -> Iterator[WaitTime]:
+    """``with measure_waits() as w: ...``: afterwards ``w`` holds the wait time of this process inside the block
+    (every fulcrum.torch Program's waits: attention, PingPong, both passes if backward runs inside)."""
+    before = WaitTime(WAIT_CLOCK.seconds, WAIT_CLOCK.waits)
+    measured = WaitTime()
+    try:
+        yield measured
+    finally:
+        measured.seconds = WAIT_CLOCK.seconds - before.seconds
+        measured.waits = WAIT_CLOCK.waits - before.waits
+
+
+@dataclass
 class PendingLaunch:
     works: list[dist.Work]
     # Packed receives to scatter when the wait returns: (staging bytes, destination views).
@@ -40,8 +75,12 @@ class PendingLaunch:
     keep: list[torch.Tensor] = field(default_factory=list)
 
     def wait(self) -> None:
+        # Only the blocking part is timed: the unpacking below is a copy (compute), not waiting.
+        start = time.perf_counter()
         for work in self.works:
             work.wait()
+        WAIT_CLOCK.seconds += time.perf_counter() - start
+        WAIT_CLOCK.waits += 1
         for staging, views in self.unpack:
             offset = 0
             for view in views:  # a strided (head-sliced) view is written through, element by element
@@ -54,10 +93,14 @@ _nccl_ready: set[dist.ProcessGroup] = set()
 
 
 class GroupComm:
-    """Posts transfers on ``group`` (None: the default group); plan ranks are group ranks."""
+    """Posts transfers on ``group`` (None: the default group); plan ranks are group ranks. Tags go on lane
+    ``lane`` of ``lanes`` (see the module's note); every rank must use the same lanes for one run."""
 
-    def __init__(self, group: dist.ProcessGroup | None) -> None:
+    def __init__(self, group: dist.ProcessGroup | None, *, lane: int = 0, lanes: int = 1) -> None:
+        if not 0 <= lane < lanes:
+            raise _core.Error(f"GroupComm: lane = {lane} must be in [0, {lanes})")
         self.group = group
+        self.lane, self.lanes = lane, lanes
         pg = group if group is not None else dist.group.WORLD
         assert pg is not None, "torch.distributed is not initialised"
         self.rank = dist.get_rank(group)
@@ -87,7 +130,7 @@ class GroupComm:
                                      device=views[0].device)
                 pending.unpack.append((tensor, views))
             op = dist.isend if t.send else dist.irecv
-            ops.append(dist.P2POp(op, tensor, self._global[t.peer], self.group, t.tag))
+            ops.append(dist.P2POp(op, tensor, self._global[t.peer], self.group, t.tag * self.lanes + self.lane))
         if ops:
             pending.works = dist.batch_isend_irecv(ops)
         return pending

@@ -3,14 +3,15 @@ Program run on torch tensors, on the user's device and process group.
 
 Semantics are the C++ executor's: buffers start as the Program says (the caller's tensor for ``input``,
 zeros, -inf, and zeros for ``undefined`` so a bug reads zeros, not garbage); instructions run in program
-order; a launch posts its messages and returns, its wait completes them; ``merge`` combines partial O/LSE
-by log-sum-exp (rows no part sees stay O = 0, LSE = -inf), ``sum`` adds parts into the output; the
-buffers marked ``output`` are the results. Buffers are token-major: [rows, heads, head_dim], LSE
+order (``ProgramRun`` runs them a segment at a time, ``run_program`` to the end); a launch posts its
+messages and returns, its wait completes them; ``merge`` combines partial O/LSE by log-sum-exp (rows no
+part sees stay O = 0, LSE = -inf), ``sum`` adds parts into the output; the buffers marked ``output`` are
+the results. Buffers are token-major: [rows, heads, head_dim], LSE
 [rows, q_heads]; Q, K, V, O and dO in the plan's dtype, LSE and gradients fp32.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import torch
 
@@ -22,6 +23,7 @@ from .program import (
     Attention,
     AttentionBackward,
     Copy,
+    Instruction,
     Launch,
     ParsedPlan,
     RankProgram,
@@ -76,29 +78,81 @@ def _sum(buffers: Sequence[torch.Tensor], out: Slice, parts: Sequence[Slice]) ->
         target.add_(slice_view(buffers, part))
 
 
-def run_program(plan: ParsedPlan, inputs: Mapping[str, torch.Tensor], backend: KernelBackend, comm: GroupComm,
-                scale: float) -> dict[str, torch.Tensor]:
-    """Runs this rank's (comm.rank's) Program of ``plan`` and returns its output buffers by name."""
-    program = plan.programs[comm.rank]
-    device = next(iter(inputs.values())).device
-    dtype = torch.bfloat16 if plan.dtype_bytes == 2 else torch.float32
-    buffers = _allocate(plan, program, inputs, device, dtype)
-    pending: dict[int, PendingLaunch] = {}
-    for i in program.instructions:
+class ProgramRun:
+    """One rank's Program of a plan, run in segments so that a scheduler can put other work between them.
+
+    A segment is everything up to the next Wait: ``advance()`` completes the Wait the run is parked at
+    (blocking until its messages have arrived; none before the first segment), then runs the following
+    instructions (posting launches, running compute whose data is here) and parks before the next Wait.
+    What a caller does between two ``advance()`` calls overlaps the launches posted so far. The run owns
+    its buffers; ``finish()`` runs the remaining segments and returns the output buffers by name.
+    ``trace`` (optional) receives ``"<label> <event>"`` for every launch once posted ("launch <id>"), every
+    wait as it begins and ends ("wait <id>", "waited <id>") and every attention call, in the order they run.
+    """
+
+    def __init__(self, plan: ParsedPlan, inputs: Mapping[str, torch.Tensor], backend: KernelBackend,
+                 comm: GroupComm, scale: float, *, trace: Callable[[str], None] | None = None,
+                 label: str = "") -> None:
+        self._plan, self._backend, self._comm, self._scale = plan, backend, comm, scale
+        self._program = plan.programs[comm.rank]
+        device = next(iter(inputs.values())).device
+        dtype = torch.bfloat16 if plan.dtype_bytes == 2 else torch.float32
+        self._buffers = _allocate(plan, self._program, inputs, device, dtype)
+        self._pending: dict[int, PendingLaunch] = {}
+        self._next = 0  # index of the next instruction to run
+        self._trace, self._label = trace, label
+
+    @property
+    def done(self) -> bool:
+        return self._next == len(self._program.instructions)
+
+    def advance(self) -> None:
+        """Runs one segment: the Wait the run is parked at, if any, then up to the next Wait or the end."""
+        instructions = self._program.instructions
+        start = self._next
+        while self._next < len(instructions):
+            i = instructions[self._next]
+            if isinstance(i, Wait) and self._next > start:
+                return  # parked: the caller decides what runs before this wait blocks
+            self._next += 1
+            self._execute(i)
+
+    def finish(self) -> dict[str, torch.Tensor]:
+        """Runs the remaining segments; returns the output buffers by name."""
+        while not self.done:
+            self.advance()
+        if self._pending:
+            raise _core.Error(f"rank {self._comm.rank}: launches {sorted(self._pending)} were never waited for")
+        return {b.name: self._buffers[index] for index, b in enumerate(self._program.buffers) if b.output}
+
+    def _execute(self, i: Instruction) -> None:
+        buffers = self._buffers
         if isinstance(i, Launch):
-            pending[i.id] = comm.launch(i.transfers, buffers)
+            self._pending[i.id] = self._comm.launch(i.transfers, buffers)
+            self._note(f"launch {i.id}")
         elif isinstance(i, Wait):
-            pending.pop(i.launch).wait()
+            self._note(f"wait {i.launch}")
+            self._pending.pop(i.launch).wait()
+            self._note(f"waited {i.launch}")
         elif isinstance(i, Attention):
-            backend.forward(plan, i, buffers, scale)
+            self._note("attention")
+            self._backend.forward(self._plan, i, buffers, self._scale)
         elif isinstance(i, AttentionBackward):
-            backend.backward(plan, i, buffers, scale)
+            self._note("attention-backward")
+            self._backend.backward(self._plan, i, buffers, self._scale)
         elif isinstance(i, Copy):
             slice_view(buffers, i.dst).copy_(slice_view(buffers, i.src))
         elif i.op == "merge":
             _merge(buffers, i)
         else:
             _sum(buffers, i.out, i.parts)
-    if pending:
-        raise _core.Error(f"rank {comm.rank}: launches {sorted(pending)} were never waited for")
-    return {b.name: buffers[index] for index, b in enumerate(program.buffers) if b.output}
+
+    def _note(self, event: str) -> None:
+        if self._trace is not None:
+            self._trace(f"{self._label} {event}")
+
+
+def run_program(plan: ParsedPlan, inputs: Mapping[str, torch.Tensor], backend: KernelBackend, comm: GroupComm,
+                scale: float) -> dict[str, torch.Tensor]:
+    """Runs this rank's (comm.rank's) Program of ``plan`` to the end and returns its output buffers by name."""
+    return ProgramRun(plan, inputs, backend, comm, scale).finish()
