@@ -26,7 +26,27 @@ from .pingpong import SCHEDULES, PingPong, PingPongLayer
 from .program import Document, OwnedRows
 from .step import StepPlan, compile_step
 
-__all__ = ["BACKENDS", "SCHEDULES", "Document", "KernelBackend", "OwnedRows", "PackedAttention", "PackedRows",
-           "PingPong", "PingPongLayer", "Piece", "PlannedAttention", "StepPlan", "WaitTime", "attention",
-           "check_same_step", "compile_step", "measure_waits", "plan_nano_batches", "planned_attention",
-           "reference_attention", "split_documents", "step_digest"]
+__all__ = [
+           "BACKENDS",
+           "SCHEDULES",
+           "Document",
+           "KernelBackend",
+           "OwnedRows",
+           "PackedAttention",
+           "PackedRows",
+           "Piece",
+           "PingPong",
+           "PingPongLayer",
+           "PlannedAttention",
+           "StepPlan",
+           "WaitTime",
+           "attention",
+           "check_same_step",
+           "compile_step",
+           "measure_waits",
+           "plan_nano_batches",
+           "planned_attention",
+           "reference_attention",
+           "split_documents",
+           "step_digest",
+]
