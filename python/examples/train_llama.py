@@ -48,6 +48,7 @@ from fulcrum.torch import (
     KernelBackend,
     PackedAttention,
     PackedRows,
+    StepPlan,
     check_same_step,
     compile_step,
     planned_attention,
@@ -164,13 +165,16 @@ def imbalance(per_rank: list[float]) -> float:
 
 
 def make_attention(kind: str, assignment: fulcrum.Assignment, shape: fulcrum.ModelShape, rank: int,
-                   backend: str | KernelBackend = "auto") -> tuple[PackedAttention, PackedRows]:
+                   backend: str | KernelBackend = "auto",
+                   step: StepPlan | None = None) -> tuple[PackedAttention, PackedRows]:
     """The step's attention and this rank's rows: the one place where the attention implementation is chosen.
-    ``backend``: fulcrum.torch.attention's (a name, or a kernel backend object such as a timing wrapper)."""
+    ``backend``: fulcrum.torch.attention's (a name, or a kernel backend object such as a timing wrapper).
+    ``step``: the assignment's StepPlan if it was compiled ahead (the loader's ``prepare``), else compiled here."""
     if kind == "reference":
         rows = PackedRows.from_batch(assignment.batch, rank)
         return reference_attention(rows), rows
-    step = compile_step(assignment, shape)  # forward + backward Plans; every rank compiles the same
+    if step is None:
+        step = compile_step(assignment, shape)  # forward + backward Plans; every rank compiles the same
     check_same_step(step)  # a digest all-gather: a rank planning otherwise would pair the wrong messages
     return planned_attention(step, backend=backend), PackedRows.from_step(step, rank)
 
@@ -316,11 +320,14 @@ def main(argv: list[str] | None = None) -> int:
               f"{sum(p.numel() for p in parameters)} parameters, {args.tokens_per_rank} tokens per rank", flush=True)
     records = []
     batches = itertools.islice(stream, args.steps)
-    with fulcrum.PlanAheadLoader(batches, planner, ranks=world, tokens_per_rank=args.tokens_per_rank) as loader:
+    # Planning and compiling run on the loader's worker thread, ahead of the step that needs them.
+    prepare = (lambda a: compile_step(a, shape)) if args.attention == "fulcrum" else None
+    with fulcrum.PlanAheadLoader(batches, planner, ranks=world, tokens_per_rank=args.tokens_per_rank,
+                                 prepare=prepare) as loader:
         for planned in loader:
             start = time.perf_counter()
             assignment = planned.assignment
-            attention, rows = make_attention(args.attention, assignment, shape, rank)
+            attention, rows = make_attention(args.attention, assignment, shape, rank, step=planned.prepared)
             result = train_step(model, optimizer, attention, rows, assignment.batch, args.vocab, args.seed)
             if result is None:
                 if rank == 0:
