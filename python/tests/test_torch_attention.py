@@ -11,19 +11,14 @@ returned gradients are rounded to 8 mantissa bits (2^-9 relative each).
 """
 from __future__ import annotations
 
-import json
 import math
-import os
 import random
-import socket
-from datetime import timedelta
 
 import pytest
 
 torch = pytest.importorskip("torch", reason="fulcrum.torch needs PyTorch (pip install .[torch])")
 import fulcrum.torch as ft  # noqa: E402
-import torch.distributed as dist  # noqa: E402
-import torch.multiprocessing as mp  # noqa: E402
+from gloo_group import run_on_gloo  # noqa: E402
 
 import fulcrum  # noqa: E402
 
@@ -141,11 +136,8 @@ def cases(mask_set: str) -> list[tuple[str, str, str, torch.dtype]]:
     return out
 
 
-def run_rank(rank: int, world: int, port: int, out_dir: str) -> None:
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # loopback: container hostnames may not resolve
-    dist.init_process_group("gloo", rank=rank, world_size=world, init_method=f"tcp://127.0.0.1:{port}",
-                            timeout=timedelta(seconds=60))
-    torch.set_num_threads(1)
+def check_rank(rank: int, world: int) -> dict:
+    """Every case on this rank of a gloo group (gloo_group.run_on_gloo): how many ran, and what failed."""
     failures, ran, references = [], 0, {}
     for set_name, masks in MASK_SETS.items():
         batch = make_batch(world, 160, masks, seed=world * 10 + len(set_name))
@@ -153,23 +145,12 @@ def run_rank(rank: int, world: int, port: int, out_dir: str) -> None:
             failures += [f"[{set_name}] {f}"
                          for f in check_case(rank, batch, planner, backend, mode, dtype, references)]
             ran += 1
-    with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
-        json.dump({"ran": ran, "failures": failures}, f)
-    dist.destroy_process_group()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return {"ran": ran, "failures": failures}
 
 
 @pytest.mark.parametrize("world", [2, 4])
-def test_every_planner_matches_fp64_attention_forward_and_backward(world, tmp_path, monkeypatch):
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # children inherit it: 4 ranks share 2 cores
-    mp.spawn(run_rank, args=(world, free_port(), str(tmp_path)), nprocs=world, join=True)
+def test_every_planner_matches_fp64_attention_forward_and_backward(world):
     expected = sum(len(cases(name)) for name in MASK_SETS)
-    for rank in range(world):
-        result = json.loads((tmp_path / f"rank{rank}.json").read_text())
+    for result in run_on_gloo(check_rank, world):
         assert result["failures"] == []
         assert result["ran"] == expected
