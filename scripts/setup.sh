@@ -16,11 +16,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-# The Python module and its tests need these from PyPI (torch too: CI reaches PyPI but not
-# download.pytorch.org). Each is installed only when python3 cannot import it, so a warm machine pays
-# one import check each and torch's large download happens once.
+# The Python module and its tests need these from PyPI (torch and transformers too, for fulcrum.torch and its
+# Hugging Face integration: CI reaches PyPI but not download.pytorch.org). Each is installed only when python3
+# cannot import it, so a warm machine pays one import check each and torch's large download happens once.
 python_requirements=(pybind11:pybind11 numpy:numpy pytest:pytest scikit_build_core:scikit-build-core torch:torch
-                     ruff:ruff mypy:mypy)
+                     transformers:transformers ruff:ruff mypy:mypy)
 python_missing=()
 for entry in "${python_requirements[@]}"; do
   python3 -c "import ${entry%%:*}" >/dev/null 2>&1 || python_missing+=("${entry#*:}")

@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
-# `pip install .[test]` into a clean virtual environment, as a user would, with OpenMPI and CLI11 made
-# unfindable, then the Python tests from outside the source tree against the installed package. Fails if
-# the extension links libmpi or if the tests import the source tree's package instead of the installed one.
-#   bash scripts/test_python_package.sh      (CI runs it; needs network access to PyPI for numpy, pytest
-#                                             and the build requirements)
-# The venv gets no torch, so it stays small and the fulcrum.torch tests skip themselves (they run in the dev
-# build's python.pytest, where torch is installed); they also check that `import fulcrum` does not load torch.
+# `pip install .[test,hf]` (torch and transformers) into a clean virtual environment, as a user would,
+# with OpenMPI and CLI11 made unfindable, then the Python tests and the training example from outside the
+# source tree against the installed package. Fails if the extension links libmpi or if the tests import
+# the source tree's package instead of the installed one.
+#   bash scripts/test_python_package.sh      (CI runs it; needs network access to PyPI for numpy, pytest,
+#                                             torch, transformers and the build requirements)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
@@ -19,7 +18,7 @@ pip_flags=(--quiet --disable-pip-version-check)
 # build's; the build folder is inside the checkout for the same reason.
 export CMAKE_ARGS="-DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON -DCMAKE_DISABLE_FIND_PACKAGE_CLI11=ON -DCMAKE_CXX_COMPILER=c++"
 export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
-"$py" -m pip install "${pip_flags[@]}" "$repo[test]" \
+"$py" -m pip install "${pip_flags[@]}" "$repo[test,hf]" \
   --config-settings=build-dir="$repo/build/pip" \
   --config-settings=cmake.build-type=RelWithDebInfo \
   --config-settings=cmake.define.FULCRUM_WERROR=ON
@@ -37,3 +36,5 @@ if ldd "$extension" | grep -i 'libmpi'; then
 fi
 echo "test_python_package: $extension links no MPI"
 "$py" -m pytest -q -p no:cacheprovider --rootdir="$work" "$repo/python/tests"
+# The example as the README runs it: one process (a 1-rank gloo group), two steps.
+"$py" "$repo/python/examples/train_llama.py" --steps 2

@@ -12,6 +12,8 @@ from ._core import *  # noqa: F403  (the binding's names are the package's API)
 from ._core import Document, Mask
 from .loader import PlanAheadLoader as PlanAheadLoader
 from .loader import PlannedBatch as PlannedBatch
+from .tensors import attention_backward as attention_backward
+from .tensors import attention_forward as attention_forward
 
 __all__ = [name for name in dir() if not name.startswith("_")]
 

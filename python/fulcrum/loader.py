@@ -8,9 +8,9 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import TracebackType
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from . import _core
 
@@ -20,7 +20,8 @@ class PlannedBatch(NamedTuple):
     index: int  # type: ignore[assignment]
     batch: _core.Batch  # the packed documents (ids are unique across the whole stream)
     assignment: _core.Assignment  # the planner's output for `batch`
-    plan_s: float  # wall seconds the planner took (on the worker thread)
+    plan_s: float  # wall seconds the planner (and `prepare`) took, on the worker thread
+    prepared: Any = None  # what the loader's `prepare(assignment)` returned, e.g. a fulcrum.torch StepPlan
 
 
 _END = object()
@@ -41,7 +42,10 @@ class PlanAheadLoader:
 
     ``planner`` is a planner name (``fulcrum.planner_names()``) built with ``options``, or any object with
     a ``plan(batch)`` method. One planner serves the whole stream, in order, so stateful planners (wlb)
-    see the batches as they would in a serial loop. Errors raised while planning are re-raised by the
+    see the batches as they would in a serial loop. ``prepare``, if given, runs on the worker thread too, on
+    each Assignment, and its result arrives as ``PlannedBatch.prepared``: e.g. ``lambda a:
+    fulcrum.torch.compile_step(a, model)``, so compiling is also off the training step's path. Errors raised
+    while planning are re-raised by the
     iterator at the batch where they happened. Use as a context manager (or call ``close``) to stop the
     worker early.
     """
@@ -57,6 +61,7 @@ class PlanAheadLoader:
         mask: str = "causal",
         depth: int = 2,
         verify: bool = False,
+        prepare: Callable[[_core.Assignment], Any] | None = None,
     ) -> None:
         if depth < 1:
             raise _core.InputError(f"depth = {depth}: must be >= 1")
@@ -70,6 +75,7 @@ class PlanAheadLoader:
         self._tokens_per_rank = tokens_per_rank
         self._mask = _core.Mask(mask)
         self._verify = verify
+        self._prepare = prepare
         # `depth` permits: the worker takes one before planning a batch and the consumer returns one when
         # it takes a batch, so at most `depth` planned batches wait while the current one trains.
         self._slots = threading.Semaphore(depth)
@@ -107,7 +113,8 @@ class PlanAheadLoader:
                     report = _core.verify(assignment)
                     if not report.ok:
                         raise _core.Error(f"batch {index}: the plan fails verification: {report.summary()}")
-                self._ready.put(PlannedBatch(index, batch, assignment, time.perf_counter() - start))
+                prepared = self._prepare(assignment) if self._prepare is not None else None
+                self._ready.put(PlannedBatch(index, batch, assignment, time.perf_counter() - start, prepared))
         except BaseException as error:  # handed to the consumer, raised where it iterates
             self._ready.put(error)
         self._ready.put(_END)

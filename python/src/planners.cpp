@@ -155,12 +155,20 @@ void bind_planners(py::module_& m) {
                            t.queries[0].end, t.keys.begin, t.keys.end, t.server);
       });
 
-  py::class_<Transfer>(m, "Transfer", "Tokens of documents[doc]'s tensor `kind` move from `src` to `dst`.")
+  py::class_<Transfer>(m, "Transfer",
+                       "Tokens of documents[doc]'s tensor `kind` move from `src` to `dst`, for q heads `heads`.")
       .def_readonly("kind", &Transfer::kind)
       .def_readonly("doc", &Transfer::doc)
       .def_property_readonly("tokens", [](const Transfer& t) { return to_tuple(t.tokens); })
       .def_readonly("src", &Transfer::src)
-      .def_readonly("dst", &Transfer::dst);
+      .def_readonly("dst", &Transfer::dst)
+      .def_property_readonly(
+          "heads",
+          [](const Transfer& t) -> py::object {
+            if (t.heads.all()) return py::none();
+            return py::make_tuple(t.heads.begin, t.heads.end);
+          },
+          "q heads [begin, end) it moves (K/V: the kv heads they read), or None for all heads");
 
   py::class_<Assignment>(m, "Assignment", "A planner's output: CA-tasks with their servers, and the traffic.")
       .def_readonly("planner", &Assignment::planner)

@@ -169,3 +169,31 @@ def test_mask_matrix_is_the_masks_definition():
         fulcrum.mask_matrix("causal", [(0, 20)], (0, 21), 20)
     with pytest.raises(fulcrum.InputError, match=r"^queries\[1\] = \[5, 4\)"):
         fulcrum.mask_matrix("causal", [(0, 1), (5, 4)], (0, 20), 20)
+
+
+def test_torch_cpu_tensors_are_used_in_place_and_come_back_as_tensors():
+    torch = pytest.importorskip("torch")
+    g = torch.Generator().manual_seed(3)
+    tasks = [fulcrum.AttentionTask([(0, 0, 96)], (0, 0, 96), 96, "causal")]
+    q, d_o = (torch.randn(96, 4, 32, generator=g) for _ in range(2))
+    k, v = (torch.randn(96, 2, 32, generator=g) for _ in range(2))
+    o = torch.empty(96, 4, 32)
+    o_out, lse = fulcrum.attention_forward(tasks, q, k, v, o=o)
+    assert isinstance(o_out, torch.Tensor) and o_out.data_ptr() == o.data_ptr(), "o must be written in place"
+    dq, dk, dv = fulcrum.attention_backward(tasks, q, k, v, o, lse, d_o)
+    ref = fulcrum.reference_attention(tasks, q.numpy(), k.numpy(), v.numpy(), d_o.numpy())
+    for name, got in (("o", o), ("lse", lse), ("dq", dq), ("dk", dk), ("dv", dv)):
+        want = torch.from_numpy(ref[name])
+        assert float((got.double() - want).abs().max()) <= 1e-5 * max(1.0, float(want.abs().max())), name
+    # bf16 tensors: the kernels read their bit patterns; O comes back as bf16.
+    o_bf16, _ = fulcrum.attention_forward(tasks, q.bfloat16(), k.bfloat16(), v.bfloat16())
+    assert o_bf16.dtype == torch.bfloat16
+    assert float((o_bf16.double() - torch.from_numpy(ref["o"])).abs().max()) < 2e-2
+
+
+def test_tensors_off_the_cpu_are_refused_naming_the_argument():
+    torch = pytest.importorskip("torch")
+    tasks = [fulcrum.AttentionTask([(0, 0, 8)], (0, 0, 8), 8)]
+    q = torch.zeros(8, 1, 16)
+    with pytest.raises(fulcrum.InputError, match="k: a tensor on meta"):
+        fulcrum.attention_forward(tasks, q, torch.zeros(8, 1, 16, device="meta"), q)

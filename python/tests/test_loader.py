@@ -1,3 +1,4 @@
+import threading
 import time
 
 import pytest
@@ -99,3 +100,16 @@ def test_planning_is_hidden_behind_the_training_step():
     assert len(plan_s) == len(batches)
     # Overlapped is ~(n+1)/2n of serial (0.56 for 8 batches); not overlapping would give ~1.0.
     assert total < 0.8 * serial, f"total {total:.2f} s, serial {serial:.2f} s, overlapped {overlapped:.2f} s"
+
+
+def test_prepare_runs_on_the_worker_and_arrives_with_the_batch():
+    seen_threads = []
+
+    def prepare(assignment):
+        seen_threads.append(threading.current_thread().name)
+        return len(assignment.tasks)
+
+    with fulcrum.PlanAheadLoader([[128], [64, 64]], "packed", ranks=1, tokens_per_rank=128, prepare=prepare) as loader:
+        planned = list(loader)
+    assert [p.prepared for p in planned] == [len(p.assignment.tasks) for p in planned]
+    assert seen_threads == ["fulcrum-plan-ahead"] * 2

@@ -46,6 +46,7 @@ def test_distca_moves_attention_and_is_deterministic(model, batch, assignment):
         assert (assignment.task_arrays()[name] == again.task_arrays()[name]).all()
     assert any(t.kind == fulcrum.TensorKind.Q for t in assignment.transfers)
     assert all(t.heads is None for t in assignment.tasks)  # DistCA's tasks cover every head
+    assert all(t.heads is None for t in assignment.transfers)  # so its transfers move whole rows
 
 
 def test_dcp_head_blocks_give_tasks_over_whole_gqa_groups(model, batch):

@@ -11,19 +11,14 @@ returned gradients are rounded to 8 mantissa bits (2^-9 relative each).
 """
 from __future__ import annotations
 
-import json
 import math
-import os
 import random
-import socket
-from datetime import timedelta
 
 import pytest
 
 torch = pytest.importorskip("torch", reason="fulcrum.torch needs PyTorch (pip install .[torch])")
 import fulcrum.torch as ft  # noqa: E402
-import torch.distributed as dist  # noqa: E402
-import torch.multiprocessing as mp  # noqa: E402
+from gloo_group import run_on_gloo  # noqa: E402
 
 import fulcrum  # noqa: E402
 
@@ -32,6 +27,10 @@ TOLERANCE = {torch.float32: 1e-5, torch.bfloat16: 1e-2}
 # Options that make small batches interesting: DistCA moves fine shards, DCP's blocks are smaller than the
 # documents, WLB-LLM runs per-document CP inside groups of 2 (its defaults would plan no traffic here).
 PLANNER_OPTIONS = {"distca": {"granularity": 16, "tolerance": 0.05}, "dcp": {"dcp_block": 32}, "wlb": {"cp_degree": 2}}
+# DCP cutting head blocks: tasks over one kv group's q heads each, so messages carry only those heads.
+HEAD_SPLIT = "dcp+head-blocks"
+PLANNERS = (*fulcrum.planner_names(), HEAD_SPLIT)
+PLANNER_OPTIONS[HEAD_SPLIT] = {"dcp_block": 32, "dcp_head_blocks": 2}
 HEAD_MASKS = ("causal", "window:8", "lambda:2:6", "causal")
 MASK_SETS = {"causal": ("causal",), "mixed": ("lambda:4:24", "full", "causal+head-masks")}
 BACKENDS = ("fulcrum", "torch")
@@ -99,7 +98,9 @@ def check_case(rank: int, batch: fulcrum.Batch, planner: str, backend: str, mode
                references: dict) -> list[str]:
     """Runs one planner's StepPlan forward and backward; returns what differs from the reference."""
     options = fulcrum.PlannerOptions(model_shape(), **PLANNER_OPTIONS.get(planner, {}))
-    assignment = fulcrum.make_planner(planner, options).plan(batch)
+    assignment = fulcrum.make_planner(planner.split("+")[0], options).plan(batch)
+    if planner == HEAD_SPLIT:
+        assert any(t.heads is not None for t in assignment.tasks), "the head-split case must split heads"
     step = ft.compile_step(assignment, model_shape(), mode=mode, dtype=dtype)
     docs = assignment.batch.documents
     for d in docs:
@@ -128,18 +129,15 @@ def check_case(rank: int, batch: fulcrum.Batch, planner: str, backend: str, mode
 def cases(mask_set: str) -> list[tuple[str, str, str, torch.dtype]]:
     """(planner, backend, mode, dtype): every planner on both backends in pingpong and fp32; single-stream
     once; bf16 for every planner on the causal set."""
-    out = [(p, b, "pingpong", torch.float32) for p in fulcrum.planner_names() for b in BACKENDS]
+    out = [(p, b, "pingpong", torch.float32) for p in PLANNERS for b in BACKENDS]
     out.append(("distca", "fulcrum", "single-stream", torch.float32))
     if mask_set == "causal":
         out += [(p, b, "pingpong", torch.bfloat16) for p in fulcrum.planner_names() for b in BACKENDS]
     return out
 
 
-def run_rank(rank: int, world: int, port: int, out_dir: str) -> None:
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # loopback: container hostnames may not resolve
-    dist.init_process_group("gloo", rank=rank, world_size=world, init_method=f"tcp://127.0.0.1:{port}",
-                            timeout=timedelta(seconds=60))
-    torch.set_num_threads(1)
+def check_rank(rank: int, world: int) -> dict:
+    """Every case on this rank of a gloo group (gloo_group.run_on_gloo): how many ran, and what failed."""
     failures, ran, references = [], 0, {}
     for set_name, masks in MASK_SETS.items():
         batch = make_batch(world, 160, masks, seed=world * 10 + len(set_name))
@@ -147,23 +145,12 @@ def run_rank(rank: int, world: int, port: int, out_dir: str) -> None:
             failures += [f"[{set_name}] {f}"
                          for f in check_case(rank, batch, planner, backend, mode, dtype, references)]
             ran += 1
-    with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
-        json.dump({"ran": ran, "failures": failures}, f)
-    dist.destroy_process_group()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return {"ran": ran, "failures": failures}
 
 
 @pytest.mark.parametrize("world", [2, 4])
-def test_every_planner_matches_fp64_attention_forward_and_backward(world, tmp_path, monkeypatch):
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # children inherit it: 4 ranks share 2 cores
-    mp.spawn(run_rank, args=(world, free_port(), str(tmp_path)), nprocs=world, join=True)
+def test_every_planner_matches_fp64_attention_forward_and_backward(world):
     expected = sum(len(cases(name)) for name in MASK_SETS)
-    for rank in range(world):
-        result = json.loads((tmp_path / f"rank{rank}.json").read_text())
+    for result in run_on_gloo(check_rank, world):
         assert result["failures"] == []
         assert result["ran"] == expected

@@ -13,6 +13,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="fulcrum.torch needs PyTorch (pip install .[torch])")
 import fulcrum.torch as ft  # noqa: E402
 import torch.distributed as dist  # noqa: E402
+from fulcrum.torch.backend_fulcrum import FulcrumBackend  # noqa: E402
 
 import fulcrum  # noqa: E402
 
@@ -87,6 +88,35 @@ def test_bad_backend_scale_and_step_name_themselves(group, inputs):
         ft.attention(*inputs, step_for(1), group, softmax_scale=-1.0)
     with raises("step: a Plan, not a fulcrum.torch.StepPlan"):
         ft.attention(*inputs, step_for(1).forward_plan, group)
+
+
+class CountingBackend:
+    """A backend object of the caller's: counts the calls and passes them to the fulcrum kernels."""
+
+    name = "counting"
+
+    def __init__(self) -> None:
+        self.inner, self.calls = FulcrumBackend(), []
+
+    def forward(self, plan, op, buffers, scale):
+        self.calls.append("forward")
+        self.inner.forward(plan, op, buffers, scale)
+
+    def backward(self, plan, op, buffers, scale):
+        self.calls.append("backward")
+        self.inner.backward(plan, op, buffers, scale)
+
+
+def test_a_backend_object_runs_the_kernel_calls(group, inputs):
+    counting = CountingBackend()
+    o = ft.attention(*inputs, step_for(1), group, backend=counting)
+    forward_calls = len(counting.calls)  # one per fused Attention instruction (two nano-batches: two)
+    assert forward_calls >= 1 and set(counting.calls) == {"forward"}
+    o.sum().backward()
+    assert len(counting.calls) > forward_calls and set(counting.calls[forward_calls:]) == {"backward"}
+    assert torch.equal(o, ft.attention(*inputs, step_for(1), group, backend="fulcrum"))
+    with raises("backend: a object, neither a name (auto, fulcrum, torch, flash) nor a kernel backend"):
+        ft.attention(*inputs, step_for(1), group, backend=object())
 
 
 def test_compile_step_refuses_what_it_cannot_run():

@@ -5,11 +5,13 @@ forward writes O and LSE of every item's query rows and heads; backward adds dQ,
 ``fulcrum`` (the C++ CPU kernels, CPU tensors), ``torch`` (explicit masked-softmax math, any device) and
 ``flash`` (flash-attn's varlen kernels, CUDA bf16, items it cannot mask fall back to ``torch``).
 ``auto`` picks fulcrum on CPU, flash on CUDA when it is installed and the dtype is one it runs, else torch.
+A caller may also pass a backend object of its own (anything with ``name``, ``forward`` and ``backward``),
+e.g. a wrapper that times the kernel calls (bench/torch_training.py).
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import torch
 
@@ -23,6 +25,7 @@ BACKENDS = ("auto", "fulcrum", "torch", "flash")
 FLASH_DTYPES = (torch.bfloat16,)  # flash-attn runs fp16 and bf16; plans store fp32 or bf16
 
 
+@runtime_checkable
 class KernelBackend(Protocol):
     name: str
 
@@ -32,8 +35,17 @@ class KernelBackend(Protocol):
                  scale: float) -> None: ...
 
 
-def select_backend(name: str, device: torch.device, dtype: torch.dtype) -> KernelBackend:
-    """The backend called ``name`` for tensors on ``device`` of ``dtype``; InputError when it cannot run them."""
+BackendChoice = str | KernelBackend  # a name in BACKENDS, or a backend object, which is used as it is
+
+
+def select_backend(name: BackendChoice, device: torch.device, dtype: torch.dtype) -> KernelBackend:
+    """The backend called ``name`` for tensors on ``device`` of ``dtype``; InputError when it cannot run them.
+    A backend object is returned as it is: it answers for the tensors it accepts."""
+    if not isinstance(name, str):
+        if not isinstance(name, KernelBackend):
+            raise _core.InputError(f"backend: a {type(name).__name__}, neither a name ({', '.join(BACKENDS)}) nor a "
+                                   "kernel backend (an object with name, forward and backward)")
+        return name
     if name not in BACKENDS:
         raise _core.InputError(f"backend = '{name}': must be one of {', '.join(BACKENDS)}")
     if name == "auto":

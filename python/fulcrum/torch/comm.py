@@ -32,7 +32,9 @@ from .program import Slice, Transfer
 
 
 def slice_view(buffers: Sequence[torch.Tensor], s: Slice) -> torch.Tensor:
-    return buffers[s.buffer][s.row : s.row + s.rows]
+    """The slice as a view: rows, and of each row its heads (strided when it holds only some heads)."""
+    rows = buffers[s.buffer][s.row : s.row + s.rows]
+    return rows if s.heads is None else rows[:, s.heads[0] : s.heads[1]]
 
 
 def _bytes_of(t: torch.Tensor) -> torch.Tensor:
@@ -81,9 +83,9 @@ class PendingLaunch:
         WAIT_CLOCK.waits += 1
         for staging, views in self.unpack:
             offset = 0
-            for view in views:
+            for view in views:  # a strided (head-sliced) view is written through, element by element
                 n = view.numel() * view.element_size()
-                _bytes_of(view).copy_(staging[offset : offset + n])
+                view.copy_(staging[offset : offset + n].view(view.dtype).view(view.shape))
                 offset += n
 
 
@@ -118,10 +120,10 @@ class GroupComm:
             views = [slice_view(buffers, s) for s in t.slices if s.rows > 0]
             if not views:
                 continue  # both sides see the same empty transfer in the plan and skip it
-            if len(views) == 1:
-                tensor = views[0]
+            if len(views) == 1 and views[0].is_contiguous():
+                tensor = views[0]  # whole rows: sent from, or received into, the buffer itself
             elif t.send:
-                tensor = torch.cat([_bytes_of(v) for v in views])
+                tensor = torch.cat([_bytes_of(v.contiguous()) for v in views])
                 pending.keep.append(tensor)
             else:
                 tensor = torch.empty(sum(v.numel() * v.element_size() for v in views), dtype=torch.uint8,

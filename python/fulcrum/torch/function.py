@@ -12,7 +12,7 @@ import torch
 import torch.distributed as dist
 
 from .. import _core
-from .backends import select_backend
+from .backends import BackendChoice, select_backend
 from .comm import GroupComm
 from .executor import run_program
 from .program import ParsedPlan
@@ -45,7 +45,8 @@ def _check_inputs(q: Any, k: Any, v: Any, step: StepPlan, group: dist.ProcessGro
 class _Attention(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, step: StepPlan,
-                group: dist.ProcessGroup | None, backend: str, scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+                group: dist.ProcessGroup | None, backend: BackendChoice,
+                scale: float) -> tuple[torch.Tensor, torch.Tensor]:
         kernels = select_backend(backend, q.device, q.dtype)
         comm = GroupComm(group)
         inputs = {"q": q.detach().contiguous(), "k": k.detach().contiguous(), "v": v.detach().contiguous()}
@@ -68,7 +69,8 @@ class _Attention(torch.autograd.Function):
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, step: StepPlan,
-              group: dist.ProcessGroup | None = None, *, backend: str = "auto", softmax_scale: float | None = None,
+              group: dist.ProcessGroup | None = None, *, backend: BackendChoice = "auto",
+              softmax_scale: float | None = None,
               return_lse: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Core attention over this rank's tokens, distributed as ``step`` plans it; differentiable in q, k, v.
 
@@ -77,8 +79,9 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, step: StepPlan,
     (None: the default group, whose size must be ``step.ranks``). Every rank of the group must call it
     with the same StepPlan, as it exchanges data with the others. Returns o, shaped like q; with
     ``return_lse`` also the log-sum-exp of each row's scores in FlashAttention's layout [q_heads, rows]
-    (not differentiable). backend: ``auto``, ``fulcrum`` (C++ CPU kernels), ``torch`` (any device) or
-    ``flash`` (flash-attn, CUDA bf16). softmax_scale defaults to 1/sqrt(head_dim). Bad input raises
+    (not differentiable). backend: ``auto``, ``fulcrum`` (C++ CPU kernels), ``torch`` (any device),
+    ``flash`` (flash-attn, CUDA bf16), or a kernel backend object (``fulcrum.torch.KernelBackend``, e.g. one
+    that wraps another to time its calls). softmax_scale defaults to 1/sqrt(head_dim). Bad input raises
     fulcrum.InputError naming the argument.
     """
     _check_inputs(q, k, v, step, group)

@@ -47,7 +47,7 @@ import torch
 import torch.distributed as dist
 
 from .. import _core
-from .backends import select_backend
+from .backends import BackendChoice, select_backend
 from .comm import GroupComm
 from .function import _check_inputs
 from .split_attention import AttentionHandle, InFlight, attention_finish, attention_start
@@ -86,7 +86,7 @@ class PingPong(torch.nn.Module):
     """
 
     def __init__(self, layers: Sequence[PingPongLayer], group: dist.ProcessGroup | None = None, *,
-                 backend: str = "auto", softmax_scale: float | None = None,
+                 backend: BackendChoice = "auto", softmax_scale: float | None = None,
                  trace: Callable[[str], None] | None = None) -> None:
         super().__init__()
         if not layers or not all(callable(getattr(layer, m, None)) for layer in layers

@@ -28,11 +28,13 @@ KV_FIELDS = frozenset({"k", "v", "dk", "dv"})
 
 @dataclass(frozen=True)
 class Slice:
-    """Rows [row, row + rows) of buffer ``buffer`` (an index into the program's buffers)."""
+    """Rows [row, row + rows) of buffer ``buffer`` (an index into the program's buffers), and of each row
+    the buffer field's own heads [heads[0], heads[1]) (kv heads for K/V-side fields; None: every head)."""
 
     buffer: int
     row: int
     rows: int
+    heads: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -222,7 +224,9 @@ class ParsedPlan:
 
 
 def _slice(data: Sequence[int]) -> Slice:
-    return Slice(int(data[0]), int(data[1]), int(data[2]))
+    """[buffer, row, rows], or [buffer, row, rows, head begin, head end] for a head range."""
+    heads = (int(data[3]), int(data[4])) if len(data) == 5 else None
+    return Slice(int(data[0]), int(data[1]), int(data[2]), heads)
 
 
 def _span(data: Sequence[int]) -> RowSpan:
@@ -317,7 +321,7 @@ def _wire_order(plan: ParsedPlan) -> ParsedPlan:
     for (src, dst, tag), (send_launch, send_slice) in sends.items():
         recv_launch, recv_slice = receives[src, dst, tag]
         if plan.programs[src].buffers[send_slice.buffer].field != plan.programs[dst].buffers[recv_slice.buffer].field \
-                or send_slice.rows != recv_slice.rows:
+                or send_slice.rows != recv_slice.rows or _head_count(send_slice) != _head_count(recv_slice):
             raise _core.Error(f"plan: the message from rank {src} to rank {dst} with tag {tag} changes size or field")
         groups[src, dst, send_launch, recv_launch].append((tag, send_slice, recv_slice))
 
@@ -346,6 +350,10 @@ def _wire_order(plan: ParsedPlan) -> ParsedPlan:
             for i in p.instructions)
         programs.append(replace(p, instructions=instructions))
     return replace(plan, programs=tuple(programs))
+
+
+def _head_count(s: Slice) -> int | None:
+    return None if s.heads is None else s.heads[1] - s.heads[0]
 
 
 def parse_plan(plan: _core.Plan) -> ParsedPlan:

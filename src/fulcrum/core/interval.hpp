@@ -43,8 +43,15 @@ struct HeadRange {
   int last(int q_heads) const { return all() ? q_heads : end; }
   int count(int q_heads) const { return last(q_heads) - first(); }
   bool contains(int head, int q_heads) const { return head >= first() && head < last(q_heads); }
+  /// The same heads of `heads`, spelt "all" when they are every one of them: one spelling per set, so
+  /// that work over [0, heads) moves and serialises exactly as all-head work.
+  HeadRange normalized(int heads) const { return first() == 0 && last(heads) == heads ? HeadRange{} : *this; }
   friend bool operator==(const HeadRange&, const HeadRange&) = default;
 };
+
+/// The kv heads that q heads `q` read under GQA, where q head h reads kv head h / (q_heads / kv_heads):
+/// every group one of them is in, normalised (all when that is every kv head).
+HeadRange kv_heads_read(HeadRange q, int q_heads, int kv_heads);
 
 /// A few sorted, disjoint ranges in place (no heap): what a mask answers for one row, or the keys a
 /// block of rows needs. Capacity 4; empty ranges are dropped.
@@ -90,6 +97,30 @@ class RangeSet {
 
  private:
   std::vector<Range> ranges_;
+};
+
+/// Tokens held per head: one RangeSet for each of `heads` heads. It answers what a server still lacks
+/// of a document's K/V when tasks over different head ranges read the same keys, as pieces of
+/// consecutive heads, so that what is fetched once for one head range is not fetched again for another.
+class PerHeadRangeSet {
+ public:
+  explicit PerHeadRangeSet(int heads = 1) : sets_(static_cast<std::size_t>(heads)) {}
+
+  /// `tokens` of heads [head_begin, head_end).
+  struct Piece {
+    Range tokens;
+    int head_begin = 0;
+    int head_end = 0;
+    friend bool operator==(const Piece&, const Piece&) = default;
+  };
+  /// The part of `tokens` x heads [head_begin, head_end) not held yet, in token order, as pieces that are
+  /// each as long as their run of heads allows (so with one head, or with every head holding the same
+  /// tokens, they are RangeSet::missing's gaps); then holds all of it.
+  std::vector<Piece> add_missing(Range tokens, int head_begin, int head_end);
+  int heads() const { return static_cast<int>(sets_.size()); }
+
+ private:
+  std::vector<RangeSet> sets_;
 };
 
 inline Tokens ceil_div(Tokens a, Tokens b) { return (a + b - 1) / b; }

@@ -34,13 +34,16 @@ struct CATask {
 enum class TensorKind { kQ, kKV, kOut };  // kOut is O together with its LSE
 const char* to_string(TensorKind kind);
 
-/// Tokens `tokens` of document `doc`'s tensor `kind` move from rank `src` to rank `dst`.
+/// Tokens `tokens` of document `doc`'s tensor `kind` move from rank `src` to rank `dst`, for q heads
+/// `heads` (default all): Q and O+LSE of those heads, K/V of the kv heads they read (their GQA groups).
+/// Every kind names q heads, so the verifier can check a task's heads without knowing the model's groups.
 struct Transfer {
   TensorKind kind = TensorKind::kQ;
   int doc = 0;
   Range tokens;
   int src = 0;
   int dst = 0;
+  HeadRange heads{};
 };
 
 struct Assignment {
@@ -53,15 +56,20 @@ struct Assignment {
   int q_heads = 0;
 };
 
-/// The least traffic that lets every task run: for each task, the Q rows and the K/V keys its rows can
-/// see (under the mask of any of its heads) that its server does not own, fetched once per (server,
-/// document), and O+LSE sent back to each row's owner. Rows move whole (every head), as compile moves
-/// them; per-head slicing of the traffic is a later optimisation.
-std::vector<Transfer> minimal_transfers(const Batch& batch, std::span<const CATask> tasks);
+/// The least traffic that lets every task run, for the task's heads only (as compile moves it): for each
+/// task, the Q rows of its q heads and the K/V keys its rows can see (under the mask of any of its heads)
+/// of the kv heads they read, that its server does not own, each (key, kv head) fetched once per
+/// (server, document), and O+LSE of its heads sent back to each row's owner.
+/// `q_heads_per_kv_head` is the model's GQA group size: K/V is tracked per group, and a K/V transfer
+/// names whole groups of q heads. The default, 1, treats each q head as its own group: still enough,
+/// and exact unless two tasks on one server split a group over the same keys (then that kv head counts
+/// twice, where compile moves it once). The model's q heads are the largest end of a task's head range
+/// (a head-split row's tasks tile its heads); with no head-split task everything is whole rows, as before.
+std::vector<Transfer> minimal_transfers(const Batch& batch, std::span<const CATask> tasks, int q_heads_per_kv_head = 1);
 
-/// Appends transfers of `range` of `kind` from its owners (per the batch's segments) to `dst`,
-/// skipping tokens `dst` owns.
+/// Appends transfers of `range` of `kind` for q heads `heads` from its owners (per the batch's segments)
+/// to `dst`, skipping tokens `dst` owns.
 void add_transfers_from_owners(const Batch& batch, TensorKind kind, int doc, Range range, int dst,
-                               std::vector<Transfer>& out);
+                               std::vector<Transfer>& out, HeadRange heads = {});
 
 }  // namespace fulcrum

@@ -29,7 +29,8 @@ PassFields pass_fields(Pass pass) {
 }
 
 // A slice of workspace rows that holds an output for tokens `tokens` of `doc`, to be returned to the
-// tokens' owners: O+LSE or dQ of a task's query range, dK+dV of fetched keys.
+// tokens' owners: O+LSE or dQ of a task's query range, dK+dV of fetched keys; for heads `heads` of the
+// side (q heads of O, LSE, dQ; kv heads of dK, dV), the heads its task computed.
 struct Contribution {
   int server = 0;
   int nano_batch = 0;
@@ -38,6 +39,7 @@ struct Contribution {
   Range tokens;
   Tokens ws_row = 0;
   bool q_side = true;
+  HeadRange heads{};
 };
 
 // One fused call: the tasks of a server's nano-batch that need traffic (remote) or not (local).
@@ -60,10 +62,8 @@ class Compiler {
       validate_head_masks(d.head_masks, heads.q_heads, fmt::format("documents[{}].head_masks", i));
       plan_.documents.push_back({d.length, d.mask, d.head_masks});
     }
-    bool partial_heads = false;
     for (std::size_t i = 0; i < a.tasks.size(); ++i) {
       validate_head_range(a.tasks[i].heads, heads.q_heads, fmt::format("tasks[{}].heads", i));
-      partial_heads = partial_heads || a.tasks[i].heads.count(heads.q_heads) != heads.q_heads;
     }
     nano_batches_ = pingpong_ ? 2 : 1;
     if (pingpong_ && !a.tasks.empty() && a.tasks.front().division >= 0) {
@@ -74,10 +74,7 @@ class Compiler {
         nano_batches_ = std::max(nano_batches_, t.division + 1);
       }
     }
-    for (int r = 0; r < a.batch.ranks; ++r) {
-      ranks_.emplace_back(r, owners_, pass, nano_batches_);
-      ranks_.back().partial_heads = partial_heads;
-    }
+    for (int r = 0; r < a.batch.ranks; ++r) ranks_.emplace_back(r, owners_, pass, nano_batches_, heads.kv_heads);
     tags_.assign(static_cast<std::size_t>(a.batch.ranks) * a.batch.ranks, 0);
     for (const auto& t : a.tasks) {
       if (pingpong_) {
@@ -227,15 +224,16 @@ class Compiler {
 
   int next_tag(int src, int dst) { return tags_[static_cast<std::size_t>(src) * a_.batch.ranks + dst]++; }
 
-  // Moves tokens `tokens` of `doc` of every field in `fields` from their owners' input buffers into
-  // rows starting at `ws_row` of the server's workspace: a copy where the server owns them, else a
-  // message in the nano-batch's dispatch launch.
-  void fetch(int server, int nb, int slot, int doc, Range tokens, Tokens ws_row, const std::vector<Field>& fields) {
+  // Moves heads `heads` (of the fields' side) of tokens `tokens` of `doc` of every field in `fields` from
+  // their owners' input buffers into rows starting at `ws_row` of the server's workspace: a copy where
+  // the server owns them, else a message in the nano-batch's dispatch launch.
+  void fetch(int server, int nb, int slot, int doc, Range tokens, Tokens ws_row, const std::vector<Field>& fields,
+             HeadRange heads) {
     for (const auto& piece : owners_.pieces(doc, tokens)) {
       const Tokens dst_row = ws_row + (piece.tokens.begin - tokens.begin);
       for (Field f : fields) {
-        const Slice src{ranks_[piece.rank].own(f), piece.row, piece.tokens.size()};
-        const Slice dst{ranks_[server].workspace(slot, f), dst_row, piece.tokens.size()};
+        const Slice src{ranks_[piece.rank].own(f), piece.row, piece.tokens.size(), heads};
+        const Slice dst{ranks_[server].workspace(slot, f), dst_row, piece.tokens.size(), heads};
         if (piece.rank == server) {
           ranks_[server].dispatch_copy(nb, {src, dst});
         } else {
@@ -259,20 +257,25 @@ class Compiler {
       AttentionItem item;
       item.doc = t.doc;
       item.heads = t.heads;
+      // Only the task's heads move: its q heads of the Q side, the kv heads they read of K/V.
+      const HeadRange q_heads = plan_.heads.field_heads(Field::kQ, t.heads);
+      const HeadRange kv_heads = plan_.heads.field_heads(Field::kK, t.heads);
       int span = 0;
       for (const auto& q : t.query_ranges()) {
         const Tokens row = rank.allocate_q_rows(slot, q.size());
-        fetch(server, nb, slot, t.doc, q, row, fields_.q_in);
+        fetch(server, nb, slot, t.doc, q, row, fields_.q_in, q_heads);
         item.queries[span++] = {row, q.begin, q.size()};
-        contributions_.push_back({server, nb, slot, t.doc, q, row, true});
+        contributions_.push_back({server, nb, slot, t.doc, q, row, true, q_heads});
       }
       item.keys = {rank.key_row(slot, t.doc, t.keys.begin), t.keys.begin, t.keys.size()};
       for (const auto& q : t.query_ranges()) {
         for (const auto& needed : keys_needed(runs, q, t.keys, length_of(t))) {
-          for (const auto& gap : rank.keys_missing(slot, t.doc, needed)) {
-            const Tokens row = rank.key_row(slot, t.doc, gap.begin);
-            fetch(server, nb, slot, t.doc, gap, row, fields_.kv_in);
-            if (!fields_.kv_out.empty()) contributions_.push_back({server, nb, slot, t.doc, gap, row, false});
+          for (const auto& gap : rank.keys_missing(slot, t.doc, needed, kv_heads)) {
+            const Tokens row = rank.key_row(slot, t.doc, gap.tokens.begin);
+            fetch(server, nb, slot, t.doc, gap.tokens, row, fields_.kv_in, gap.heads);
+            if (!fields_.kv_out.empty()) {
+              contributions_.push_back({server, nb, slot, t.doc, gap.tokens, row, false, gap.heads});
+            }
           }
         }
       }
@@ -281,78 +284,104 @@ class Compiler {
     rank.add_compute(slot, std::move(items));
   }
 
-  // Returns every contribution to the owners of its tokens. Rows that receive one contribution get it
-  // in place; rows that receive several get a Reduce over all of them.
+  // Returns every contribution to the owners of its tokens. A (row, head) that one contribution computed
+  // gets it in place; one that several computed (split keys) gets a Reduce over all of them. Rows are cut
+  // at every contribution edge and owner boundary, heads at every contribution's head edges (all-head
+  // plans: whole rows only); per stretch a contribution returns its consecutive unshared heads as one
+  // slice and each shared cell as one part of that cell's Reduce.
   void emit_returns() {
     std::map<std::pair<int, bool>, std::vector<const Contribution*>> by_doc;  // (doc, q side)
     for (const auto& c : contributions_) by_doc[{c.doc, c.q_side}].push_back(&c);
     for (const auto& [key, list] : by_doc) {
       const auto [doc, q_side] = key;
+      const int width = q_side ? plan_.heads.q_heads : plan_.heads.kv_heads;
       // Elementary stretches: cut at every contribution edge and every owner boundary.
       std::vector<Tokens> cuts;
+      std::vector<int> head_cuts = {0, width};
       for (const auto* c : list) {
         cuts.push_back(c->tokens.begin);
         cuts.push_back(c->tokens.end);
+        head_cuts.push_back(c->heads.first());
+        head_cuts.push_back(c->heads.last(width));
       }
       for (const auto& piece : owners_.pieces(doc, {0, a_.batch.documents[doc].length}))
         cuts.push_back(piece.tokens.begin);
       std::sort(cuts.begin(), cuts.end());
       cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
-      std::vector<int> count(cuts.size(), 0);
+      std::sort(head_cuts.begin(), head_cuts.end());
+      head_cuts.erase(std::unique(head_cuts.begin(), head_cuts.end()), head_cuts.end());
+      const std::size_t cells = head_cuts.size() - 1;
+      auto stretch_of = [&](Tokens t) {
+        return static_cast<std::size_t>(std::lower_bound(cuts.begin(), cuts.end(), t) - cuts.begin());
+      };
+      auto cell_of = [&](int h) {
+        return static_cast<std::size_t>(std::lower_bound(head_cuts.begin(), head_cuts.end(), h) - head_cuts.begin());
+      };
+      auto heads_of = [&](std::size_t j0, std::size_t j1) {
+        return HeadRange{head_cuts[j0], head_cuts[j1]}.normalized(width);
+      };
+      std::vector<int> count(cuts.size() * cells, 0);  // contributions per (stretch, head cell)
       for (const auto* c : list) {
-        const auto first = std::lower_bound(cuts.begin(), cuts.end(), c->tokens.begin) - cuts.begin();
-        const auto last = std::lower_bound(cuts.begin(), cuts.end(), c->tokens.end) - cuts.begin();
-        for (auto i = first; i < last; ++i) ++count[i];
+        for (auto i = stretch_of(c->tokens.begin); i < stretch_of(c->tokens.end); ++i) {
+          for (auto j = cell_of(c->heads.first()); j < cell_of(c->heads.last(width)); ++j) ++count[i * cells + j];
+        }
       }
       const auto& out_fields = q_side ? fields_.q_out : fields_.kv_out;
       const ReduceOp op = (pass_ == Pass::kForward && q_side) ? ReduceOp::kMerge : ReduceOp::kSum;
-      // The owner-side Reduce of each shared stretch, per reduced field: (stretch start, field slot).
-      std::map<std::pair<Tokens, std::size_t>, Reduce> reduces;
+      // The owner-side Reduce of each shared cell, per reduced field: (stretch start, first head, field slot).
+      std::map<std::tuple<Tokens, int, std::size_t>, Reduce> reduces;
       std::map<Tokens, int> reduce_owner;
       for (const auto* c : list) {
-        auto i = std::lower_bound(cuts.begin(), cuts.end(), c->tokens.begin) - cuts.begin();
-        for (; cuts[i] < c->tokens.end; ++i) {
+        const std::size_t j0 = cell_of(c->heads.first()), j1 = cell_of(c->heads.last(width));
+        for (auto i = stretch_of(c->tokens.begin); i < stretch_of(c->tokens.end); ++i) {
           const Range stretch{cuts[i], cuts[i + 1]};
           const auto owner = owners_.pieces(doc, stretch).front();
           const Tokens ws_row = c->ws_row + (stretch.begin - c->tokens.begin);
-          if (count[i] == 1) {
-            return_direct(*c, out_fields, stretch, ws_row, owner);
-          } else {
-            reduce_owner[stretch.begin] = owner.rank;
-            return_part(*c, out_fields, stretch, ws_row, owner, op, reduces);
+          std::map<Field, Tokens> part_rows;  // this stretch's rows in the owner's part buffers
+          std::size_t run = j0;               // the first head cell of a run of unshared ones
+          for (std::size_t j = j0; j <= j1; ++j) {
+            if (j < j1 && count[i * cells + j] == 1) continue;
+            if (run < j) return_direct(*c, out_fields, stretch, ws_row, owner, heads_of(run, j));
+            if (j < j1) {
+              reduce_owner[stretch.begin] = owner.rank;
+              return_part(*c, out_fields, stretch, ws_row, owner, heads_of(j, j + 1), op, part_rows, reduces);
+            }
+            run = j + 1;
           }
         }
       }
-      for (auto& [at, r] : reduces) ranks_[reduce_owner[at.first]].add_reduce(std::move(r));
+      for (auto& [at, r] : reduces) ranks_[reduce_owner[std::get<0>(at)]].add_reduce(std::move(r));
     }
   }
 
   void return_direct(const Contribution& c, const std::vector<Field>& fields, Range stretch, Tokens ws_row,
-                     const OwnerMap::Piece& owner) {
+                     const OwnerMap::Piece& owner, HeadRange heads) {
     for (Field f : fields) {
-      const Slice src{ranks_[c.server].workspace(c.slot, f), ws_row, stretch.size()};
-      const Slice dst{ranks_[owner.rank].own(f), owner.row, stretch.size()};
+      const Slice src{ranks_[c.server].workspace(c.slot, f), ws_row, stretch.size(), heads};
+      const Slice dst{ranks_[owner.rank].own(f), owner.row, stretch.size(), heads};
       send_or_copy(c, owner.rank, src, dst);
     }
   }
 
-  // One contribution to a stretch several contributions share: sent to (or, on the owner, read in
-  // place from) a part slot, and added to the stretch's Reduce. A merge reduces O and LSE together;
-  // a sum reduces each gradient field on its own.
+  // One contribution to heads `heads` of a stretch that several contributions share: sent to (or, on
+  // the owner, read in place from) a part slot, and added to that cell's Reduce. A merge reduces O and
+  // LSE together; a sum reduces each gradient field on its own. The stretch's part rows are allocated
+  // once per contribution and field (`part_rows`); each cell uses its own heads of them.
   void return_part(const Contribution& c, const std::vector<Field>& fields, Range stretch, Tokens ws_row,
-                   const OwnerMap::Piece& owner, ReduceOp op,
-                   std::map<std::pair<Tokens, std::size_t>, Reduce>& reduces) {
+                   const OwnerMap::Piece& owner, HeadRange heads, ReduceOp op, std::map<Field, Tokens>& part_rows,
+                   std::map<std::tuple<Tokens, int, std::size_t>, Reduce>& reduces) {
     for (std::size_t j = 0; j < fields.size(); ++j) {
       const Field f = fields[j];
-      Slice part{ranks_[c.server].workspace(c.slot, f), ws_row, stretch.size()};
+      Slice part{ranks_[c.server].workspace(c.slot, f), ws_row, stretch.size(), heads};
       if (c.server != owner.rank) {
-        const Slice received{ranks_[owner.rank].part(f), ranks_[owner.rank].allocate_part_rows(f, stretch.size()),
-                             stretch.size()};
+        auto [row, fresh] = part_rows.try_emplace(f, 0);
+        if (fresh) row->second = ranks_[owner.rank].allocate_part_rows(f, stretch.size());
+        const Slice received{ranks_[owner.rank].part(f), row->second, stretch.size(), heads};
         send_or_copy(c, owner.rank, part, received);
         part = received;
       }
-      const Slice out{ranks_[owner.rank].own(f), owner.row, stretch.size()};
-      Reduce& r = reduces[{stretch.begin, op == ReduceOp::kMerge ? 0 : j}];
+      const Slice out{ranks_[owner.rank].own(f), owner.row, stretch.size(), heads};
+      Reduce& r = reduces[{stretch.begin, heads.first(), op == ReduceOp::kMerge ? 0 : j}];
       r.op = op;
       if (f == Field::kLse) {
         r.out_lse = out;

@@ -40,11 +40,12 @@ bool is_gradient(Field f) { return f == Field::kDQ || f == Field::kDK || f == Fi
 
 }  // namespace
 
-RankBuilder::RankBuilder(int rank, const OwnerMap& owners, Pass pass, int nano_batches)
+RankBuilder::RankBuilder(int rank, const OwnerMap& owners, Pass pass, int nano_batches, int kv_heads)
     : rank_(rank),
       pass_(pass),
       owned_(owners.owned_rows(rank)),
       nano_batches_(nano_batches),
+      kv_heads_(kv_heads),
       q_rows_(2 * static_cast<std::size_t>(nano_batches), 0),
       kv_rows_(q_rows_),
       keys_(q_rows_.size()),
@@ -86,16 +87,11 @@ int RankBuilder::workspace(int slot, Field field) {
   if (fresh) {
     // Gradients accumulate and K/V rows between fetched keys are read (then masked), so both start at
     // zero; every other workspace row is written by a fetch or by the attention call before it is read.
-    // With head-split tasks a workspace row's O and LSE are written only for the task's heads; the
-    // others start at O = 0, LSE = -inf, so the owner's LSE merge of the head parts is exact.
-    const bool zero =
-        is_gradient(field) || field == Field::kK || field == Field::kV || (partial_heads && field == Field::kO);
-    const bool neg_inf = partial_heads && field == Field::kLse;
+    // A head-split task's rows are fetched, computed and returned for its heads only (Slice::heads), so
+    // no head of a workspace row that no task computes ever leaves the server.
+    const bool zero = is_gradient(field) || field == Field::kK || field == Field::kV;
     it->second = add_buffer(fmt::format("ws{}.{}.{}", slot / 2, slot % 2 ? "local" : "remote", to_string(field)), field,
-                            neg_inf ? BufferInit::kNegInf
-                            : zero  ? BufferInit::kZero
-                                    : BufferInit::kUndefined,
-                            false);
+                            zero ? BufferInit::kZero : BufferInit::kUndefined, false);
   }
   return it->second;
 }
@@ -118,7 +114,9 @@ Tokens RankBuilder::allocate_part_rows(Field field, Tokens rows) {
   return row;
 }
 
-void RankBuilder::reserve_keys(int slot, int doc, Range keys) { keys_[slot][doc].reserved.add(keys); }
+void RankBuilder::reserve_keys(int slot, int doc, Range keys) {
+  keys_[slot].try_emplace(doc, KeyBlocks{{}, {}, PerHeadRangeSet(kv_heads_)}).first->second.reserved.add(keys);
+}
 
 void RankBuilder::allocate_key_blocks() {
   for (std::size_t slot = 0; slot < keys_.size(); ++slot) {
@@ -139,11 +137,12 @@ Tokens RankBuilder::key_row(int slot, int doc, Tokens position) const {
   FULCRUM_CHECK(false, "rank {}: key {} of document {} was not reserved in workspace {}", rank_, position, doc, slot);
 }
 
-std::vector<Range> RankBuilder::keys_missing(int slot, int doc, Range needed) {
-  auto& k = keys_[slot].at(doc);
-  auto gaps = k.fetched.missing(needed);
-  k.fetched.add(needed);
-  return gaps;
+std::vector<KeyPiece> RankBuilder::keys_missing(int slot, int doc, Range needed, HeadRange heads) {
+  std::vector<KeyPiece> out;
+  for (const auto& p : keys_[slot].at(doc).fetched.add_missing(needed, heads.first(), heads.last(kv_heads_))) {
+    out.push_back({p.tokens, HeadRange{p.head_begin, p.head_end}.normalized(kv_heads_)});
+  }
+  return out;
 }
 
 void RankBuilder::add_compute(int slot, std::vector<AttentionItem> items) {

@@ -38,17 +38,21 @@ class OwnerMap {
   std::vector<std::vector<OwnedRows>> by_rank_;
 };
 
+/// Keys `tokens` of kv heads `heads` (all, or some kv heads).
+struct KeyPiece {
+  Range tokens;
+  HeadRange heads;
+};
+
 class RankBuilder {
  public:
   /// `nano_batches`: how many ordered nano-batches (pingpong 2, a planner's divisions T, single-stream 1).
-  RankBuilder(int rank, const OwnerMap& owners, Pass pass, int nano_batches);
+  RankBuilder(int rank, const OwnerMap& owners, Pass pass, int nano_batches, int kv_heads);
 
   /// The rank's own buffer of `field` (inputs and outputs, one row per owned token).
   int own(Field field) const;
   /// A slot's workspace buffer of `field`, created on first use.
   int workspace(int slot, Field field);
-  /// Some task covers only some heads: forward workspaces then start at O = 0, LSE = -inf.
-  bool partial_heads = false;
   /// The buffer that receives partial results of `field` from other servers, created on first use.
   int part(Field field);
   Tokens allocate_q_rows(int slot, Tokens rows);
@@ -59,8 +63,10 @@ class RankBuilder {
   void reserve_keys(int slot, int doc, Range keys);
   void allocate_key_blocks();
   Tokens key_row(int slot, int doc, Tokens position) const;
-  /// The part of `needed` not yet fetched into the slot's K/V rows of `doc`; marks it fetched.
-  std::vector<Range> keys_missing(int slot, int doc, Range needed);
+  /// The part of keys `needed` x kv heads `heads` not yet fetched into the slot's K/V rows of `doc`, as
+  /// pieces of consecutive kv heads (one piece per gap when every task reads all heads); marks it fetched.
+  /// Tasks over different heads share the rows, and each kv head of a key is fetched once.
+  std::vector<KeyPiece> keys_missing(int slot, int doc, Range needed, HeadRange heads);
 
   CommLaunch& dispatch(int nb) { return dispatch_[nb]; }
   CommLaunch& return_launch(int nb) { return return_[nb]; }
@@ -80,7 +86,7 @@ class RankBuilder {
   struct KeyBlocks {
     RangeSet reserved;
     std::vector<std::pair<Range, Tokens>> blocks;  // tokens -> first row
-    RangeSet fetched;
+    PerHeadRangeSet fetched;                       // per kv head
   };
 
   int rank_;
@@ -92,6 +98,7 @@ class RankBuilder {
   std::map<Field, int> part_;
   std::map<Field, Tokens> part_rows_;
   int nano_batches_;
+  int kv_heads_;
   // Per slot (2 per nano-batch) and per nano-batch.
   std::vector<Tokens> q_rows_, kv_rows_;
   std::vector<std::map<int, KeyBlocks>> keys_;

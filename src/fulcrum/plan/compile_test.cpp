@@ -3,6 +3,7 @@
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/plan/plan_test_cases.hpp"
 #include "fulcrum/plan/program_verify.hpp"
+#include "fulcrum/plan/stats.hpp"
 #include "fulcrum/plan/verify.hpp"
 #include "fulcrum/workload/mask_test_cases.hpp"
 
@@ -89,6 +90,143 @@ TEST(CompileHeads, VerifyPlanCatchesAMissingHeadAndCompileChecksTheModel) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("documents[1].head_masks has 3 masks"), std::string::npos) << e.what();
   }
+}
+
+const HeadLayout kGqa{8, 2, 16, 4};  // 8 q heads read 2 kv heads: groups of 4
+
+// Every message of a plan, as "src->dst buffer xrows h[begin,end) bytes", with its byte count checked
+// against rows * heads * values per head * element bytes, counted here from the buffer's field.
+std::vector<std::string> messages_of(const Plan& plan) {
+  std::vector<std::string> out;
+  for (const auto& p : plan.programs) {
+    for (const auto& i : p.instructions) {
+      const auto* l = std::get_if<CommLaunch>(&i.op);
+      if (!l) continue;
+      for (const auto& m : l->sends) {
+        const Field f = p.buffers[m.slice.buffer].field;
+        const int width = is_kv_side(f) ? plan.heads.kv_heads : plan.heads.q_heads;
+        const int heads = m.slice.heads.all() ? width : m.slice.heads.end - m.slice.heads.begin;
+        const Tokens bytes =
+            m.slice.rows * heads * (f == Field::kLse ? 1 : plan.heads.head_dim) *
+            (f == Field::kLse || f == Field::kDQ || f == Field::kDK || f == Field::kDV ? 4 : plan.heads.dtype_bytes);
+        EXPECT_EQ(plan.heads.bytes(f, m.slice), bytes) << p.buffers[m.slice.buffer].name;
+        out.push_back(fmt::format("{}->{} {} x{} h[{},{}) {}", p.rank, m.peer, p.buffers[m.slice.buffer].name,
+                                  m.slice.rows, m.slice.heads.begin, m.slice.heads.end, bytes));
+      }
+    }
+  }
+  return out;
+}
+
+// Two ranks, one document of 8 tokens (4 on each), q heads [0, split) computed on rank 1 and [split, 8)
+// on rank 0: each server fetches its q heads of Q and the kv heads they read of K/V, and returns O and
+// LSE of its q heads only. split 4 is one kv group per server; split 3 needs both kv heads on rank 0.
+TEST(CompileHeads, MessagesCarryOnlyTheHeadsTheTasksNeed) {
+  for (int split : {4, 3}) {
+    Assignment a;
+    a.q_heads = 8;
+    a.batch = pack_batch({{0, 8, MaskSpec::full()}}, 2, 4);
+    a.tasks = {{0, {Range{0, 8}, Range{}}, {0, 8}, 1, -1, {0, split}},
+               {0, {Range{0, 8}, Range{}}, {0, 8}, 0, -1, {split, 8}}};
+    a.transfers = minimal_transfers(a.batch, a.tasks, 4);
+    ASSERT_TRUE(verify(a).ok()) << verify(a).summary();
+    const Plan plan = compile(a, kGqa, Pass::kForward, CommMode::kSingleStream);
+    ASSERT_TRUE(verify_plan(plan, a.batch).ok()) << verify_plan(plan, a.batch).summary();
+    const std::vector<std::string> want = split == 4 ? std::vector<std::string>{"0->1 q x4 h[0,4) 1024",
+                                                                                "0->1 k x4 h[0,1) 256",
+                                                                                "0->1 v x4 h[0,1) 256",
+                                                                                "0->1 ws0.remote.o x4 h[4,8) 1024",
+                                                                                "0->1 ws0.remote.lse x4 h[4,8) 64",
+                                                                                "1->0 q x4 h[4,8) 1024",
+                                                                                "1->0 k x4 h[1,2) 256",
+                                                                                "1->0 v x4 h[1,2) 256",
+                                                                                "1->0 ws0.remote.o x4 h[0,4) 1024",
+                                                                                "1->0 ws0.remote.lse x4 h[0,4) 64"}
+                                                     : std::vector<std::string>{"0->1 q x4 h[0,3) 768",
+                                                                                "0->1 k x4 h[0,1) 256",
+                                                                                "0->1 v x4 h[0,1) 256",
+                                                                                "0->1 ws0.remote.o x4 h[3,8) 1280",
+                                                                                "0->1 ws0.remote.lse x4 h[3,8) 80",
+                                                                                "1->0 q x4 h[3,8) 1280",
+                                                                                "1->0 k x4 h[0,-1) 512",
+                                                                                "1->0 v x4 h[0,-1) 512",
+                                                                                "1->0 ws0.remote.o x4 h[0,3) 768",
+                                                                                "1->0 ws0.remote.lse x4 h[0,3) 48"};
+    EXPECT_EQ(messages_of(plan), want) << "split " << split;
+  }
+}
+
+// GQA head splits on 2-4 ranks, both passes and schedules: every plan verifies, every message's bytes
+// are its rows x heads (messages_of), the plans move less than the same messages would over whole
+// rows, and a single-stream forward plan moves exactly the bytes compute_stats counts for the
+// Assignment's transfers (minimal_transfers with the model's groups).
+TEST(CompileHeads, GqaHeadSplitsMoveOnlyTheirHeadsAndTheCostModelAgrees) {
+  const ModelShape model{"gqa", 1, 128, 8, 2, 16, 256, 4};
+  for (int ranks : {2, 3, 4}) {
+    for (int split : {4, 3}) {
+      const Assignment a = testing::gqa_head_split_assignment(ranks, split);
+      ASSERT_TRUE(verify(a).ok()) << verify(a).summary();
+      for (Pass pass : {Pass::kForward, Pass::kBackward}) {
+        for (CommMode mode : {CommMode::kPingPong, CommMode::kSingleStream}) {
+          const Plan plan = compile(a, kGqa, pass, mode);
+          const auto report = verify_plan(plan, a.batch);
+          ASSERT_TRUE(report.ok()) << ranks << " ranks, split " << split << ": " << report.summary();
+          messages_of(plan);
+          EXPECT_LT(testing::message_bytes(plan), testing::message_bytes(plan, true));
+          if (pass == Pass::kForward && mode == CommMode::kSingleStream) {
+            EXPECT_DOUBLE_EQ(testing::message_bytes(plan), compute_stats(a, model).comm_bytes_total)
+                << ranks << " ranks, split " << split;
+          }
+        }
+      }
+    }
+  }
+  // Plans without head ranges: the same agreement, over whole rows.
+  for (std::uint64_t seed = 0; seed < 40; ++seed) {
+    const Assignment a = testing::random_assignment(seed, MaskSpec::causal());
+    const Plan plan = compile(a, kGqa, Pass::kForward, CommMode::kSingleStream);
+    EXPECT_DOUBLE_EQ(testing::message_bytes(plan), testing::message_bytes(plan, true));
+    EXPECT_DOUBLE_EQ(testing::message_bytes(plan), compute_stats(a, model).comm_bytes_total) << "seed " << seed;
+  }
+}
+
+// verify_plan follows data per (row, head) once a plan cuts heads: a message that leaves out one head an
+// item reads (send and receive shrunk alike, so the byte counts still match) is caught where the item
+// reads it, and a send and receive over different heads are caught by their byte counts.
+TEST(CompileHeads, VerifyPlanCatchesAMessageMissingAHeadAnItemReads) {
+  const Assignment a = testing::gqa_head_split_assignment(3, 4);
+  const Plan plan = compile(a, kGqa, Pass::kForward, CommMode::kSingleStream);
+  ASSERT_TRUE(verify_plan(plan, a.batch).ok());
+  auto shrink_q_message = [&](bool receive_too) {
+    Plan broken = plan;
+    for (auto& p : broken.programs) {
+      for (auto& in : p.instructions) {
+        auto* l = std::get_if<CommLaunch>(&in.op);
+        if (!l) continue;
+        for (auto& m : l->sends) {
+          if (p.buffers[m.slice.buffer].field != Field::kQ || m.slice.heads.end - m.slice.heads.begin < 2) continue;
+          m.slice.heads.end -= 1;
+          if (!receive_too) return broken;
+          for (auto& in2 : broken.programs[m.peer].instructions) {
+            if (auto* l2 = std::get_if<CommLaunch>(&in2.op)) {
+              for (auto& r : l2->receives) {
+                if (r.peer == p.rank && r.tag == m.tag) r.slice.heads.end -= 1;
+              }
+            }
+          }
+          return broken;
+        }
+      }
+    }
+    ADD_FAILURE() << "no Q message over two or more heads";
+    return broken;
+  };
+  const auto missing = verify_plan(shrink_q_message(true), a.batch);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.summary().find("should hold q of document"), std::string::npos) << missing.summary();
+  const auto mismatched = verify_plan(shrink_q_message(false), a.batch);
+  ASSERT_FALSE(mismatched.ok());
+  EXPECT_NE(mismatched.summary().find("bytes sent"), std::string::npos) << mismatched.summary();
 }
 
 // A planner's divisions (DCP) are the nano-batches: any number of them, any task in any division.

@@ -6,6 +6,7 @@
 
 #include "fulcrum/core/random.hpp"
 #include "fulcrum/plan/assignment.hpp"
+#include "fulcrum/plan/program.hpp"
 
 #include <algorithm>
 #include <vector>
@@ -118,6 +119,50 @@ inline Assignment head_split_assignment(int ranks) {
   }
   a.transfers = minimal_transfers(a.batch, a.tasks);
   return a;
+}
+
+/// A GQA head-split Assignment on `ranks` ranks (>= 2) for 8 q heads over 2 kv heads (groups of 4): per
+/// document, q heads [0, split) of all rows run on one server and heads [split, 8) on others, the last
+/// rows of those split again over keys between two servers (merged by LSE at the owner). split 4 cuts at
+/// the kv groups' edge; split 3 cuts kv head 0's group, so two servers read kv head 0 of the same keys.
+inline Assignment gqa_head_split_assignment(int ranks, int split) {
+  const Tokens per_rank = 96;
+  std::vector<Document> docs = {{0, 130, MaskSpec::causal()},
+                                {1, 50, MaskSpec::sliding_window(20)},
+                                {2, ranks * per_rank - 180, MaskSpec::causal()}};
+  Assignment a;
+  a.planner = "gqa-head-split";
+  a.q_heads = 8;
+  a.batch = pack_batch(docs, ranks, per_rank);
+  for (int d = 0; d < static_cast<int>(a.batch.documents.size()); ++d) {
+    const Tokens len = a.batch.documents[d].length;
+    const Tokens m = len / 3, k = len / 2;
+    auto server = [&](int i) { return (d + i) % ranks; };
+    a.tasks.push_back({d, {Range{0, len}, Range{}}, {0, len}, server(0), -1, {0, split}});
+    a.tasks.push_back({d, {Range{0, m}, Range{}}, {0, len}, server(1), -1, {split, 8}});
+    a.tasks.push_back({d, {Range{m, len}, Range{}}, {0, k}, server(2), -1, {split, 8}});
+    a.tasks.push_back({d, {Range{m, len}, Range{}}, {k, len}, server(3), -1, {split, 8}});
+  }
+  a.transfers = minimal_transfers(a.batch, a.tasks, 4);
+  return a;
+}
+
+/// Bytes a plan's messages carry (each counted once, at its send): their heads only, or, with
+/// `whole_rows`, every head of their rows (what the same messages moved before slices had heads).
+inline double message_bytes(const Plan& plan, bool whole_rows = false) {
+  double total = 0;
+  for (const auto& p : plan.programs) {
+    for (const auto& in : p.instructions) {
+      const auto* l = std::get_if<CommLaunch>(&in.op);
+      if (!l) continue;
+      for (const auto& m : l->sends) {
+        Slice s = m.slice;
+        if (whole_rows) s.heads = {};
+        total += static_cast<double>(plan.heads.bytes(p.buffers[s.buffer].field, s));
+      }
+    }
+  }
+  return total;
 }
 
 }  // namespace fulcrum::testing

@@ -61,19 +61,10 @@ bool is_kv_side(Field field) {
   return field == Field::kK || field == Field::kV || field == Field::kDK || field == Field::kDV;
 }
 
-Tokens HeadLayout::row_values(Field field) const {
-  switch (field) {
-    case Field::kQ:
-    case Field::kO:
-    case Field::kDO:
-    case Field::kDQ: return static_cast<Tokens>(q_heads) * head_dim;
-    case Field::kK:
-    case Field::kV:
-    case Field::kDK:
-    case Field::kDV: return static_cast<Tokens>(kv_heads) * head_dim;
-    case Field::kLse: return q_heads;
-  }
-  return 0;
+int HeadLayout::heads_of(Field field) const { return is_kv_side(field) ? kv_heads : q_heads; }
+
+HeadRange HeadLayout::field_heads(Field field, HeadRange q) const {
+  return is_kv_side(field) ? kv_heads_read(q, q_heads, kv_heads) : q.normalized(q_heads);
 }
 
 int HeadLayout::element_bytes(Field field) const {

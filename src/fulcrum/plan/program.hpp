@@ -31,6 +31,19 @@ Field parse_field(std::string_view text);
 /// K, V, dK, dV: rows of key tokens, kv_heads wide; every other field has rows of query tokens.
 bool is_kv_side(Field field);
 
+/// Rows [row, row + rows) of buffer `buffer` (an index into Program::buffers), heads `heads` of each row.
+/// `heads` are the buffer field's own heads: q heads for Q, O, LSE, dO and dQ, kv heads for K, V, dK and
+/// dV (not the q heads that read them), so a slice names exactly the bytes it covers whatever the field;
+/// HeadLayout::field_heads turns a task's q heads into them. The default, all heads, is whole rows (one
+/// contiguous block); a head range is a contiguous part of every row, `rows` strided pieces.
+struct Slice {
+  int buffer = 0;
+  Tokens row = 0;
+  Tokens rows = 0;
+  HeadRange heads{};
+  friend bool operator==(const Slice&, const Slice&) = default;
+};
+
 /// Head layout of every attention call in a plan, and the storage dtype's size in bytes (2 or 4).
 struct HeadLayout {
   int q_heads = 1;
@@ -38,11 +51,24 @@ struct HeadLayout {
   int head_dim = 64;
   int dtype_bytes = 4;
 
+  /// Heads of a row of `field`: kv_heads for K, V, dK, dV, q_heads for the rest (LSE has one per q head).
+  int heads_of(Field field) const;
+  /// Values per head: head_dim, or 1 for LSE.
+  int head_values(Field field) const { return field == Field::kLse ? 1 : head_dim; }
   /// Values per row of a buffer of `field` (e.g. q_heads * head_dim for Q, q_heads for LSE).
-  Tokens row_values(Field field) const;
+  Tokens row_values(Field field) const { return static_cast<Tokens>(heads_of(field)) * head_values(field); }
   /// Bytes per element: dtype_bytes for stored activations, 4 for LSE and gradients.
   int element_bytes(Field field) const;
   Tokens row_bytes(Field field) const { return row_values(field) * element_bytes(field); }
+  /// Bytes of a row's heads `heads` (the field's own heads; all: row_bytes).
+  Tokens row_bytes(Field field, HeadRange heads) const {
+    return static_cast<Tokens>(heads.count(heads_of(field))) * head_values(field) * element_bytes(field);
+  }
+  /// Bytes of a slice of a buffer of `field`: rows * its heads * head_dim (1 for LSE) * element bytes.
+  Tokens bytes(Field field, const Slice& slice) const { return slice.rows * row_bytes(field, slice.heads); }
+  /// The heads of `field` that work over q heads `q` reads or writes, normalised (all when every head):
+  /// `q` itself for q-side fields, the kv heads those q heads read (kv_heads_read) for K/V-side ones.
+  HeadRange field_heads(Field field, HeadRange q) const;
   friend bool operator==(const HeadLayout&, const HeadLayout&) = default;
 };
 
@@ -59,14 +85,6 @@ struct Buffer {
   BufferInit init = BufferInit::kUndefined;
   bool output = false;  // the caller reads it after the pass (O and LSE, or dQ, dK and dV)
   friend bool operator==(const Buffer&, const Buffer&) = default;
-};
-
-/// Rows [row, row + rows) of buffer `buffer` (an index into Program::buffers).
-struct Slice {
-  int buffer = 0;
-  Tokens row = 0;
-  Tokens rows = 0;
-  friend bool operator==(const Slice&, const Slice&) = default;
 };
 
 /// One point-to-point message: a send of `slice` to `peer`, or a receive from `peer` into `slice`.

@@ -99,7 +99,21 @@ class PlanChecker {
       error("rank {}: {}: slice [{}, +{}) of buffer {} is out of range", p.rank, what, s.row, s.rows, s.buffer);
       return false;
     }
+    const HeadRange h = s.heads;
+    const int width = plan_.heads.heads_of(p.buffers[s.buffer].field);
+    if (h.all() ? h.begin != 0 : (h.begin < 0 || h.begin >= h.end || h.end > width)) {
+      error("rank {}: {}: slice of '{}' has heads [{}, {}) outside its {} heads", p.rank, what,
+            p.buffers[s.buffer].name, h.begin, h.end, width);
+      return false;
+    }
     return true;
+  }
+
+  // Two slices of one shape: the same field, rows and number of heads.
+  bool same_shape(const Program& p, const Slice& a, const Slice& b) const {
+    const Field f = field_of(p, a.buffer);
+    return f == field_of(p, b.buffer) && a.rows == b.rows &&
+           a.heads.count(plan_.heads.heads_of(f)) == b.heads.count(plan_.heads.heads_of(f));
   }
 
   Field field_of(const Program& p, int buffer) const { return p.buffers[buffer].field; }
@@ -152,7 +166,7 @@ class PlanChecker {
       const auto& op = p.instructions[at].op;
       if (const auto* c = std::get_if<Copy>(&op)) {
         if (slice_ok(p, c->src, "copy source") && slice_ok(p, c->dst, "copy target") &&
-            (field_of(p, c->src.buffer) != field_of(p, c->dst.buffer) || c->src.rows != c->dst.rows)) {
+            !same_shape(p, c->src, c->dst)) {
           error("rank {} instruction {}: copy between different fields or sizes", p.rank, at);
         }
       } else if (const auto* l = std::get_if<CommLaunch>(&op)) {
@@ -196,12 +210,11 @@ class PlanChecker {
             r.part_lse.size());
       return;
     }
-    auto same_shape = [&](const Slice& part, const Slice& out) {
-      return slice_ok(p, part, "reduce part") && part.rows == out.rows &&
-             field_of(p, part.buffer) == field_of(p, out.buffer);
+    auto fits = [&](const Slice& part, const Slice& out) {
+      return slice_ok(p, part, "reduce part") && same_shape(p, part, out);
     };
     for (std::size_t i = 0; i < r.parts.size(); ++i) {
-      if (!same_shape(r.parts[i], r.out) || (merge && !same_shape(r.part_lse[i], r.out_lse))) {
+      if (!fits(r.parts[i], r.out) || (merge && !fits(r.part_lse[i], r.out_lse))) {
         error("rank {} instruction {}: reduce part {} differs from the output in size or field", p.rank, at, i);
       }
     }
@@ -210,13 +223,12 @@ class PlanChecker {
     }
   }
 
-  // Every send has exactly one receive with the same endpoints, tag and size, and the other way round.
+  // Every send has exactly one receive with the same endpoints, tag and size (of the slices' heads), and
+  // the other way round.
   void check_matching() {
     using Key = std::tuple<int, int, int>;           // (source, destination, tag)
     std::map<Key, std::pair<Tokens, Tokens>> bytes;  // send bytes, receive bytes (-1: none)
-    auto size_of = [&](const Program& p, const Slice& s) {
-      return s.rows * plan_.heads.row_bytes(p.buffers[s.buffer].field);
-    };
+    auto size_of = [&](const Program& p, const Slice& s) { return plan_.heads.bytes(p.buffers[s.buffer].field, s); };
     for (const auto& p : plan_.programs) {
       for (const auto& i : p.instructions) {
         const auto* l = std::get_if<CommLaunch>(&i.op);

@@ -183,6 +183,8 @@ void schema(Ar& ar, Is<Slice> auto& s, const char* name) {
   ar.integer(s.buffer, "buffer");
   ar.integer(s.row, "row");
   ar.integer(s.rows, "rows");
+  ar.integer(s.heads.begin, "heads begin");
+  ar.integer(s.heads.end, "heads end");
   ar.leave(name);
 }
 

@@ -19,7 +19,11 @@ constexpr std::string_view kFormat = "fulcrum-plan";
 
 // ---- Writing ----
 
-json slice_json(const Slice& s) { return json::array({s.buffer, s.row, s.rows}); }
+// A slice over every head is [buffer, row, rows], as before slices had heads; a head range adds two.
+json slice_json(const Slice& s) {
+  if (s.heads.all()) return json::array({s.buffer, s.row, s.rows});
+  return json::array({s.buffer, s.row, s.rows, s.heads.begin, s.heads.end});
+}
 json span_json(const RowSpan& s) { return json::array({s.row, s.position, s.count}); }
 
 json slices_json(const std::vector<Slice>& slices) {
@@ -122,8 +126,11 @@ std::vector<T> list_at(const JsonValue& object, const char* key, T (*read)(const
 }
 
 Slice read_slice(const JsonValue& j) {
-  const auto a = j.elements(3, 3, "[buffer, row, rows]");
-  return {a[0].integer<int>(), a[1].integer<Tokens>(), a[2].integer<Tokens>()};
+  const auto a = j.elements(3, 5, "[buffer, row, rows] or [buffer, row, rows, head begin, head end]");
+  if (a.size() == 4) j.fail_because("must be [buffer, row, rows] or [buffer, row, rows, head begin, head end]");
+  Slice s{a[0].integer<int>(), a[1].integer<Tokens>(), a[2].integer<Tokens>()};
+  if (a.size() == 5) s.heads = {a[3].integer<int>(), a[4].integer<int>()};
+  return s;
 }
 
 RowSpan read_span(const JsonValue& j) {

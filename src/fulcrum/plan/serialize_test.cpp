@@ -22,11 +22,15 @@ using nlohmann::json;
 struct PlanMaker {
   Rng rng;
   int docs = 0;
-  bool heads = false;  // items with head ranges and documents with per-head masks (format version 2)
+  bool heads = false;  // items and slices with head ranges, documents with per-head masks
 
   Tokens tokens() { return rng.uniform_int(-3, Tokens{1} << 40); }
   int index() { return static_cast<int>(rng.uniform_int(-1, 1'000'000)); }
-  Slice slice() { return {index(), tokens(), tokens()}; }
+  Slice slice() {
+    Slice s{index(), tokens(), tokens()};
+    if (heads && rng.uniform() < 0.5) s.heads = {index(), index()};
+    return s;
+  }
   RowSpan span() { return {tokens(), tokens(), tokens()}; }
   std::vector<Slice> slices() {
     std::vector<Slice> out(static_cast<std::size_t>(rng.uniform_int(0, 3)));
@@ -138,31 +142,44 @@ TEST(Serialize, JsonRoundTripsRandomPlans) {
     const Plan plan = random_plan(seed);
     const json j = to_json(plan);
     EXPECT_EQ(j.at("format"), "fulcrum-plan");
-    EXPECT_EQ(j.at("version"), 2);
+    EXPECT_EQ(j.at("version"), 3);
     EXPECT_EQ(plan_from_json(j), plan) << "seed " << seed;
     EXPECT_EQ(plan_from_json(json::parse(j.dump())), plan) << "seed " << seed << " through text";
   }
 }
 
-// Head ranges and per-head masks round-trip in both encodings; JSON writes them only where a plan has
-// them.
+// Head ranges of items and slices and per-head masks round-trip in both encodings; JSON writes them only
+// where a plan has them (a slice over every head stays [buffer, row, rows]).
 TEST(Serialize, HeadRangesAndPerHeadMasksRoundTrip) {
+  bool sliced = false;
   for (std::uint64_t seed = 1; seed <= 20; ++seed) {
     const Plan plan = random_plan(seed, 3, 21, true);
     const json j = to_json(plan);
-    EXPECT_EQ(j.at("version"), 2);
+    EXPECT_EQ(j.at("version"), 3);
     EXPECT_EQ(plan_from_json(j), plan) << "seed " << seed;
     EXPECT_EQ(plan_from_json(json::parse(j.dump())), plan) << "seed " << seed;
     const auto bytes = to_binary(plan);
-    EXPECT_EQ(bytes[4], 2);
+    EXPECT_EQ(bytes[4], 3);
     EXPECT_EQ(plan_from_binary(bytes), plan) << "seed " << seed;
+    for (const auto& in : j.at("programs").at(0).at("instructions")) {
+      if (in.contains("src")) sliced = sliced || in.at("src").size() == 5 || in.at("dst").size() == 5;
+    }
   }
+  EXPECT_TRUE(sliced) << "some copy must have a head-sliced slice";
   Plan plan = random_plan(3);
   const std::string text = to_json(plan).dump();
   EXPECT_EQ(text.find("head_masks"), std::string::npos);
   EXPECT_EQ(text.find("\"heads\":["), std::string::npos);
   plan.documents[0].head_masks = {MaskSpec::causal()};
   EXPECT_NE(to_json(plan).dump().find("head_masks"), std::string::npos);
+  EXPECT_EQ(plan_from_binary(to_binary(plan)), plan);
+  // A slice over heads [4, 8): five numbers in JSON, the same Slice back from both encodings.
+  auto& copy = std::get<Copy>(plan.programs[0].instructions[6].op);
+  copy.src.heads = {4, 8};
+  const json j = to_json(plan);
+  EXPECT_EQ(j.at("programs").at(0).at("instructions").at(6).at("src"),
+            json::array({copy.src.buffer, copy.src.row, copy.src.rows, 4, 8}));
+  EXPECT_EQ(plan_from_json(j), plan);
   EXPECT_EQ(plan_from_binary(to_binary(plan)), plan);
 }
 
@@ -205,9 +222,9 @@ TEST(Serialize, EveryTruncatedBinaryThrows) {
     // Truncation inside the program is the interesting case; a count cut short is also "truncated".
     expect_error([&] { plan_from_binary(std::span(bytes.data(), n)); }, {"plan binary: truncated at byte"});
   }
-  // The message names the field being read; the last one is the final copy's dst.rows.
+  // The message names the field being read; the last one is the final copy's dst heads.
   expect_error([&] { plan_from_binary(std::span(bytes.data(), bytes.size() - 1)); },
-               {"while reading plan.programs[0].instructions[6].dst.rows (8 bytes, 7 bytes left)"});
+               {"while reading plan.programs[0].instructions[6].dst.heads end (4 bytes, 3 bytes left)"});
   auto longer = bytes;
   longer.push_back(0);
   expect_error([&] { plan_from_binary(longer); }, {"1 trailing bytes"});
@@ -219,8 +236,8 @@ TEST(Serialize, CorruptBinaryHeaderThrows) {
   bad[1] = 'X';
   expect_error([&] { plan_from_binary(bad); }, {"bad magic 'FXPL'"});
   bad = bytes;
-  bad[4] = 3;
-  expect_error([&] { plan_from_binary(bad); }, {"version = 3", "reads version 2"});
+  bad[4] = 2;
+  expect_error([&] { plan_from_binary(bad); }, {"version = 2", "reads version 3"});
   bad = bytes;
   bad[8] = 2;  // the pass, right after magic and version
   expect_error([&] { plan_from_binary(bad); }, {"plan.pass = 2", "must be in [0, 1]"});
@@ -314,7 +331,11 @@ TEST(Serialize, MalformedJsonThrowsNamingTheField) {
       {[](json& j) { j["pass"] = "sideways"; }, {"plan.pass", "'sideways'"}},
       {[](json& j) { j["heads"] = 4; }, {"plan.heads = 4: must be an object"}},
       {[](json& j) { j["programs"] = json::object(); }, {"plan.programs = {}: must be an array"}},
-      {[](json& j) { j["version"] = 3; }, {"plan.version = 3: this build reads version 2"}},
+      {[](json& j) { j["version"] = 2; }, {"plan.version = 2: this build reads version 3"}},
+      {[](json& j) {
+         j["programs"][1]["instructions"][6]["dst"] = {1, 2, 3, 4};
+       },
+       {"instructions[6].dst = [1,2,3,4]: must be [buffer, row, rows] or [buffer, row, rows, head begin, head end]"}},
       {[](json& j) { j["mode"] = "ring"; }, {"plan.mode = 'ring'"}},
       {[](json& j) { j["programs"][1]["instructions"][2]["items"][0]["heads"] = {1}; },
        {"instructions[2].items[0].heads = [1]: must be [begin, end]"}},

@@ -17,9 +17,13 @@ double max_over_mean(const std::vector<double>& values) {
 
 double transfer_bytes(const Transfer& transfer, const ModelShape& model) {
   const auto bytes = token_bytes(model);
-  const double per_token = transfer.kind == TensorKind::kQ    ? bytes.q
-                           : transfer.kind == TensorKind::kKV ? bytes.kv
-                                                              : bytes.output();
+  // A transfer moves its q heads' share of a row: Q, O and LSE per q head, K/V per kv head they read.
+  const double q_share = transfer.heads.count(model.q_heads) / static_cast<double>(model.q_heads);
+  const double kv_share = kv_heads_read(transfer.heads, model.q_heads, model.kv_heads).count(model.kv_heads) /
+                          static_cast<double>(model.kv_heads);
+  const double per_token = transfer.kind == TensorKind::kQ    ? bytes.q * q_share
+                           : transfer.kind == TensorKind::kKV ? bytes.kv * kv_share
+                                                              : bytes.output() * q_share;
   return per_token * static_cast<double>(transfer.tokens.size());
 }
 

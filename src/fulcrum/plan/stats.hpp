@@ -21,6 +21,7 @@ struct AssignmentStats {
   std::size_t tasks = 0;
 };
 
+/// Bytes of a transfer's heads: its q heads' share of Q or O+LSE rows, or of K/V the kv heads they read.
 double transfer_bytes(const Transfer& transfer, const ModelShape& model);
 AssignmentStats compute_stats(const Assignment& assignment, const ModelShape& model);
 /// max / mean forward FLOPs per rank when every rank computes the rows it holds: the balance the

@@ -220,10 +220,26 @@ class Checker {
     return true;
   }
 
+  // The transfers suffice: every task's Q rows and visible K/V reach its server, and its O rows return
+  // to their owners, for each of its q heads (a K/V transfer counts for the q heads it names). Heads are
+  // tracked one by one only when some task or transfer cuts them; otherwise one set stands for all.
   void check_traffic() {
+    bool cut = false;
+    for (const auto& t : a_.tasks) cut = cut || !t.heads.all();
+    for (const auto& t : a_.transfers) cut = cut || !t.heads.all();
+    const int q_heads = a_.q_heads;
+    const int tracked = cut && q_heads > 0 ? q_heads : 1;
+    auto head_cells = [&](HeadRange h) {
+      return tracked == 1 ? std::pair{0, 1} : std::pair{h.first(), h.last(q_heads)};
+    };
     using Key = std::tuple<int, int, TensorKind>;  // (rank, doc, kind) received
-    std::map<Key, RangeSet> received;
-    std::map<std::tuple<int, int, int>, RangeSet> outputs;  // (server, owner, doc) O+LSE sent back
+    std::map<Key, std::vector<RangeSet>> received;
+    std::map<std::tuple<int, int, int>, std::vector<RangeSet>> outputs;  // (server, owner, doc) O+LSE sent back
+    auto per_head = [&](auto& map, const auto& key) -> std::vector<RangeSet>& {
+      auto& sets = map[key];
+      sets.resize(static_cast<std::size_t>(tracked));
+      return sets;
+    };
     std::map<std::pair<int, int>, RangeSet> owned;
     std::map<std::pair<int, int>, RangeSet> computed_rows;  // (server, doc) rows computed there
     for (const auto& s : a_.batch.segments) owned[{s.rank, s.doc}].add(s.tokens);
@@ -237,44 +253,64 @@ class Checker {
         error("transfer {}: bad ranks {} -> {}, document {} or empty range", i, t.src, t.dst, t.doc);
         continue;
       }
+      if (!t.heads.all() &&
+          (q_heads == 0 || t.heads.begin < 0 || t.heads.begin >= t.heads.end || t.heads.end > q_heads)) {
+        error("transfer {}: heads [{}, {}) are empty or leave the model's {} q heads", i, t.heads.begin, t.heads.end,
+              q_heads);
+        continue;
+      }
+      const auto [h0, h1] = head_cells(t.heads);
       if (t.kind == TensorKind::kOut) {
         if (!computed_rows[{t.src, t.doc}].covers(t.tokens) || !owned[{t.dst, t.doc}].covers(t.tokens)) {
           error("transfer {}: O of document {} [{}, {}) from rank {} to {}: not computed there or not owned there", i,
                 t.doc, t.tokens.begin, t.tokens.end, t.src, t.dst);
         }
-        outputs[{t.src, t.dst, t.doc}].add(t.tokens);
+        auto& sets = per_head(outputs, std::tuple{t.src, t.dst, t.doc});
+        for (int h = h0; h < h1; ++h) sets[h].add(t.tokens);
       } else {
         if (!owned[{t.src, t.doc}].covers(t.tokens)) {
           error("transfer {}: {} of document {} [{}, {}) sent by rank {}, which does not own it", i, to_string(t.kind),
                 t.doc, t.tokens.begin, t.tokens.end, t.src);
         }
-        received[{t.dst, t.doc, t.kind}].add(t.tokens);
+        auto& sets = per_head(received, Key{t.dst, t.doc, t.kind});
+        for (int h = h0; h < h1; ++h) sets[h].add(t.tokens);
       }
     }
-    auto available = [&](int rank, int doc, TensorKind kind, Range r) {
-      for (const auto& gap : owned[{rank, doc}].missing(r)) {
-        if (!received[{rank, doc, kind}].covers(gap)) return false;
+    // The first of `heads` for which `covered` lacks some of `gaps`, or -1.
+    auto first_missing = [&](std::vector<RangeSet>& sets, HeadRange heads, const std::vector<Range>& gaps) {
+      const auto [h0, h1] = head_cells(heads);
+      for (int h = h0; h < h1; ++h) {
+        for (const auto& gap : gaps) {
+          if (!sets[h].covers(gap)) return tracked == 1 ? heads.first() : h;
+        }
       }
-      return true;
+      return -1;
+    };
+    auto missing_head = [&](int rank, int doc, TensorKind kind, Range r, HeadRange heads) {
+      return first_missing(per_head(received, Key{rank, doc, kind}), heads, owned[{rank, doc}].missing(r));
     };
     for (std::size_t i = 0; i < a_.tasks.size(); ++i) {
       const auto& t = a_.tasks[i];
       const auto& doc = a_.batch.documents[t.doc];
       for (const auto& q : t.query_ranges()) {
-        if (!available(t.server, t.doc, TensorKind::kQ, q)) {
-          error("task {}: Q rows [{}, {}) of document {} never reach server {}", i, q.begin, q.end, t.doc, t.server);
+        if (const int h = missing_head(t.server, t.doc, TensorKind::kQ, q, t.heads); h >= 0) {
+          error("task {}: Q rows [{}, {}) of document {} (head {}) never reach server {}", i, q.begin, q.end, t.doc, h,
+                t.server);
         }
         const auto runs = mask_runs(doc.mask, doc.head_masks, t.heads);
         for (const auto& k : keys_needed(runs, q, t.keys, doc.length)) {
-          if (!available(t.server, t.doc, TensorKind::kKV, k)) {
-            error("task {}: K/V [{}, {}) of document {} never reach server {}", i, k.begin, k.end, t.doc, t.server);
+          if (const int h = missing_head(t.server, t.doc, TensorKind::kKV, k, t.heads); h >= 0) {
+            error("task {}: K/V [{}, {}) of document {} (for q head {}) never reach server {}", i, k.begin, k.end,
+                  t.doc, h, t.server);
           }
         }
         for (const auto& s : a_.batch.segments_of(t.doc)) {
           const Range rows = intersect(s.tokens, q);
-          if (!rows.empty() && s.rank != t.server && !outputs[{t.server, s.rank, t.doc}].covers(rows)) {
-            error("task {}: O of rows [{}, {}) of document {} never returns from server {} to owner {}", i, rows.begin,
-                  rows.end, t.doc, t.server, s.rank);
+          if (rows.empty() || s.rank == t.server) continue;
+          if (const int h = first_missing(per_head(outputs, std::tuple{t.server, s.rank, t.doc}), t.heads, {rows});
+              h >= 0) {
+            error("task {}: O of rows [{}, {}) of document {} (head {}) never returns from server {} to owner {}", i,
+                  rows.begin, rows.end, t.doc, h, t.server, s.rank);
           }
         }
       }

@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <tuple>
 #include <vector>
 
 namespace fulcrum {
@@ -266,6 +268,55 @@ TEST(VerifyHeads, RandomHeadSplitAssignmentsAreValidAndBreakingOneIsCaught) {
     }
   }
   EXPECT_GE(broken, 20) << "too few seeds had a head to drop";
+}
+
+// minimal_transfers with heads: Q and O+LSE for each task's q heads, K/V for whole kv groups (named by
+// their q heads) fetched once per (server, document, group); transfer_bytes counts those heads only; a
+// transfer that leaves out a head a task reads is caught.
+TEST(VerifyHeads, MinimalTransfersMoveOnlyTheTasksHeads) {
+  const ModelShape model{"gqa", 1, 128, 8, 2, 16, 256, 4};
+  for (int split : {4, 3}) {
+    Assignment a = testing::gqa_head_split_assignment(3, split);
+    ASSERT_TRUE(verify(a).ok()) << verify(a).summary();
+    bool sliced = false;
+    for (const auto& t : a.transfers) {
+      ASSERT_FALSE(t.heads.all() && t.kind != TensorKind::kKV) << "every task has a head range";
+      if (t.kind == TensorKind::kKV && !t.heads.all()) {
+        EXPECT_EQ(t.heads.begin % 4, 0);
+        EXPECT_EQ(t.heads.end % 4, 0) << "K/V transfers name whole kv groups";
+      }
+      Transfer whole = t;
+      whole.heads = {};
+      const double share = transfer_bytes(t, model) / transfer_bytes(whole, model);
+      const double q_share = t.heads.count(8) / 8.0;
+      EXPECT_DOUBLE_EQ(share, t.kind == TensorKind::kKV ? kv_heads_read(t.heads, 8, 2).count(2) / 2.0 : q_share);
+      sliced = sliced || share < 1;
+    }
+    EXPECT_TRUE(sliced);
+    // Given the group size, no (key, kv head) reaches a server twice, even where two of its tasks split
+    // kv head 0's group over the same keys (split 3 on 3 ranks).
+    std::map<std::tuple<int, int, Tokens, int>, int> fetched;  // (server, doc, key, kv head)
+    for (const auto& t : a.transfers) {
+      if (t.kind != TensorKind::kKV) continue;
+      const HeadRange kv = kv_heads_read(t.heads, 8, 2);
+      for (Tokens k = t.tokens.begin; k < t.tokens.end; ++k) {
+        for (int h = kv.first(); h < kv.last(2); ++h) {
+          const int times = ++fetched[std::tuple{t.dst, t.doc, k, h}];
+          EXPECT_EQ(times, 1) << "server " << t.dst << " document " << t.doc << " key " << k << " kv head " << h;
+        }
+      }
+    }
+    for (auto& t : a.transfers) {
+      if (t.kind == TensorKind::kQ && t.heads.count(8) > 1) {
+        t.heads.end = t.heads.last(8) - 1;
+        t.heads.begin = t.heads.first();
+        break;
+      }
+    }
+    const auto report = verify(a);
+    ASSERT_FALSE(report.ok()) << "split " << split;
+    EXPECT_NE(report.summary().find("never reach server"), std::string::npos) << report.summary();
+  }
 }
 
 }  // namespace

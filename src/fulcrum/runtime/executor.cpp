@@ -34,6 +34,17 @@ double union_length(std::vector<std::pair<double, double>> intervals) {
   return total;
 }
 
+// A launch in flight, and the staging blocks of its head-sliced messages.
+struct Launch {
+  std::vector<WireMessage> sends, receives;
+  double sent = 0, received = 0;
+  const char* name = "";
+  int stream = 0;
+  int handle = 0;
+  std::vector<std::vector<std::byte>> staging;
+  std::vector<std::pair<Slice, std::size_t>> unpack;  // a receive's slice and its staging block
+};
+
 template <class T>
 class Runner {
  public:
@@ -100,10 +111,17 @@ class Runner {
     });
   }
 
+  // Slices of some heads are rows x a contiguous part of each row: copies and sums go row by row (one
+  // block for whole rows), and a merge works on dense copies of its slices (in place for whole rows).
   void step(const Copy& c) {
     const double t0 = Communicator::now_s();
-    FULCRUM_CHECK(buffers_.bytes(c.src) == buffers_.bytes(c.dst), "copy between slices of different sizes");
-    std::memcpy(buffers_.row(c.dst), buffers_.row(c.src), buffers_.bytes(c.src));
+    const auto src = buffers_.runs(c.src), dst = buffers_.runs(c.dst);
+    FULCRUM_CHECK(src.run_bytes == dst.run_bytes && src.rows == dst.rows, "copy between slices of different sizes");
+    if (src.contiguous() && dst.contiguous()) {
+      if (src.rows > 0) std::memcpy(dst.first, src.first, buffers_.bytes(c.src));
+    } else {
+      for (Tokens i = 0; i < src.rows; ++i) std::memcpy(dst.at(i), src.at(i), src.run_bytes);
+    }
     finish_other("copy", t0, 2.0 * static_cast<double>(buffers_.bytes(c.src)));
   }
 
@@ -111,18 +129,30 @@ class Runner {
     const double t0 = Communicator::now_s();
     double bytes = static_cast<double>(buffers_.bytes(r.out));
     if (r.op == ReduceOp::kMerge) {
+      std::vector<std::vector<std::byte>> scratch(2 * r.parts.size() + 2);
       std::vector<kernels::PartialResult<T>> parts;
       for (std::size_t i = 0; i < r.parts.size(); ++i) {
-        parts.push_back({buffers_.view<T>(r.parts[i]), buffers_.view<float>(r.part_lse[i])});
+        parts.push_back({buffers_.dense_view<T>(r.parts[i], scratch[2 * i]),
+                         buffers_.dense_view<float>(r.part_lse[i], scratch[2 * i + 1])});
         bytes += static_cast<double>(buffers_.bytes(r.parts[i]));
       }
-      kernels::merge_partials<T>(parts, buffers_.view<T>(r.out), buffers_.view<float>(r.out_lse));
+      auto& out_scratch = scratch[scratch.size() - 2];
+      auto& lse_scratch = scratch.back();
+      kernels::merge_partials<T>(parts, buffers_.dense_view<T>(r.out, out_scratch),
+                                 buffers_.dense_view<float>(r.out_lse, lse_scratch));
+      if (!out_scratch.empty()) buffers_.unpack(r.out, out_scratch.data());
+      if (!lse_scratch.empty()) buffers_.unpack(r.out_lse, lse_scratch.data());
     } else {
-      auto* out = reinterpret_cast<float*>(buffers_.row(r.out));
-      const std::size_t n = buffers_.bytes(r.out) / sizeof(float);
+      const auto out = buffers_.runs(r.out);
+      const std::size_t n = out.run_bytes / sizeof(float);
       for (const auto& part : r.parts) {
-        const auto* in = reinterpret_cast<const float*>(buffers_.row(part));
-        for (std::size_t i = 0; i < n; ++i) out[i] += in[i];
+        const auto in = buffers_.runs(part);
+        FULCRUM_CHECK(in.run_bytes == out.run_bytes && in.rows == out.rows, "sum of slices of different sizes");
+        for (Tokens row = 0; row < out.rows; ++row) {
+          auto* o = reinterpret_cast<float*>(out.at(row));
+          const auto* x = reinterpret_cast<const float*>(in.at(row));
+          for (std::size_t i = 0; i < n; ++i) o[i] += x[i];
+        }
         bytes += static_cast<double>(buffers_.bytes(part));
       }
     }
@@ -135,12 +165,26 @@ class Runner {
     record(Track::kCompute, name, t0, t1, bytes, 0);
   }
 
-  std::vector<WireMessage> wire(const std::vector<Message>& messages, double& total_bytes) {
+  // The wire form of a launch's messages. A whole-row slice is sent from (or received into) the buffer
+  // itself; a slice of some heads goes through a contiguous staging block of the launch: packed now for a
+  // send, unpacked when the wait returns for a receive.
+  std::vector<WireMessage> wire(const std::vector<Message>& messages, bool send, Launch& state, double& total_bytes) {
     std::vector<WireMessage> out;
     out.reserve(messages.size());
     for (const auto& m : messages) {
       const std::size_t bytes = moves_data(plan_.mode) ? buffers_.bytes(m.slice) : 1;  // signal: 1 byte
-      out.push_back({m.peer, m.tag, buffers_.row(m.slice), bytes});
+      const auto runs = buffers_.runs(m.slice);
+      void* data = runs.first;  // the slice's first byte (a one-row slice of some heads is contiguous too)
+      if (moves_data(plan_.mode) && !runs.contiguous()) {
+        auto& block = state.staging.emplace_back(bytes);  // its heap block stays put as the list grows
+        if (send) {
+          buffers_.pack(m.slice, block.data());
+        } else {
+          state.unpack.emplace_back(m.slice, state.staging.size() - 1);
+        }
+        data = block.data();
+      }
+      out.push_back({m.peer, m.tag, data, bytes});
       total_bytes += static_cast<double>(bytes);
     }
     return out;
@@ -148,8 +192,8 @@ class Runner {
 
   void step(const CommLaunch& l) {
     Launch& state = launches_[l.id];
-    state.sends = wire(l.sends, state.sent);
-    state.receives = wire(l.receives, state.received);
+    state.sends = wire(l.sends, true, state, state.sent);
+    state.receives = wire(l.receives, false, state, state.received);
     state.name = to_string(l.kind);
     state.stream = stream_;
     state.handle = comm_.launch(state.sends, state.receives);
@@ -162,6 +206,7 @@ class Runner {
     FULCRUM_CHECK(it != launches_.end(), "rank {}: wait for launch {} that was never started", comm_.rank(), w.launch);
     const double t0 = Communicator::now_s();
     const LaunchTimes times = comm_.wait(it->second.handle);
+    for (const auto& [slice, block] : it->second.unpack) buffers_.unpack(slice, it->second.staging[block].data());
     const double t1 = Communicator::now_s();
     result_.launches.push_back({w.launch, times.launched_s, t0, t1, times.completed_s});
     record(Track::kCompute, "wait", t0, t1, 0, 0);
@@ -172,14 +217,6 @@ class Runner {
     stream_ = stream;
     launches_.erase(it);
   }
-
-  struct Launch {
-    std::vector<WireMessage> sends, receives;
-    double sent = 0, received = 0;
-    const char* name = "";
-    int stream = 0;
-    int handle = 0;
-  };
 
   const Plan& plan_;
   const Program& program_;

@@ -1,8 +1,9 @@
 // Heads on real MPI ranks (ctest runs it under mpiexec with 2 and 4 processes): an Assignment whose
-// tasks split the q heads of rows over servers, with a different mask per head, compiled (ping-pong
-// and single stream), checked by verify_plan, and run forward and backward through the executor; every
-// rank's O, LSE, dQ, dK and dV equal the fp64 reference within 1e-5 (fp32 storage). The verdict of
-// each test is combined over all ranks, so a failure on any rank fails it everywhere.
+// tasks split the q heads of rows over servers, with a different mask per head (or GQA groups split at
+// and inside a group), compiled (ping-pong and single stream), checked by verify_plan, and run forward
+// and backward through the executor; every rank's O, LSE, dQ, dK and dV equal the fp64 reference within
+// 1e-5 (fp32 storage), and the job moves exactly the plans' head-sliced bytes, less than whole rows. The
+// verdict of each test is combined over all ranks, so a failure on any rank fails it everywhere.
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/plan/compile.hpp"
 #include "fulcrum/plan/plan_test_cases.hpp"
@@ -27,34 +28,43 @@ const HeadLayout kHeads{4, 2, 16, 4};
 MpiCommunicator* g_comm = nullptr;
 
 // This rank's largest relative error over O, LSE, dQ, dK, dV, as max diff / max reference over all ranks.
-double run_and_compare(const Assignment& a, CommMode schedule) {
+// The bytes all ranks sent must be the plans' message bytes, and less than the same messages over
+// whole rows.
+double run_and_compare(const Assignment& a, CommMode schedule, const HeadLayout& heads = kHeads) {
   Communicator& comm = *g_comm;
-  const Plan forward = compile(a, kHeads, Pass::kForward, schedule);
-  const Plan backward = compile(a, kHeads, Pass::kBackward, schedule);
+  const Plan forward = compile(a, heads, Pass::kForward, schedule);
+  const Plan backward = compile(a, heads, Pass::kBackward, schedule);
   for (const Plan* plan : {&forward, &backward}) {
     const auto report = verify_plan(*plan, a.batch);
     if (!report.ok()) fail("verify_plan: {}", report.summary());
   }
-  RankBuffers fb(forward.programs[comm.rank()], kHeads);
+  RankBuffers fb(forward.programs[comm.rank()], heads);
   fill_inputs(forward, a.batch, 11, fb);
-  execute(forward, fb, comm, {0});
-  RankBuffers bb(backward.programs[comm.rank()], kHeads);
+  double sent = execute(forward, fb, comm, {0}).summary.bytes_sent;
+  RankBuffers bb(backward.programs[comm.rank()], heads);
   fill_inputs(backward, a.batch, 11, bb);
   for (const char* name : {"o", "lse"}) bb.copy_from(fb, name);
-  execute(backward, bb, comm, {0});
+  sent += execute(backward, bb, comm, {0}).summary.bytes_sent;
   const ErrorParts parts = compare_with_reference(forward, fb, backward, bb, a.batch, 11, ReferenceKind::kFp64);
   std::vector<double> mine(parts.max_diff.begin(), parts.max_diff.end());
   mine.insert(mine.end(), parts.max_ref.begin(), parts.max_ref.end());
+  mine.push_back(sent);
+  constexpr std::size_t kPerRank = 11;
   const std::vector<double> all = comm.all_gather(std::span<const double>(mine));
-  double worst = 0;
+  double worst = 0, all_sent = 0;
   for (std::size_t t = 0; t < 5; ++t) {
     double diff = 0, ref = 0;
-    for (std::size_t r = 0; r < all.size() / 10; ++r) {
-      diff = std::max(diff, all[r * 10 + t]);
-      ref = std::max(ref, all[r * 10 + 5 + t]);
+    for (std::size_t r = 0; r < all.size() / kPerRank; ++r) {
+      diff = std::max(diff, all[r * kPerRank + t]);
+      ref = std::max(ref, all[r * kPerRank + 5 + t]);
     }
     worst = std::max(worst, ref > 0 ? diff / ref : diff);
   }
+  for (std::size_t r = 0; r < all.size() / kPerRank; ++r) all_sent += all[r * kPerRank + 10];
+  const double planned = fulcrum::testing::message_bytes(forward) + fulcrum::testing::message_bytes(backward);
+  EXPECT_DOUBLE_EQ(all_sent, planned);
+  EXPECT_LT(planned, fulcrum::testing::message_bytes(forward, true) + fulcrum::testing::message_bytes(backward, true))
+      << "head-split plans move less than whole rows";
   return worst;
 }
 
@@ -77,6 +87,19 @@ TEST(MpiHeads, HeadSplitTasksWithPerHeadMasksEqualTheFp64Reference) {
     ASSERT_TRUE(report.ok()) << report.summary();
     for (CommMode s : {CommMode::kPingPong, CommMode::kSingleStream}) {
       EXPECT_LE(run_and_compare(a, s), kTolerance) << to_string(s);
+    }
+  });
+}
+
+TEST(MpiHeads, GqaHeadSplitsEqualTheFp64Reference) {
+  on_all_ranks([] {
+    const HeadLayout gqa{8, 2, 16, 4};
+    for (int split : {4, 3}) {
+      const Assignment a = fulcrum::testing::gqa_head_split_assignment(g_comm->size(), split);
+      ASSERT_TRUE(verify(a, a.batch).ok()) << verify(a, a.batch).summary();
+      for (CommMode s : {CommMode::kPingPong, CommMode::kSingleStream}) {
+        EXPECT_LE(run_and_compare(a, s, gqa), kTolerance) << "split " << split << " " << to_string(s);
+      }
     }
   });
 }

@@ -21,10 +21,48 @@ RankBuffers::RankBuffers(const Program& program, const HeadLayout& heads) : prog
   }
 }
 
-int RankBuffers::heads_of(Field field) const { return is_kv_side(field) ? heads_.kv_heads : heads_.q_heads; }
-
 std::size_t RankBuffers::row_bytes(int buffer) const {
   return static_cast<std::size_t>(heads_.row_bytes(program_->buffers[buffer].field));
+}
+
+std::size_t RankBuffers::bytes(const Slice& slice) const {
+  return static_cast<std::size_t>(heads_.bytes(program_->buffers[slice.buffer].field, slice));
+}
+
+void RankBuffers::check_whole_rows(const Slice& s) const {
+  const Buffer& b = program_->buffers[s.buffer];
+  FULCRUM_CHECK(s.heads.count(heads_.heads_of(b.field)) == heads_.heads_of(b.field),
+                "a view of '{}' covers whole rows, not heads [{}, {})", b.name, s.heads.begin, s.heads.end);
+}
+
+RankBuffers::Runs RankBuffers::runs(const Slice& s) {
+  const Field field = program_->buffers[s.buffer].field;
+  const auto head_bytes =
+      static_cast<std::size_t>(heads_.head_values(field)) * static_cast<std::size_t>(heads_.element_bytes(field));
+  FULCRUM_CHECK(
+      s.heads.all() || (s.heads.begin >= 0 && s.heads.begin < s.heads.end && s.heads.end <= heads_.heads_of(field)),
+      "slice of buffer {}: heads [{}, {}) of {}", s.buffer, s.heads.begin, s.heads.end, heads_.heads_of(field));
+  return {row(s) + static_cast<std::size_t>(s.heads.first()) * head_bytes,
+          static_cast<std::size_t>(heads_.row_bytes(field, s.heads)), row_bytes(s.buffer), s.rows};
+}
+
+void RankBuffers::pack(const Slice& slice, std::byte* out) {
+  const Runs r = runs(slice);
+  if (r.contiguous()) {
+    if (r.rows > 0) std::memcpy(out, r.first, r.run_bytes * static_cast<std::size_t>(r.rows));
+    return;
+  }
+  for (Tokens i = 0; i < r.rows; ++i)
+    std::memcpy(out + static_cast<std::size_t>(i) * r.run_bytes, r.at(i), r.run_bytes);
+}
+
+void RankBuffers::unpack(const Slice& slice, const std::byte* in) {
+  const Runs r = runs(slice);
+  if (r.contiguous()) {
+    if (r.rows > 0) std::memcpy(r.first, in, r.run_bytes * static_cast<std::size_t>(r.rows));
+    return;
+  }
+  for (Tokens i = 0; i < r.rows; ++i) std::memcpy(r.at(i), in + static_cast<std::size_t>(i) * r.run_bytes, r.run_bytes);
 }
 
 std::byte* RankBuffers::row(const Slice& s) {

@@ -114,9 +114,9 @@ class Engine {
   }
 
  private:
-  double row_bytes(int rank, const Slice& s) const {
-    return static_cast<double>(s.rows) *
-           static_cast<double>(plan_.heads.row_bytes(plan_.programs[rank].buffers[s.buffer].field));
+  // What a slice moves or touches: its rows times its heads (a head-sliced message is only those bytes).
+  double slice_bytes(int rank, const Slice& s) const {
+    return static_cast<double>(plan_.heads.bytes(plan_.programs[rank].buffers[s.buffer].field, s));
   }
 
   void record(int rank, runtime::Track track, int stream, const char* name, double start, double end, double bytes,
@@ -180,11 +180,11 @@ class Engine {
       seconds = attention_call_s(plan_, b->items, hw_, true);
       flops = kBackwardFlopsFactor * attention_flops(b->items);
     } else if (const auto* c = std::get_if<Copy>(&in.op)) {
-      bytes = 2 * row_bytes(r, c->src);  // read and write
+      bytes = 2 * slice_bytes(r, c->src);  // read and write
       seconds = hw_.copy_s(bytes);
     } else if (const auto* red = std::get_if<Reduce>(&in.op)) {
-      bytes = row_bytes(r, red->out) * static_cast<double>(red->parts.size() + 1);
-      for (const auto& lse : red->part_lse) bytes += row_bytes(r, lse);
+      bytes = slice_bytes(r, red->out) * static_cast<double>(red->parts.size() + 1);
+      for (const auto& lse : red->part_lse) bytes += slice_bytes(r, lse);
       seconds = hw_.copy_s(bytes);
     }
     if (flops > 0) {
@@ -235,12 +235,12 @@ class Engine {
     launch_kind_[{r, l.id}] = l.kind;
     launch_stream_[{r, l.id}] = stream_of(r);
     for (const auto& m : l.sends) {
-      const double bytes = moves_data(plan_.mode) ? row_bytes(r, m.slice) : 1.0;  // signal: 1 byte
+      const double bytes = moves_data(plan_.mode) ? slice_bytes(r, m.slice) : 1.0;  // signal: 1 byte
       st.result.summary.bytes_sent += bytes;
       post(r, m.peer, m.tag, l.id, true, bytes, now);
     }
     for (const auto& m : l.receives) {
-      const double bytes = moves_data(plan_.mode) ? row_bytes(r, m.slice) : 1.0;  // signal: 1 byte
+      const double bytes = moves_data(plan_.mode) ? slice_bytes(r, m.slice) : 1.0;  // signal: 1 byte
       st.result.summary.bytes_received += bytes;
       post(m.peer, r, m.tag, l.id, false, bytes, now);
     }

@@ -159,5 +159,26 @@ TEST(SimEngine, MonotoneInBandwidth) {
   }
 }
 
+// Head-sliced messages move only their heads in virtual time too: the simulated ranks send what the
+// plan's messages carry, less than whole rows.
+TEST(SimEngine, HeadSlicedMessagesCountOnlyTheirHeads) {
+  const HeadLayout gqa{8, 2, 16, 4};
+  for (int split : {4, 3}) {
+    const Assignment a = testing::gqa_head_split_assignment(3, split);
+    for (Pass pass : {Pass::kForward, Pass::kBackward}) {
+      const Plan plan = compile(a, gqa, pass, CommMode::kPingPong);
+      const auto result = simulate_plan(plan, flat_hardware(1e6, 1e-5, 1e9, 2));
+      double sent = 0, received = 0;
+      for (const auto& r : result.ranks) {
+        sent += r.summary.bytes_sent;
+        received += r.summary.bytes_received;
+      }
+      EXPECT_DOUBLE_EQ(sent, testing::message_bytes(plan));
+      EXPECT_DOUBLE_EQ(received, sent);
+      EXPECT_LT(sent, testing::message_bytes(plan, true)) << "split " << split;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace fulcrum::sim

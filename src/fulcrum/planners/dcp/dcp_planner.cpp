@@ -80,7 +80,8 @@ Assignment DcpPlanner::do_plan(const Batch& batch) {
     }
     a.tasks.push_back({q.doc, {q.tokens, Range{}}, keys, device[c], division[c], heads});
   }
-  a.transfers = minimal_transfers(a.batch, a.tasks);
+  // GQA: a head block's K/V bytes are those of the kv heads its q heads read (exact: blocks hold whole groups).
+  a.transfers = minimal_transfers(a.batch, a.tasks, options_.model.q_heads / options_.model.kv_heads);
   return a;
 }
 
