@@ -26,7 +26,8 @@ The layer protocol (duck-typed; nn.Modules among ``layers`` are registered as su
 
 ``context`` is whatever the caller passes per nano-batch (e.g. RoPE's cos and sin for its rows), since one
 layer object serves both nano-batches. A Llama block (norm → QKV → RoPE → attention → O → residual → norm →
-SwiGLU → residual) splits at attention:
+SwiGLU → residual) splits at attention (python/tests/test_torch_pingpong.py's ``LlamaBlock`` wraps
+python/examples/llama_model.py's ``Block`` this way and checks it against the model's own forward):
 
     def pre_attention(self, x, rope):                # rope = (cos, sin) of the nano-batch's rows
         h = self.attention_norm(x)
