@@ -23,6 +23,10 @@ void bind_masks(py::module_& m);
 
 /// Ranges cross the boundary as (begin, end) tuples, the form Python code slices with.
 inline py::tuple to_tuple(Range r) { return py::make_tuple(r.begin, r.end); }
+/// A head range as (begin, end), or None for "every head".
+inline py::object heads_or_none(HeadRange h) {
+  return h.all() ? py::none() : py::object(py::make_tuple(h.begin, h.end));
+}
 Range to_range(const py::handle& pair);
 std::vector<Range> to_ranges(const py::handle& pairs);
 /// A planner option's CLI name from a Python keyword: '_' becomes '-' (dcp_block -> dcp-block).

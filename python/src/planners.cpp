@@ -144,11 +144,7 @@ void bind_planners(py::module_& m) {
       .def_property_readonly("keys", [](const CATask& t) { return to_tuple(t.keys); })
       .def_readonly("server", &CATask::server)
       .def_property_readonly(
-          "heads",
-          [](const CATask& t) -> py::object {
-            if (t.heads.all()) return py::none();
-            return py::make_tuple(t.heads.begin, t.heads.end);
-          },
+          "heads", [](const CATask& t) { return heads_or_none(t.heads); },
           "q heads [begin, end) of the task, or None for all heads")
       .def("__repr__", [](const CATask& t) {
         return fmt::format("CATask(doc={}, queries=[{}, {}), keys=[{}, {}), server={})", t.doc, t.queries[0].begin,
@@ -163,11 +159,7 @@ void bind_planners(py::module_& m) {
       .def_readonly("src", &Transfer::src)
       .def_readonly("dst", &Transfer::dst)
       .def_property_readonly(
-          "heads",
-          [](const Transfer& t) -> py::object {
-            if (t.heads.all()) return py::none();
-            return py::make_tuple(t.heads.begin, t.heads.end);
-          },
+          "heads", [](const Transfer& t) { return heads_or_none(t.heads); },
           "q heads [begin, end) it moves (K/V: the kv heads they read), or None for all heads");
 
   py::class_<Assignment>(m, "Assignment", "A planner's output: CA-tasks with their servers, and the traffic.")

@@ -97,6 +97,21 @@ inline Assignment random_head_assignment(std::uint64_t seed, int q_heads, int ma
 /// different masks (causal on heads 0-1, a sliding window on head 2, a lambda mask on head 3). Per
 /// document, heads [0, 2) of all rows run on one server; heads [2, 4) of the first rows on a second;
 /// heads [2, 4) of the last rows are split over keys between a third and a fourth server.
+/// Per document of `a.batch`: q heads [0, split) of all rows on one server; heads [split, q_heads) of the
+/// first third of the rows on a second, and of the rest split over keys between a third and a fourth
+/// (servers rotate with the document, modulo `ranks`).
+inline void add_head_split_tasks(Assignment& a, int ranks, int split) {
+  for (int d = 0; d < static_cast<int>(a.batch.documents.size()); ++d) {
+    const Tokens len = a.batch.documents[d].length;
+    const Tokens m = len / 3, k = len / 2;
+    auto server = [&](int i) { return (d + i) % ranks; };
+    a.tasks.push_back({d, {Range{0, len}, Range{}}, {0, len}, server(0), -1, {0, split}});
+    a.tasks.push_back({d, {Range{0, m}, Range{}}, {0, len}, server(1), -1, {split, a.q_heads}});
+    a.tasks.push_back({d, {Range{m, len}, Range{}}, {0, k}, server(2), -1, {split, a.q_heads}});
+    a.tasks.push_back({d, {Range{m, len}, Range{}}, {k, len}, server(3), -1, {split, a.q_heads}});
+  }
+}
+
 inline Assignment head_split_assignment(int ranks) {
   const Tokens per_rank = 128;  // ranks >= 2
   std::vector<Document> docs = {
@@ -108,15 +123,7 @@ inline Assignment head_split_assignment(int ranks) {
   a.planner = "head-split";
   a.q_heads = 4;
   a.batch = pack_batch(docs, ranks, per_rank);
-  for (int d = 0; d < static_cast<int>(a.batch.documents.size()); ++d) {
-    const Tokens len = a.batch.documents[d].length;
-    const Tokens m = len / 3, k = len / 2;
-    auto server = [&](int i) { return (d + i) % ranks; };
-    a.tasks.push_back({d, {Range{0, len}, Range{}}, {0, len}, server(0), -1, {0, 2}});
-    a.tasks.push_back({d, {Range{0, m}, Range{}}, {0, len}, server(1), -1, {2, 4}});
-    a.tasks.push_back({d, {Range{m, len}, Range{}}, {0, k}, server(2), -1, {2, 4}});
-    a.tasks.push_back({d, {Range{m, len}, Range{}}, {k, len}, server(3), -1, {2, 4}});
-  }
+  add_head_split_tasks(a, ranks, 2);
   a.transfers = minimal_transfers(a.batch, a.tasks);
   return a;
 }
@@ -134,15 +141,7 @@ inline Assignment gqa_head_split_assignment(int ranks, int split) {
   a.planner = "gqa-head-split";
   a.q_heads = 8;
   a.batch = pack_batch(docs, ranks, per_rank);
-  for (int d = 0; d < static_cast<int>(a.batch.documents.size()); ++d) {
-    const Tokens len = a.batch.documents[d].length;
-    const Tokens m = len / 3, k = len / 2;
-    auto server = [&](int i) { return (d + i) % ranks; };
-    a.tasks.push_back({d, {Range{0, len}, Range{}}, {0, len}, server(0), -1, {0, split}});
-    a.tasks.push_back({d, {Range{0, m}, Range{}}, {0, len}, server(1), -1, {split, 8}});
-    a.tasks.push_back({d, {Range{m, len}, Range{}}, {0, k}, server(2), -1, {split, 8}});
-    a.tasks.push_back({d, {Range{m, len}, Range{}}, {k, len}, server(3), -1, {split, 8}});
-  }
+  add_head_split_tasks(a, ranks, split);
   a.transfers = minimal_transfers(a.batch, a.tasks, 4);
   return a;
 }
