@@ -54,6 +54,10 @@ struct Assignment {
   /// The model's q heads. 0 (unknown) is enough while every task covers all heads and no document has
   /// per-head masks; the verifier needs it to check explicit head ranges.
   int q_heads = 0;
+  /// A ring planner's schedule: 0, compile the tasks as they are (fetch what each reads); > 0, every
+  /// rank's K/V travels a ring of machines of `ring_node_ranks` ranks (all ranks: a flat ring), and each
+  /// task runs at the ring step where its server holds its keys (compile_ring.hpp).
+  int ring_node_ranks = 0;
 };
 
 /// The least traffic that lets every task run, for the task's heads only (as compile moves it): for each

@@ -3,6 +3,7 @@
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/cost/attention_cost.hpp"
 #include "fulcrum/plan/compile_layout.hpp"
+#include "fulcrum/plan/compile_ring.hpp"
 #include "fulcrum/workload/head_masks.hpp"
 
 #include <fmt/format.h>
@@ -425,6 +426,7 @@ HeadLayout head_layout(const ModelShape& model, int dtype_bytes) {
 }
 
 Plan compile(const Assignment& assignment, const HeadLayout& heads, Pass pass, CommMode mode) {
+  if (assignment.ring_node_ranks > 0) return compile_ring(assignment, heads, pass, mode);
   return Compiler(assignment, heads, pass, mode).run();
 }
 

@@ -4,11 +4,14 @@
 
 #include "fulcrum/plan/compile.hpp"
 #include "fulcrum/plan/plan_test_cases.hpp"
+#include "fulcrum/plan/program_verify.hpp"
 #include "fulcrum/plan/verify.hpp"
 #include "fulcrum/runtime/attention_data.hpp"
 #include "fulcrum/runtime/local_communicator.hpp"
+#include "fulcrum/workload/head_masks.hpp"
 #include "fulcrum/workload/mask_test_cases.hpp"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -64,6 +67,40 @@ TEST(Executor, RandomAssignmentsEqualTheReference) {
     const Assignment a = testing::random_assignment(seed, masks[seed % std::size(masks)]);
     for (CommMode s : {CommMode::kPingPong, CommMode::kSingleStream}) {
       EXPECT_LE(run_and_compare(a, s), kTolerance) << "seed " << seed << " " << to_string(s);
+    }
+  }
+}
+
+// Ring schedules (compile_ring): every rank's rows against every rank's keys that some row sees (what
+// the ring planners emit), as flat rings and as hierarchical rings of every machine size that divides
+// the ranks (1 rank per machine: an outer ring only), on 1-8 ranks, masks of every kind and documents
+// with one mask per head; both passes verify and equal the reference.
+TEST(ExecutorRing, FlatAndHierarchicalRingsEqualTheReference) {
+  const std::vector<MaskSpec> masks = testing::with_every_kind({MaskSpec::causal(), MaskSpec::lambda(4, 24)});
+  for (std::uint64_t seed = 0; seed < 12; ++seed) {
+    Assignment a = seed % 3 == 1 ? testing::random_head_assignment(seed, kHeads.q_heads, 8)
+                                 : testing::random_assignment(seed, masks[seed % masks.size()], 8);
+    a.tasks.clear();
+    for (const auto& rows : a.batch.segments) {
+      const auto& doc = a.batch.documents[rows.doc];
+      const auto runs = mask_runs(doc.mask, doc.head_masks, {});
+      for (const auto& keys : a.batch.segments_of(rows.doc)) {
+        if (!keys_needed(runs, rows.tokens, keys.tokens, doc.length).empty())
+          a.tasks.push_back({rows.doc, {rows.tokens, Range{}}, keys.tokens, rows.rank});
+      }
+    }
+    a.transfers = minimal_transfers(a.batch, a.tasks);
+    ASSERT_TRUE(verify(a, a.batch).ok()) << verify(a, a.batch).summary();
+    const int ranks = a.batch.ranks;
+    for (int node_ranks = 1; node_ranks <= ranks; ++node_ranks) {
+      if (ranks % node_ranks != 0) continue;
+      a.ring_node_ranks = node_ranks;
+      const std::string what = fmt::format("seed {}: {} ranks, {} per machine", seed, ranks, node_ranks);
+      for (Pass pass : {Pass::kForward, Pass::kBackward}) {
+        const auto report = verify_plan(compile(a, kHeads, pass, CommMode::kSingleStream), a.batch);
+        EXPECT_TRUE(report.ok()) << what << " " << to_string(pass) << ": " << report.summary();
+      }
+      EXPECT_LE(run_and_compare(a, CommMode::kSingleStream), kTolerance) << what;
     }
   }
 }

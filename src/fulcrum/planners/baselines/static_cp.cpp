@@ -26,7 +26,7 @@ std::vector<Segment> zigzag_segments(const Batch& batch) {
 }  // namespace
 
 Assignment StaticCpPlanner::do_plan(const Batch& batch) {
-  Assignment a{.planner = {}, .batch = batch, .tasks = {}, .transfers = {}};
+  Assignment a{.planner = {}, .batch = batch, .tasks = {}, .transfers = {}, .ring_node_ranks = batch.ranks};
   if (layout_ == CpLayout::kZigzag) a.batch.segments = zigzag_segments(batch);
   // Step s of rank r: its rows against the chunk that arrives from rank r − s, where some row sees it.
   for (const auto& rows : a.batch.segments) {
