@@ -117,6 +117,8 @@ int report(const SessionOptions& options, const std::vector<studies::JobResult>&
   std::string text;
   for (const auto& job : results) text += run_rank_table(job) + "\n";
   text += run_comparison_table(results);
+  text += "\nbalance over ranks and steps (max/mean; sync: sum over steps of the slowest rank / of the mean)\n" +
+          step_balance_table(results);
   int code = 0;
   std::string problems;
   for (const auto& job : results) {

@@ -65,6 +65,29 @@ std::string run_comparison_table(std::span<const studies::JobResult> jobs) {
   return t.to_string();
 }
 
+std::string step_balance_table(std::span<const studies::JobResult> jobs) {
+  Table t({"planner", "steps", "FLOPs worker", "FLOPs step", "FLOPs sync", "tiles worker", "tiles sync", "time worker",
+           "time step", "time sync"});
+  auto f3 = [](double x) { return fmt::format("{:.3f}", x); };
+  for (const auto& job : jobs) {
+    const auto flops = step_balance(job.step_flops), tiles = step_balance(job.step_active_tiles),
+               time = step_balance(job.step_attention_s);
+    t.add_row({job.config.planner, std::to_string(job.step_flops.empty() ? 0 : job.step_flops.front().size()),
+               f3(flops.worker), f3(flops.step_mean), f3(flops.step_sync), f3(tiles.worker), f3(tiles.step_sync),
+               f3(time.worker), f3(time.step_mean), f3(time.step_sync)});
+  }
+  return t.to_string();
+}
+
+namespace {
+
+nlohmann::json balance_json(const StepMatrix& table) {
+  const StepBalance b = step_balance(table);
+  return {{"per_rank_step", table}, {"worker", b.worker}, {"step_mean", b.step_mean}, {"step_sync", b.step_sync}};
+}
+
+}  // namespace
+
 nlohmann::json run_json(std::span<const studies::JobResult> jobs) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& job : jobs) {
@@ -111,6 +134,11 @@ nlohmann::json run_json(std::span<const studies::JobResult> jobs) {
                    {"exposed_comm_s", m.exposed_total_s},
                    {"overlap", m.overlap},
                    {"relative_error", errors},
+                   {"steps",
+                    {{"flops", balance_json(job.step_flops)},
+                     {"active_tiles", balance_json(job.step_active_tiles)},
+                     {"bytes_sent", balance_json(job.step_bytes)},
+                     {"attention_s", balance_json(job.step_attention_s)}}},
                    {"per_rank", ranks}});
   }
   return out;

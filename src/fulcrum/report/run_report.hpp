@@ -32,6 +32,9 @@ const char* mode_name(const studies::JobConfig& config);
 std::string run_rank_table(const studies::JobResult& job);
 /// One row per job: planner, mode, max/mean attention, imbalance, communication, exposed, overlap, error.
 std::string run_comparison_table(std::span<const studies::JobResult> jobs);
+/// One row per job: worker- and step-level balance (step_stats.hpp) of planned FLOPs, active tiles and
+/// measured attention time per rank and step (a ring's steps; other plans' nano-batches).
+std::string step_balance_table(std::span<const studies::JobResult> jobs);
 nlohmann::json run_json(std::span<const studies::JobResult> jobs);
 /// Attention CPU time per rank, one series per job (e.g. per planner).
 BarChart attention_chart(std::span<const studies::JobResult> jobs);

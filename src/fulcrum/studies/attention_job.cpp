@@ -151,6 +151,30 @@ PlannerOptions JobConfig::planner_options() const {
   return o;
 }
 
+namespace {
+
+// The per-step tables of a finished job: plans' work, and measured attention time per (rank, stream).
+void add_step_tables(JobResult& result, const Plan& forward, const Plan& backward) {
+  const PlanSteps f = plan_steps(forward), b = plan_steps(backward);
+  auto add = [](StepMatrix x, const StepMatrix& y) {
+    for (std::size_t r = 0; r < x.size(); ++r) {
+      for (std::size_t t = 0; t < x[r].size() && t < y[r].size(); ++t) x[r][t] += y[r][t];
+    }
+    return x;
+  };
+  result.step_flops = add(f.flops, b.flops);
+  result.step_active_tiles = f.active_tiles;
+  result.step_bytes = add(f.bytes_sent, b.bytes_sent);
+  result.step_attention_s.assign(f.flops.size(), std::vector<double>(f.flops.front().size(), 0));
+  for (const auto& e : result.timeline.events) {
+    if (e.track != Track::kCompute || e.flops <= 0) continue;
+    auto& row = result.step_attention_s[static_cast<std::size_t>(e.rank)];
+    if (static_cast<std::size_t>(e.stream) < row.size()) row[static_cast<std::size_t>(e.stream)] += e.end_s - e.start_s;
+  }
+}
+
+}  // namespace
+
 double JobResult::max_error() const { return *std::max_element(relative_error.begin(), relative_error.end()); }
 
 JobResult run_attention_job(const JobConfig& config, Communicator& comm) {
@@ -254,6 +278,7 @@ JobResult run_attention_job(const JobConfig& config, Communicator& comm) {
     result.backward_idle_s.push_back(v[2 * kSummaryFields + 1]);
   }
   result.timeline = gather_timeline(events, comm);
+  add_step_tables(result, forward, backward);
   result.forward_plan = forward;
   result.backward_plan = backward;
   return result;

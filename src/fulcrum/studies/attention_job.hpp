@@ -5,6 +5,7 @@
 #pragma once
 
 #include "fulcrum/plan/compile.hpp"
+#include "fulcrum/plan/step_stats.hpp"
 #include "fulcrum/planners/planner.hpp"
 #include "fulcrum/runtime/attention_data.hpp"
 #include "fulcrum/runtime/communicator.hpp"
@@ -46,8 +47,11 @@ struct JobResult {
   double planned_imbalance = 1;                         // max / mean forward FLOPs per server in the Assignment
   double packed_imbalance = 1;                          // the same for the batch as packed
   std::size_t tasks = 0;
-  std::size_t messages = 0;          // forward + backward, all ranks
-  runtime::Timeline timeline;        // every rank's events of the last repetition, forward then backward
+  std::size_t messages = 0;    // forward + backward, all ranks
+  runtime::Timeline timeline;  // every rank's events of the last repetition, forward then backward
+  // Per [rank][step] (nano-batch; a ring's steps), forward and backward added: planned FLOPs and
+  // active tiles, bytes sent, and the attention time measured in the last repetition.
+  StepMatrix step_flops, step_active_tiles, step_bytes, step_attention_s;
   Plan forward_plan, backward_plan;  // what ran (for the simulator to replay)
 
   double max_error() const;
