@@ -63,8 +63,9 @@ Action add_simulate_command(CLI::App& app) {
   c.parallel.cp = 0;
   a->spec.reference = "wlb";
   cmd->add_option("--model", a->spec.model, "llama3-8b | llama-34b | qwen2.5-3b | tiny")->capture_default_str();
-  cmd->add_option("--hardware", a->spec.hardware,
-                  "h200-dgx | a100-p4de | a JSON file (e.g. data/hardware/cpu-local.json)")
+  cmd->add_option(
+         "--hardware", a->spec.hardware,
+         fmt::format("{} | a JSON file (e.g. data/hardware/cpu-local.json)", fmt::join(hardware_preset_names(), " | ")))
       ->capture_default_str();
   cmd->add_option("--gpus", c.parallel.gpus, "GPUs in the job")->capture_default_str();
   cmd->add_option("--tp", c.parallel.tp, "tensor parallelism (inside a node)")->capture_default_str();
@@ -80,6 +81,7 @@ Action add_simulate_command(CLI::App& app) {
   cmd->add_option("--max-doc-len", c.max_doc_len, "longest document, tokens")->capture_default_str();
   cmd->add_option("--dataset", c.dataset, "pretrain | prolong | uniform:MIN:MAX | lognormal:MU:SIGMA | file:PATH")
       ->capture_default_str();
+  cmd->add_option("--mask", c.mask, mask_syntax_list(" | "))->capture_default_str();
   cmd->add_option("--tokens-per-rank", c.tokens_per_rank, "tokens per TP group and micro-batch; 0: max-doc-len");
   cmd->add_option("--systems", a->systems, "comma-separated systems: " + planner_list())->capture_default_str();
   cmd->add_option("--modes", a->modes, "DistCA's: comma-separated pingpong, single-stream, signal")

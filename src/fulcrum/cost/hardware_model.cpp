@@ -82,12 +82,24 @@ HardwareModel a100_p4de() {
   return hw;
 }
 
+// MTraining's published setting: nodes of 8 A100-40GB with NVLink (300 GB/s one way) and 25 GB/s of
+// InfiniBand per GPU. Compute and kernel efficiency as a100_p4de (same GPU); the 40 GB SXM part has
+// 1,555 GB/s of HBM2 (A100 datasheet, as above).
+HardwareModel a100_40g_ib() {
+  HardwareModel hw = a100_p4de();
+  hw.name = "a100-40g-ib";
+  hw.memory_bytes = 40e9;
+  hw.memory_bandwidth = 1555e9;
+  hw.inter_node = {25e9, 9.6e-6};
+  return hw;
+}
+
 using PresetFactory = HardwareModel (*)();
 struct Preset {
   const char* name;
   PresetFactory make;
 };
-constexpr Preset kPresets[] = {{"h200-dgx", h200_dgx}, {"a100-p4de", a100_p4de}};
+constexpr Preset kPresets[] = {{"h200-dgx", h200_dgx}, {"a100-p4de", a100_p4de}, {"a100-40g-ib", a100_40g_ib}};
 
 void positive(std::string_view field, double value) {
   if (!(value > 0) || !std::isfinite(value)) fail("hardware.{} = {}: must be finite and > 0", field, value);

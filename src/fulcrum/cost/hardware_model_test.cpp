@@ -38,7 +38,7 @@ nlohmann::json cpu_local_json() {
 }
 
 TEST(HardwareModel, PresetsAreValidAndSplitLinksByNode) {
-  EXPECT_EQ(hardware_preset_names(), (std::vector<std::string>{"h200-dgx", "a100-p4de"}));
+  EXPECT_EQ(hardware_preset_names(), (std::vector<std::string>{"h200-dgx", "a100-p4de", "a100-40g-ib"}));
   for (const auto& name : hardware_preset_names()) {
     const HardwareModel hw = hardware_preset(name);
     EXPECT_EQ(hw.name, name);

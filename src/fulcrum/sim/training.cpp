@@ -22,6 +22,7 @@ void TrainingConfig::validate(const HardwareModel& gpu, const ModelShape& model)
     fail("tokens-per-rank = {}: must be in [0, {}] (0: max-doc-len)", tokens_per_rank, kMaxLength);
   }
   if (iterations < 1 || iterations > 1000) fail("iterations = {}: must be in [1, 1000]", iterations);
+  (void)MaskSpec::parse(mask);  // names the field and the syntax when it does not parse
   const bool cp_groups = find_planner(system).capabilities.cp_groups != CpGroups::kNone;
   const double cp_degree = planner_options.get(cp_degree_option());
   if (cp_groups && planner_options.values().contains(cp_degree_option().name) && cp_degree != parallel.cp) {
@@ -41,7 +42,8 @@ class MicrobatchSource {
  public:
   MicrobatchSource(const TrainingConfig& c, int ranks)
       : lengths_(make_length_source(c.dataset, c.seed, c.max_doc_len)),
-        stream_([this, max = c.max_doc_len] { return next_piece(max); }, ranks, c.rank_tokens()),
+        stream_([this, max = c.max_doc_len] { return next_piece(max); }, ranks, c.rank_tokens(),
+                MaskSpec::parse(c.mask)),
         ranks_(ranks),
         tokens_(c.rank_tokens()) {}
   /// The next micro-batch; once draining, empty ones (no new documents while the system catches up).
@@ -303,6 +305,7 @@ nlohmann::json TrainingResult::to_json() const {
           {"cp", c.parallel.cp},
           {"microbatches", c.parallel.microbatch_count()},
           {"dataset", c.dataset},
+          {"mask", c.mask},
           {"max_doc_len", c.max_doc_len},
           {"tokens_per_rank", c.rank_tokens()},
           {"iterations", c.iterations},

@@ -37,6 +37,7 @@ struct TrainingConfig {
   CommMode mode = CommMode::kPingPong;
   ParallelConfig parallel;
   std::string dataset = "pretrain";
+  std::string mask = "causal";  // every document's mask (MaskSpec::parse)
   Tokens max_doc_len = 131072;  // longer documents are cut; the datasets' long documents reach it.
                                 // A micro-batch (dp x tokens_per_rank) also cuts what overflows it.
   Tokens tokens_per_rank = 0;   // per TP group and micro-batch; 0 means max_doc_len

@@ -23,8 +23,8 @@ namespace {
 
 // The sweep keys of the layout and the data; every planner option (planner_option_specs) is one too.
 const std::vector<std::string> kLayoutKeys = {
-    "gpus",    "tp",    "pp",       "cp",   "microbatches", "max-doc-len", "tokens-per-rank",
-    "dataset", "model", "hardware", "seed", "mode",         "iterations"};
+    "gpus",    "tp",   "pp",    "cp",       "microbatches", "max-doc-len", "tokens-per-rank",
+    "dataset", "mask", "model", "hardware", "seed",         "mode",        "iterations"};
 
 std::vector<std::string> sweep_keys() {
   std::vector<std::string> keys = kLayoutKeys;
@@ -63,6 +63,8 @@ void apply(StudySpec& spec, const std::string& key, const std::string& value) {
     c.tokens_per_rank = mask_detail::parse_tokens(value, key);
   else if (key == "dataset")
     c.dataset = value;
+  else if (key == "mask")
+    c.mask = value;
   else if (key == "model")
     spec.model = value;
   else if (key == "hardware")
