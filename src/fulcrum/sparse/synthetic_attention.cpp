@@ -77,7 +77,7 @@ SyntheticAttention::SyntheticAttention(std::uint64_t seed, int q_heads, int kv_h
     const auto wanted = static_cast<std::size_t>(std::min<Tokens>(options_.heavy_tokens, doc_len - 1)) + 1;
     while (heavy.size() < wanted) heavy.insert(rng.uniform_int(1, doc_len - 1));
     kv.heavy.assign(heavy.begin(), heavy.end());
-    for (std::size_t i = 0; i < kv.heavy.size(); ++i) kv.weight.push_back(uniform(rng, 0.7, 1.3));
+    for (std::size_t i = 0; i < kv.heavy.size(); ++i) kv.weight.push_back(uniform(rng, 0.95, 1.05));
     kv_.push_back(std::move(kv));
   }
   const int group = q_heads / kv_heads;
@@ -91,7 +91,7 @@ SyntheticAttention::SyntheticAttention(std::uint64_t seed, int q_heads, int kv_h
     p.vertical_weights = kv.weight;
     p.slash_logit = options_.slash_logit * uniform(rng, 0.9, 1.1);
     p.band_logit = options_.band_logit * uniform(rng, 0.9, 1.1);
-    p.vertical_logit = options_.vertical_logit * uniform(rng, 0.8, 1.2);
+    p.vertical_logit = options_.vertical_logit * uniform(rng, 0.9, 1.1);
     patterns_.push_back(std::move(p));
   }
 }
@@ -125,9 +125,12 @@ void SyntheticAttention::row(SyntheticTensor tensor, Tokens position, int head, 
   const SyntheticPattern* p = is_q ? &patterns_[static_cast<std::size_t>(head)] : nullptr;
   const auto m = static_cast<double>(position);
   std::vector<double> values(static_cast<std::size_t>(head_dim_), 0.0);
+  // A heavy token's key is an outlier: only its vertical element, so its logit is the same from every
+  // query (a pure vertical, not boosted or damped by the offset it happens to sit at).
+  const double weight = is_q ? 0.0 : heavy_weight(kv_head, position);
   for (int j = 0; j < periodic_pairs_ + decay_pairs_; ++j) {
     const double angle = m * kv.theta[static_cast<std::size_t>(j)];
-    double amplitude = 1.0;
+    double amplitude = weight > 0.0 ? 0.0 : 1.0;
     if (is_q) {
       amplitude =
           j < periodic_pairs_ ? p->slash_logit * root_d / periodic_pairs_ : p->band_logit * root_d / decay_pairs_;
@@ -139,7 +142,7 @@ void SyntheticAttention::row(SyntheticTensor tensor, Tokens position, int head, 
   if (is_q) {
     values[vertical] = p->vertical_logit * root_d;
   } else {
-    values[vertical] = heavy_weight(kv_head, position);
+    values[vertical] = weight;
     for (int e = 0; e < head_dim_; ++e) {
       values[static_cast<std::size_t>(e)] += options_.noise * hashed_uniform(seed_, tensor, head, position, e);
     }
