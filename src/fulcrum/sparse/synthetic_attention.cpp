@@ -135,8 +135,8 @@ void SyntheticAttention::row(SyntheticTensor tensor, Tokens position, int head, 
       amplitude =
           j < periodic_pairs_ ? p->slash_logit * root_d / periodic_pairs_ : p->band_logit * root_d / decay_pairs_;
     }
-    values[static_cast<std::size_t>(2 * j)] = amplitude * std::cos(angle);
-    values[static_cast<std::size_t>(2 * j + 1)] = amplitude * std::sin(angle);
+    values[2 * static_cast<std::size_t>(j)] = amplitude * std::cos(angle);
+    values[2 * static_cast<std::size_t>(j) + 1] = amplitude * std::sin(angle);
   }
   const auto vertical = static_cast<std::size_t>(head_dim_ - 2);
   if (is_q) {
