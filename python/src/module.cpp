@@ -60,4 +60,5 @@ PYBIND11_MODULE(_core, m) {
   bind_sim(m);
   bind_kernels(m);
   bind_masks(m);
+  bind_sparse(m);
 }
