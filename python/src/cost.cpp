@@ -10,6 +10,7 @@ void bind_cost(py::module_& m) {
   m.def(
       "attention_pairs",
       [](const MaskSpec& mask, const py::object& queries, const py::object& keys, Tokens doc_len) {
+        mask.check_length(doc_len, "doc_len");
         return attention_pairs(mask, to_ranges(queries), to_range(keys), doc_len);
       },
       py::arg("mask"), py::arg("queries"), py::arg("keys"), py::arg("doc_len"),
@@ -17,7 +18,10 @@ void bind_cost(py::module_& m) {
   m.def(
       "attention_forward_flops",
       [](const ModelShape& model, const MaskSpec& mask, const py::object& queries, const py::object& keys,
-         Tokens doc_len) { return attention_forward_flops(model, mask, to_ranges(queries), to_range(keys), doc_len); },
+         Tokens doc_len) {
+        mask.check_length(doc_len, "doc_len");
+        return attention_forward_flops(model, mask, to_ranges(queries), to_range(keys), doc_len);
+      },
       py::arg("model"), py::arg("mask"), py::arg("queries"), py::arg("keys"), py::arg("doc_len"));
   m.def("attention_forward_flops_per_pair", &attention_forward_flops_per_pair, py::arg("model"));
   m.attr("BACKWARD_FLOPS_FACTOR") = kBackwardFlopsFactor;

@@ -23,6 +23,7 @@ void bind_masks(py::module_& m) {
       "mask_matrix",
       [](const MaskSpec& mask, const py::object& queries, const py::object& keys, Tokens doc_len) {
         if (doc_len < 1) fail("doc_len = {}: must be >= 1", doc_len);
+        mask.check_length(doc_len, "doc_len");
         const std::vector<Range> rows = to_ranges(queries);
         const Range cols = to_range(keys);
         Tokens total_rows = 0;

@@ -7,6 +7,13 @@
 namespace fulcrum::python {
 namespace {
 
+// A slot or position of a doc_len-token document that `mask` accepts.
+void check_slot(const MaskSpec& mask, std::string_view name, Tokens value, Tokens doc_len) {
+  if (doc_len < 1) fail("doc_len = {}: must be >= 1", doc_len);
+  mask.check_length(doc_len, "doc_len");
+  if (value < 0 || value >= doc_len) fail("{} = {}: must be in [0, doc_len = {})", name, value, doc_len);
+}
+
 // Lengths from per-rank cu_seqlens, which may be any sequence of integers: lists, NumPy arrays, CPU or
 // CUDA torch tensors (read through their tolist(): one device copy, not one per entry).
 Batch batch_from_cu_seqlens(const py::sequence& per_rank, const MaskSpec& mask, Tokens tokens_per_rank,
@@ -61,7 +68,31 @@ void bind_workload(py::module_& m) {
       .def_property_readonly("kind", [](const MaskSpec& s) { return s.to_string().substr(0, s.to_string().find(':')); })
       .def("__str__", &MaskSpec::to_string)
       .def("__repr__", [](const MaskSpec& s) { return fmt::format("Mask('{}')", s.to_string()); })
-      .def("__eq__", [](const MaskSpec& a, const MaskSpec& b) { return a.to_string() == b.to_string(); });
+      .def("__eq__", [](const MaskSpec& a, const MaskSpec& b) { return a.to_string() == b.to_string(); })
+      .def_static("vertical_slash_blocks", &MaskSpec::vertical_slash_blocks, py::arg("block"), py::arg("verticals"),
+                  py::arg("block_offsets"),
+                  "MTraining's blockified vertical-slash mask: (q, k) visible iff k <= q and q // block - k // block "
+                  "is in block_offsets or k is in verticals ('vsblocks:G:V1,..:D1,..').")
+      .def_static("striped", &MaskSpec::striped, py::arg("inner"), py::arg("ranks"), py::arg("block"),
+                  "`inner` over a document stored block-striped over `ranks` ranks in `block`-token blocks "
+                  "('striped:W:G:INNER'); document lengths must be multiples of ranks * block.")
+      .def_property_readonly("length_multiple", &MaskSpec::length_multiple,
+                             "Document lengths this mask accepts are multiples of this (ranks * block for striped).")
+      .def(
+          "source_position",
+          [](const MaskSpec& s, Tokens slot, Tokens doc_len) {
+            check_slot(s, "slot", slot, doc_len);
+            return s.source_position(slot, doc_len);
+          },
+          py::arg("slot"), py::arg("doc_len"),
+          "The original position that slot `slot` holds (striped masks; the identity for other kinds).")
+      .def(
+          "slot_of",
+          [](const MaskSpec& s, Tokens position, Tokens doc_len) {
+            check_slot(s, "position", position, doc_len);
+            return s.slot_of(position, doc_len);
+          },
+          py::arg("position"), py::arg("doc_len"), "The slot that holds original position `position`.");
   py::implicitly_convertible<std::string, MaskSpec>();
 
   py::class_<Document>(m, "Document")

@@ -133,7 +133,7 @@ def test_head_ranges_and_per_head_masks_match_the_reference(case):
 
 # One example per mask kind (the C++ kind table's examples); the test below checks none is missing.
 MASK_EXAMPLES = ["causal", "full", "window:5", "lambda:2:4", "blockwise:3:1", "shared-question:3:25", "vslash:0,7:0,2",
-                 "blocksparse:4:0-0,1-0,2-1,2-2,4-4"]
+                 "blocksparse:4:0-0,1-0,2-1,2-2,4-4", "vsblocks:4:0,9:0,2", "striped:1:1:vsblocks:2:5:0,3"]
 
 
 def test_mask_examples_cover_every_kind():
@@ -169,6 +169,42 @@ def test_mask_matrix_is_the_masks_definition():
         fulcrum.mask_matrix("causal", [(0, 20)], (0, 21), 20)
     with pytest.raises(fulcrum.InputError, match=r"^queries\[1\] = \[5, 4\)"):
         fulcrum.mask_matrix("causal", [(0, 1), (5, 4)], (0, 20), 20)
+
+
+def test_vsblocks_matrix_is_its_definition():
+    q, k = np.arange(40)[:, None], np.arange(40)[None, :]
+    want = (k <= q) & (np.isin(q // 8 - k // 8, [0, 3]) | np.isin(k, [2, 30]))
+    mask = fulcrum.Mask.vertical_slash_blocks(8, [30, 2], [3, 0])
+    assert str(mask) == "vsblocks:8:2,30:0,3"
+    np.testing.assert_array_equal(fulcrum.mask_matrix(mask, [(0, 40)], (0, 40), 40), want)
+
+
+@pytest.mark.parametrize("ranks,block", [(1, 5), (2, 1), (4, 3), (3, 8)])
+@pytest.mark.parametrize("inner", ["causal", "vsblocks:4:1,17:0,2", "window:7"])
+def test_striped_matrix_is_the_inner_matrix_permuted(inner, ranks, block):
+    mask = fulcrum.Mask.striped(inner, ranks, block)
+    n = 2 * ranks * block * 2
+    assert mask.length_multiple == ranks * block
+    source = np.array([mask.source_position(p, n) for p in range(n)])
+    assert sorted(source) == list(range(n))
+    assert [mask.slot_of(int(t), n) for t in source] == list(range(n))
+    rank, local = np.divmod(np.arange(n), n // ranks)
+    np.testing.assert_array_equal(source, ((local // block) * ranks + rank) * block + local % block)
+    inner_matrix = fulcrum.mask_matrix(inner, [(0, n)], (0, n), n)
+    got = fulcrum.mask_matrix(mask, [(0, n)], (0, n), n)
+    np.testing.assert_array_equal(got, inner_matrix[np.ix_(source, source)])
+    assert fulcrum.attention_pairs(mask, [(0, n)], (0, n), n) == inner_matrix.sum()
+
+
+def test_striped_lengths_must_be_multiples_of_ranks_times_block():
+    mask = fulcrum.Mask("striped:4:2:causal")
+    with pytest.raises(fulcrum.InputError, match=r"^doc_len: mask striped = 'striped:4:2:causal': document length = 12 "
+                                                 r"must be a multiple of ranks x block = 4 x 2 = 8"):
+        fulcrum.mask_matrix(mask, [(0, 12)], (0, 12), 12)
+    with pytest.raises(fulcrum.InputError, match=r"^slot = 16: must be in \[0, doc_len = 16\)"):
+        mask.source_position(16, 16)
+    with pytest.raises(fulcrum.InputError, match="mask striped"):
+        fulcrum.attention_pairs(mask, [(0, 4)], (0, 4), 12)
 
 
 def test_torch_cpu_tensors_are_used_in_place_and_come_back_as_tensors():

@@ -16,9 +16,13 @@ def test_model_shapes():
 
 
 def test_masks_round_trip_their_text():
-    for text in ["causal", "full", "window:64", "lambda:4:32", "blockwise:64:2", "vslash:0,5:0,1"]:
+    for text in ["causal", "full", "window:64", "lambda:4:32", "blockwise:64:2", "vslash:0,5:0,1",
+                 "vsblocks:64:0,17:0,1,5", "striped:4:64:vsblocks:64:0,17:0,1,5"]:
         assert str(fulcrum.Mask(text)) == text
     assert fulcrum.Mask("window:64").kind == "window"
+    assert fulcrum.Mask("striped:4:64:vsblocks:64:0,17:0,1,5").kind == "striped"
+    assert fulcrum.Mask.striped(fulcrum.Mask.vertical_slash_blocks(64, [17, 0], [5, 1, 0]), 4, 64) == \
+        fulcrum.Mask("striped:4:64:vsblocks:64:0,17:0,1,5")
     assert fulcrum.Mask("causal") == fulcrum.Mask()
     with pytest.raises(fulcrum.InputError, match="mask"):
         fulcrum.Mask("nonsense")

@@ -74,6 +74,7 @@ void validate_tasks(std::span<const AttentionTask> tasks, Tokens q_rows, Tokens 
     check_rows(t, "keys", task.keys, kv_rows, "K/V", task.doc_len);
     validate_head_range(task.heads, q_heads, fmt::format("tasks[{}].heads", t));
     validate_head_masks(task.head_masks, q_heads, fmt::format("tasks[{}].head_masks", t));
+    check_mask_lengths(task.mask, task.head_masks, task.doc_len, fmt::format("tasks[{}]", t));
     for (const auto& q : task.queries) {
       if (q.count > 0) owned.push_back({{q.row, q.row + q.count}, task.heads.first(), task.heads.last(q_heads), t});
     }

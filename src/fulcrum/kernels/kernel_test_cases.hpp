@@ -15,8 +15,9 @@
 
 namespace fulcrum::kernels::testing {
 
-/// A random mask of `kind` sized for a document of about `len` tokens. The switch has no default, so a
-/// new MaskKind does not compile here until it has a case (-Wswitch is an error).
+/// A random mask of `kind` sized for a document of about `len` tokens, valid for a document of exactly
+/// `len` tokens (a striped mask's ranks x block divides it). The switch has no default, so a new
+/// MaskKind does not compile here until it has a case (-Wswitch is an error).
 inline MaskSpec random_mask(Rng& rng, MaskKind kind, Tokens len) {
   const Tokens w = std::max<Tokens>(1, rng.uniform_int(1, std::max<Tokens>(1, len / 2)));
   switch (kind) {
@@ -42,6 +43,24 @@ inline MaskSpec random_mask(Rng& rng, MaskKind kind, Tokens len) {
         }
       }
       return MaskSpec::block_sparse(block, blocks);
+    }
+    case MaskKind::kVerticalSlashBlocks: {
+      const Tokens block = std::vector<Tokens>{4, 16, 64}[static_cast<std::size_t>(rng.uniform_int(0, 2))];
+      std::vector<Tokens> verticals, offsets = {0};
+      for (int i = 0; i < 4; ++i) verticals.push_back(rng.uniform_int(0, std::max<Tokens>(0, len - 1)));
+      for (int i = 0; i < 3; ++i) offsets.push_back(rng.uniform_int(1, std::max<Tokens>(1, len / block)));
+      return MaskSpec::vertical_slash_blocks(block, verticals, offsets);
+    }
+    case MaskKind::kStriped: {
+      std::vector<std::pair<int, Tokens>> layouts;  // (ranks, block) whose product divides len
+      for (int ranks : {1, 2, 3, 4, 8}) {
+        for (Tokens block : {1, 2, 4, 16}) {
+          if (len % (ranks * block) == 0) layouts.emplace_back(ranks, block);
+        }
+      }
+      const auto [ranks, block] = layouts[static_cast<std::size_t>(rng.uniform_int(0, std::ssize(layouts) - 1))];
+      const MaskKind inner = rng.uniform() < 0.7 ? MaskKind::kVerticalSlashBlocks : MaskKind::kSlidingWindow;
+      return MaskSpec::striped(random_mask(rng, inner, len), ranks, block);
     }
   }
   return MaskSpec::causal();
@@ -72,8 +91,15 @@ struct Problem {
 inline void split_heads(Rng& rng, Problem& p, const std::vector<MaskSpec>& masks, bool drop_one) {
   const int hq = p.shape.q_heads;
   auto per_head = std::make_shared<std::vector<MaskSpec>>();
-  const auto n_masks = static_cast<std::int64_t>(masks.size());
-  for (int h = 0; h < hq; ++h) per_head->push_back(masks[static_cast<std::size_t>(rng.uniform_int(0, n_masks - 1))]);
+  // Only masks every document accepts (a striped mask drawn for another length may not).
+  std::vector<MaskSpec> usable;
+  for (const auto& m : masks) {
+    const bool fits = std::all_of(p.tasks.begin(), p.tasks.end(),
+                                  [&](const AttentionTask& t) { return t.doc_len % m.length_multiple() == 0; });
+    if (fits) usable.push_back(m);
+  }
+  const auto n_masks = static_cast<std::int64_t>(usable.size());
+  for (int h = 0; h < hq; ++h) per_head->push_back(usable[static_cast<std::size_t>(rng.uniform_int(0, n_masks - 1))]);
   p.head_masks = per_head;
   std::vector<AttentionTask> out;
   for (const auto& task : p.tasks) {
@@ -97,15 +123,16 @@ inline void split_heads(Rng& rng, Problem& p, const std::vector<MaskSpec>& masks
   p.tasks = std::move(out);
 }
 
-/// Documents of the given lengths, one after the other in the buffers with `pad` unused rows between
-/// them. Each document's query rows are cut into 1..max_tasks tasks (some head+tail pairs) that all
-/// read the document's key range [key_begin, len) with key_begin random when `partial_keys`.
+/// Documents of the given lengths (each rounded up to a length `mask` accepts), one after the other in
+/// the buffers with `pad` unused rows between them. Each document's query rows are cut into 1..max_tasks tasks (some
+/// head+tail pairs) that all read the document's key range [key_begin, len) with key_begin random when `partial_keys`.
 inline Problem make_problem(Rng& rng, AttentionShape shape, const std::vector<Tokens>& lengths, const MaskSpec& mask,
                             int max_tasks, bool partial_keys, bool bf16_values) {
   Problem p;
   p.shape = shape;
   Tokens row = 0;
   for (Tokens len : lengths) {
+    len = (len + mask.length_multiple() - 1) / mask.length_multiple() * mask.length_multiple();
     row += rng.uniform_int(0, 3);  // padding rows nobody names
     const Tokens key_begin = partial_keys ? rng.uniform_int(0, len / 3) : 0;
     std::vector<Tokens> cuts = {0, len};

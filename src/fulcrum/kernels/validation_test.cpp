@@ -72,6 +72,12 @@ TEST(KernelValidation, TaskRangesMustStayInsideTheirBuffersAndDocument) {
   Buffers e;
   e.tasks[0].doc_len = 0;
   expect_error(e, "tasks[0].doc_len = 0", true);
+  Buffers f;  // 50 tokens striped over 4 ranks
+  const std::vector<MaskSpec> heads = {MaskSpec::causal(), MaskSpec::causal(),
+                                       MaskSpec::striped(MaskSpec::causal(), 4, 1), MaskSpec::causal()};
+  f.tasks[1].head_masks = heads;
+  expect_error(f,
+               "tasks[1].head_masks[2]: mask striped = 'striped:4:1:causal': document length = 50 must be a multiple");
 }
 
 }  // namespace

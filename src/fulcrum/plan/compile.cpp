@@ -61,6 +61,7 @@ class Compiler {
     for (std::size_t i = 0; i < a.batch.documents.size(); ++i) {
       const auto& d = a.batch.documents[i];
       validate_head_masks(d.head_masks, heads.q_heads, fmt::format("documents[{}].head_masks", i));
+      check_mask_lengths(d.mask, d.head_masks, d.length, fmt::format("documents[{}]", i));
       plan_.documents.push_back({d.length, d.mask, d.head_masks});
     }
     for (std::size_t i = 0; i < a.tasks.size(); ++i) {

@@ -95,13 +95,15 @@ struct PlanMaker {
         MaskSpec::parse("vslash:0,64:0,128"),
         MaskSpec::parse("vslash::1"),
         MaskSpec::block_sparse(64, {{0, 0}, {1, 0}, {1, 1}, {3, 2}}),
+        MaskSpec::vertical_slash_blocks(64, {0, 17}, {0, 1, 5}),
+        MaskSpec::parse("striped:4:64:vsblocks:64:0,17:0,1,5"),
     };
     for (const auto& mask : masks) p.documents.push_back({rng.uniform_int(1, 100'000), mask});
     if (heads) {
       for (auto& doc : p.documents) {
         if (rng.uniform() < 0.5) continue;
         for (int h = static_cast<int>(rng.uniform_int(1, 9)); h > 0; --h) {
-          doc.head_masks.push_back(masks[static_cast<std::size_t>(rng.uniform_int(0, 8))]);
+          doc.head_masks.push_back(masks[static_cast<std::size_t>(rng.uniform_int(0, std::ssize(masks) - 1))]);
         }
       }
     }

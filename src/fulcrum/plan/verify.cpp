@@ -62,6 +62,13 @@ class Checker {
     }
     for (std::size_t d = 0; d < b.documents.size(); ++d) {
       if (b.documents[d].length < 1) error("document {}: length {} < 1", d, b.documents[d].length);
+      for (int h = -1; h < static_cast<int>(b.documents[d].head_masks.size()); ++h) {
+        const MaskSpec& mask = h < 0 ? b.documents[d].mask : b.documents[d].mask_of(h);
+        if (b.documents[d].length % mask.length_multiple() != 0) {
+          error("document {}: length {} is not a multiple of {}, as mask {} needs", d, b.documents[d].length,
+                mask.length_multiple(), mask.to_string());
+        }
+      }
       if (next[d] != b.documents[d].length) {
         error("document {}: segments cover {} of {} tokens", d, next[d], b.documents[d].length);
       }

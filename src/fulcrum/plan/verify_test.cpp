@@ -94,10 +94,12 @@ TEST(Verify, RejectsBrokenPlacementAndOutOfRangeTasks) {
 // Brute force over every (q, k) pair of each document, independent of the verifier's range logic:
 // `exact`: every pair the mask allows (MaskSpec::allows, exact for every kind) is computed exactly once;
 // `causal_hull`: every pair with k <= q is computed exactly once, the stricter rule plan::verify applies
-// to index-list masks (it tiles their causal hull, mask.hpp).
+// to index-list masks (it tiles their causal hull, mask.hpp); `full_square`: every pair is computed
+// exactly once, the rule for striped masks (their hull is the full square).
 struct Coverage {
   bool exact = true;
   bool causal_hull = true;
+  bool full_square = true;
 };
 
 Coverage brute_force(const Assignment& a) {
@@ -121,14 +123,11 @@ Coverage brute_force(const Assignment& a) {
         // must be computed exactly once.
         if (doc.mask.allows(q, k, doc.length) && times != 1) c.exact = false;
         if (k <= q && times != 1) c.causal_hull = false;
+        if (times != 1) c.full_square = false;
       }
     }
   }
   return c;
-}
-
-bool index_list_mask(const MaskSpec& mask) {
-  return mask.kind == MaskKind::kVerticalSlash || mask.kind == MaskKind::kBlockSparse;
 }
 
 TEST(Verify, CoverageAgreesWithBruteForceOnRandomTilings) {
@@ -136,12 +135,14 @@ TEST(Verify, CoverageAgreesWithBruteForceOnRandomTilings) {
   const std::vector<MaskSpec> masks = testing::with_every_kind(
       {MaskSpec::causal(), MaskSpec::full(), MaskSpec::sliding_window(5), MaskSpec::lambda(2, 4),
        MaskSpec::causal_blockwise(3, 1), MaskSpec::causal_blockwise(2, 0), MaskSpec::shared_question(3, 25),
-       MaskSpec::vertical_slash({0, 7}, {0, 2}), MaskSpec::block_sparse(4, {{0, 0}, {1, 0}, {2, 1}, {2, 2}, {4, 4}})});
+       MaskSpec::vertical_slash({0, 7}, {0, 2}), MaskSpec::block_sparse(4, {{0, 0}, {1, 0}, {2, 1}, {2, 2}, {4, 4}}),
+       MaskSpec::vertical_slash_blocks(3, {5}, {0, 2}), MaskSpec::striped(MaskSpec::causal(), 2, 2)});
   const auto mask_count = static_cast<int>(std::size(masks));
   int invalid_seen = 0;
   for (int trial = 0; trial < 100 * mask_count; ++trial) {
     const auto mask = masks[trial % mask_count];
-    const Tokens len = rng.uniform_int(1, 24);
+    const Tokens multiple = mask.length_multiple();  // 24 is a multiple of every one here
+    const Tokens len = (rng.uniform_int(1, 24) + multiple - 1) / multiple * multiple;
     const auto batch = pack_batch({{0, len, mask}}, 2, 12);
     Assignment a{"random", batch, {}, {}};
     // Random row blocks, each split into random key blocks; then maybe perturb one range by one token.
@@ -165,9 +166,10 @@ TEST(Verify, CoverageAgreesWithBruteForceOnRandomTilings) {
     a.transfers = minimal_transfers(a.batch, a.tasks);
     const Coverage truth = brute_force(a);
     // Band masks: accepted iff exact. Index-list masks: plan::verify demands the causal hull tiled
-    // exactly once, which implies exact coverage, so it may reject an exact tiling but must never
-    // accept one that misses or repeats an allowed pair.
-    const bool expected = truth.exact && (!index_list_mask(mask) || truth.causal_hull);
+    // exactly once (striped: the full square), which implies exact coverage, so it may reject an exact
+    // tiling but must never accept one that misses or repeats an allowed pair.
+    const bool hull = mask.kind == MaskKind::kStriped ? truth.full_square : truth.causal_hull;
+    const bool expected = truth.exact && (!mask.plans_over_hull() || hull);
     invalid_seen += truth.exact ? 0 : 1;
     const auto report = verify(a);
     EXPECT_EQ(report.ok(), expected) << "trial " << trial << " mask " << mask.to_string() << " exact " << truth.exact

@@ -1,6 +1,7 @@
 #include "fulcrum/workload/batch.hpp"
 
 #include "fulcrum/core/error.hpp"
+#include "fulcrum/workload/head_masks.hpp"
 
 #include <algorithm>
 
@@ -39,6 +40,7 @@ Batch pack_batch(const std::vector<Document>& documents, int ranks, Tokens token
   Tokens total = 0;
   for (const auto& doc : documents) {
     if (doc.length < 1) fail("document {} length = {}: must be >= 1", doc.id, doc.length);
+    check_mask_lengths(doc.mask, doc.head_masks, doc.length, fmt::format("document {}", doc.id));
     if (total + doc.length > capacity) {
       fail(
           "documents: {} tokens from document {} on do not fit in ranks x tokens-per-rank = {} x {} = {} "
@@ -102,6 +104,7 @@ Batch batch_from_rank_layout(const std::vector<std::vector<Tokens>>& lengths_per
     for (std::size_t i = 0; i < lengths_per_rank[r].size(); ++i) {
       const Tokens length = lengths_per_rank[r][i];
       if (length < 1) fail("lengths[{}][{}] = {}: a document must have >= 1 token", r, i, length);
+      mask.check_length(length, fmt::format("lengths[{}][{}]", r, i));
       const int index = static_cast<int>(batch.documents.size());
       batch.documents.push_back({first_id + index, length, mask});
       batch.segments.push_back({index, {0, length}, static_cast<int>(r)});

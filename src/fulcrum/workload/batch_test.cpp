@@ -67,6 +67,15 @@ TEST(BatchFromRankLayout, RejectsWhatDoesNotFitNamingTheField) {
   EXPECT_NE(message({}, 0).find("lengths: no ranks"), std::string::npos);
   EXPECT_NE(message({{}, {}}, 0).find("every rank is empty"), std::string::npos);
   EXPECT_NE(message({{2}}, -1).find("tokens_per_rank = -1"), std::string::npos);
+  try {
+    batch_from_rank_layout({{8, 6}}, 0, MaskSpec::striped(MaskSpec::causal(), 2, 2));
+    ADD_FAILURE() << "a striped mask took a 6-token document";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("lengths[0][1]: mask striped = 'striped:2:2:causal': document length = 6 "
+                                         "must be a multiple of ranks x block = 2 x 2 = 4"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(PackBatch, RejectsBadShapesAndLengths) {
@@ -74,6 +83,12 @@ TEST(PackBatch, RejectsBadShapesAndLengths) {
   EXPECT_THROW(pack_batch(docs_of({4}), 2, 0), Error);
   EXPECT_THROW(pack_batch(docs_of({0}), 2, 8), Error);
   EXPECT_THROW(pack_batch(docs_of({-3}), 2, 8), Error);
+  const MaskSpec striped = MaskSpec::striped(MaskSpec::causal(), 4, 1);
+  EXPECT_NO_THROW(pack_batch({{0, 8, striped}}, 2, 8));
+  EXPECT_THROW(pack_batch({{0, 6, striped}}, 2, 8), Error);
+  EXPECT_THROW(
+      pack_batch({{0, 8, MaskSpec::causal(), {MaskSpec::causal(), striped, MaskSpec::striped(striped, 3, 1)}}}, 2, 8),
+      Error);  // a head's mask needs a multiple of 12
 }
 
 TEST(BatchStream, EveryRankGetsExactlyItsBudgetAndRemaindersCarryOver) {

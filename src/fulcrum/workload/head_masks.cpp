@@ -35,6 +35,14 @@ void validate_head_masks(std::span<const MaskSpec> head_masks, int q_heads, std:
   }
 }
 
+void check_mask_lengths(const MaskSpec& mask, std::span<const MaskSpec> head_masks, Tokens doc_len,
+                        std::string_view field) {
+  mask.check_length(doc_len, field);
+  for (std::size_t h = 0; h < head_masks.size(); ++h) {
+    head_masks[h].check_length(doc_len, fmt::format("{}.head_masks[{}]", field, h));
+  }
+}
+
 void validate_head_range(HeadRange heads, int q_heads, std::string_view field) {
   if (heads.all()) {
     if (heads.begin != 0) fail("{} = [{}, all): an all-heads range must begin at 0", field, heads.begin);

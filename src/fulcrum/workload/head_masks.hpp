@@ -32,6 +32,12 @@ std::vector<Range> keys_needed(std::span<const MaskRun> runs, Range queries, Ran
 /// `field` names it in the error, e.g. "documents[3].head_masks".
 void validate_head_masks(std::span<const MaskSpec> head_masks, int q_heads, std::string_view field);
 
+/// Checks that a document of doc_len tokens suits `mask` and every mask of `head_masks`
+/// (MaskSpec::check_length: striped masks need multiples of ranks x block). `field` names the document,
+/// e.g. "documents[3]"; a head mask's error names "<field>.head_masks[h]".
+void check_mask_lengths(const MaskSpec& mask, std::span<const MaskSpec> head_masks, Tokens doc_len,
+                        std::string_view field);
+
 /// Checks a head range against the model: all, or 0 <= begin < end <= q_heads.
 void validate_head_range(HeadRange heads, int q_heads, std::string_view field);
 

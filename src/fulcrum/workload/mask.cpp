@@ -54,6 +54,10 @@ constexpr MaskKindInfo kMaskKinds[] = {
     {MaskKind::kSharedQuestion, "shared-question", "shared-question:A:P", "shared-question:3:25"},
     {MaskKind::kVerticalSlash, "vslash", "vslash:V1,V2,..:S1,S2,..", "vslash:0,7:0,2"},
     {MaskKind::kBlockSparse, "blocksparse", "blocksparse:B:QB-KB,..", "blocksparse:4:0-0,1-0,2-1,2-2,4-4"},
+    {MaskKind::kVerticalSlashBlocks, "vsblocks", "vsblocks:G:V1,V2,..:D1,D2,..", "vsblocks:4:0,9:0,2"},
+    // One rank and one-token blocks: valid for documents of any length (striped lengths must be
+    // multiples of ranks x block), its permutation the identity.
+    {MaskKind::kStriped, "striped", "striped:W:G:INNER", "striped:1:1:vsblocks:2:5:0,3"},
 };
 
 constexpr bool rows_in_declaration_order() {
@@ -136,6 +140,10 @@ MaskSpec MaskSpec::parse(std::string_view text) {
   for (const auto& r : kMaskKinds) {
     if (parts[0] == r.name) row = &r;
   }
+  // The inner mask of striped is its last field and may hold colons of its own.
+  if (row != nullptr && row->kind == MaskKind::kStriped && parts.size() >= 4) {
+    return mask_detail::parse_striped(text, parts);
+  }
   // Fields after the name: as many as the syntax has.
   if (row != nullptr && parts.size() == split_fields(row->syntax, ':').size()) {
     switch (row->kind) {
@@ -148,7 +156,9 @@ MaskSpec MaskSpec::parse(std::string_view text) {
       case MaskKind::kSharedQuestion:
         return shared_question(parse_tokens(parts[1], "mask answers"), parse_tokens(parts[2], "mask question percent"));
       case MaskKind::kVerticalSlash:
-      case MaskKind::kBlockSparse: return mask_detail::parse_index_mask(parts);
+      case MaskKind::kBlockSparse:
+      case MaskKind::kVerticalSlashBlocks: return mask_detail::parse_index_mask(parts);
+      case MaskKind::kStriped: break;  // parsed above
     }
   }
   fail("mask = '{}': expected {}", text, mask_syntax_list(", "));
@@ -164,16 +174,19 @@ std::string MaskSpec::to_string() const {
     case MaskKind::kCausalBlockwise: return fmt::format("{}:{}:{}", name, block, window_blocks);
     case MaskKind::kSharedQuestion: return fmt::format("{}:{}:{}", name, answers, question_percent);
     case MaskKind::kVerticalSlash:
-    case MaskKind::kBlockSparse: return mask_detail::index_to_string(*this);
+    case MaskKind::kBlockSparse:
+    case MaskKind::kVerticalSlashBlocks: return mask_detail::index_to_string(*this);
+    case MaskKind::kStriped: return mask_detail::striped_to_string(*this);
   }
   return "?";
 }
 
 bool operator==(const MaskSpec& a, const MaskSpec& b) {
   const bool same_lists = a.lists == b.lists || (a.lists && b.lists && *a.lists == *b.lists);
+  const bool same_inner = a.inner == b.inner || (a.inner && b.inner && *a.inner == *b.inner);
   return a.kind == b.kind && a.window == b.window && a.sink == b.sink && a.block == b.block &&
          a.window_blocks == b.window_blocks && a.answers == b.answers && a.question_percent == b.question_percent &&
-         same_lists;
+         a.ranks == b.ranks && same_lists && same_inner;
 }
 
 bool MaskSpec::allows(Tokens q, Tokens k, Tokens doc_len) const {
@@ -186,7 +199,9 @@ bool MaskSpec::allows(Tokens q, Tokens k, Tokens doc_len) const {
     case MaskKind::kCausalBlockwise: return mask_detail::blockwise_allows(*this, q, k, doc_len);
     case MaskKind::kSharedQuestion: return mask_detail::shared_question_allows(*this, q, k, doc_len);
     case MaskKind::kVerticalSlash:
-    case MaskKind::kBlockSparse: return mask_detail::index_allows(*this, q, k);
+    case MaskKind::kBlockSparse:
+    case MaskKind::kVerticalSlashBlocks: return mask_detail::index_allows(*this, q, k);
+    case MaskKind::kStriped: return mask_detail::striped_allows(*this, q, k, doc_len);
   }
   return false;
 }
@@ -201,6 +216,7 @@ std::uint64_t MaskSpec::row_bits(Tokens q, Tokens key_begin, int width, Tokens d
     if (keys.empty()) return 0;
     return mask_detail::index_row_bits(*this, q, keys.begin, keys.end) << (keys.begin - key_begin);
   }
+  if (kind == MaskKind::kStriped) return mask_detail::striped_row_bits(*this, q, tile, key_begin, doc_len);
   std::uint64_t bits = 0;
   for (const auto& r : visible(q, doc_len)) bits |= mask_detail::range_bits(intersect(r, tile), key_begin, width);
   return bits;
@@ -208,10 +224,12 @@ std::uint64_t MaskSpec::row_bits(Tokens q, Tokens key_begin, int width, Tokens d
 
 SmallRanges MaskSpec::visible(Tokens q, Tokens doc_len) const {
   switch (kind) {
-    case MaskKind::kFull: return {{0, doc_len}};
+    case MaskKind::kFull:
+    case MaskKind::kStriped: return {{0, doc_len}};
     case MaskKind::kCausal:
     case MaskKind::kVerticalSlash:
-    case MaskKind::kBlockSparse: return {{0, q + 1}};
+    case MaskKind::kBlockSparse:
+    case MaskKind::kVerticalSlashBlocks: return {{0, q + 1}};
     case MaskKind::kSlidingWindow: return {{std::max<Tokens>(0, q - window + 1), q + 1}};
     case MaskKind::kLambda: {
       const Tokens window_begin = std::max<Tokens>(0, q - window + 1);
@@ -241,7 +259,9 @@ Tokens MaskSpec::count_pairs(Range queries, Range keys, Tokens doc_len) const {
     case MaskKind::kCausalBlockwise: return mask_detail::blockwise_pairs(*this, queries, keys, doc_len);
     case MaskKind::kSharedQuestion: return mask_detail::shared_question_pairs(*this, queries, keys, doc_len);
     case MaskKind::kVerticalSlash:
-    case MaskKind::kBlockSparse: return mask_detail::index_pairs(*this, queries, keys);
+    case MaskKind::kBlockSparse:
+    case MaskKind::kVerticalSlashBlocks: return mask_detail::index_pairs(*this, queries, keys);
+    case MaskKind::kStriped: return mask_detail::striped_pairs(*this, queries, keys, doc_len);
   }
   return 0;
 }
@@ -280,10 +300,12 @@ std::vector<Tokens> MaskSpec::row_breakpoints(const std::vector<Tokens>& key_edg
   std::vector<Tokens> edges = key_edges;
   std::vector<Tokens> rows;
   switch (kind) {
-    case MaskKind::kFull: break;
+    case MaskKind::kFull:
+    case MaskKind::kStriped: break;  // its hull is the full square
     case MaskKind::kCausal:
     case MaskKind::kVerticalSlash:
-    case MaskKind::kBlockSparse: offsets = {0}; break;
+    case MaskKind::kBlockSparse:
+    case MaskKind::kVerticalSlashBlocks: offsets = {0}; break;
     case MaskKind::kSlidingWindow: offsets = {0, -window}; break;
     case MaskKind::kLambda:
       offsets = {0, -window};

@@ -1,4 +1,5 @@
-// Vertical-slash (MInference / MTraining) and block-sparse masks: index lists behind a shared payload.
+// Vertical-slash (MInference), blockified vertical-slash (MTraining) and block-sparse masks: index lists
+// behind a shared payload.
 // Every query is answered by binary search on the sorted lists, restricted to what a rectangle or a
 // row's tile can touch, so the kernel's per-tile `classify` and per-row `row_bits` stay cheap.
 #include "fulcrum/core/error.hpp"
@@ -78,7 +79,75 @@ Tokens block_sparse_pairs(const MaskIndexLists& l, Tokens block, Range queries, 
   return total;
 }
 
+// Blockified vertical-slash pairs in a rectangle: for each block offset d, the tiles (qb, qb - d); then
+// the vertical columns' rows whose tile is not already one of those. Blocks strictly inside the
+// rectangle are whole on both sides, so each offset costs O(1) and each column O(log |D|).
+Tokens vertical_slash_blocks_pairs(const MaskIndexLists& l, Tokens block, Range queries, Range keys) {
+  const auto& offsets = l.block_offsets;
+  auto has_offset = [&](Tokens d) { return std::binary_search(offsets.begin(), offsets.end(), d); };
+  auto count_offsets = [&](Tokens lo, Tokens hi) {  // offsets in [lo, hi]
+    return static_cast<Tokens>(std::upper_bound(offsets.begin(), offsets.end(), hi) -
+                               std::lower_bound(offsets.begin(), offsets.end(), lo));
+  };
+  const Tokens q_lo = queries.begin / block, q_hi = (queries.end - 1) / block;
+  const Tokens k_lo = keys.begin / block, k_hi = (keys.end - 1) / block;
+  Tokens total = 0;
+  // Offset d touches the rectangle iff some query block qb in [q_lo, q_hi] has qb - d in [k_lo, k_hi].
+  for (auto it = std::lower_bound(offsets.begin(), offsets.end(), q_lo - k_hi);
+       it != offsets.end() && *it <= q_hi - k_lo; ++it) {
+    const Tokens d = *it;
+    const Tokens first = std::max(q_lo, k_lo + d), last = std::min(q_hi, k_hi + d);
+    auto tile_pairs = [&](Tokens qb) {
+      return mask_detail::band_pairs(intersect(queries, block_range(block, qb)),
+                                     intersect(keys, block_range(block, qb - d)), 0);
+    };
+    // Only tiles in an edge row or column of blocks can be cut by the rectangle.
+    std::vector<Tokens> edges = {q_lo, q_hi, k_lo + d, k_hi + d};
+    std::erase_if(edges, [&](Tokens qb) { return qb < first || qb > last; });
+    sort_unique(edges);
+    for (Tokens qb : edges) total += tile_pairs(qb);
+    const Tokens whole_tile = d == 0 ? block * (block + 1) / 2 : block * block;
+    total += (last - first + 1 - static_cast<Tokens>(edges.size())) * whole_tile;
+  }
+  // Column v is seen by rows [max(q0, v), q1); rows in blocks at an active offset from v's block are
+  // counted above already.
+  const auto v_first = std::lower_bound(l.verticals.begin(), l.verticals.end(), keys.begin);
+  const auto v_last = std::lower_bound(v_first, l.verticals.end(), std::min(keys.end, queries.end));
+  for (auto it = v_first; it != v_last; ++it) {
+    const Range rows{std::max(queries.begin, *it), queries.end};
+    const Tokens v_block = *it / block, r_lo = rows.begin / block, r_hi = (rows.end - 1) / block;
+    Tokens covered = count_offsets(r_lo - v_block, r_hi - v_block) * block;
+    for (Tokens rb : {r_lo, r_hi}) {  // edge blocks hold fewer than `block` of the rows
+      if (has_offset(rb - v_block)) covered += intersect(rows, block_range(block, rb)).size() - block;
+      if (r_lo == r_hi) break;
+    }
+    total += rows.size() - covered;
+  }
+  return total;
+}
+
 }  // namespace
+
+MaskSpec MaskSpec::vertical_slash_blocks(Tokens block, std::vector<Tokens> verticals,
+                                         std::vector<Tokens> block_offsets) {
+  if (block < 1) fail("mask block = {}: must be >= 1", block);
+  for (Tokens v : verticals) {
+    if (v < 0) fail("mask vertical = {}: must be >= 0", v);
+  }
+  for (Tokens d : block_offsets) {
+    if (d < 0) fail("mask block offset = {}: must be >= 0", d);
+  }
+  sort_unique(verticals);
+  sort_unique(block_offsets);
+  auto lists = std::make_shared<MaskIndexLists>();
+  lists->verticals = std::move(verticals);
+  lists->block_offsets = std::move(block_offsets);
+  MaskSpec m;
+  m.kind = MaskKind::kVerticalSlashBlocks;
+  m.block = block;
+  m.lists = std::move(lists);
+  return m;
+}
 
 MaskSpec MaskSpec::vertical_slash(std::vector<Tokens> verticals, std::vector<Tokens> slashes) {
   for (Tokens v : verticals) {
@@ -123,6 +192,10 @@ bool index_allows(const MaskSpec& m, Tokens q, Tokens k) {
     return std::binary_search(l.verticals.begin(), l.verticals.end(), k) ||
            std::binary_search(l.slashes.begin(), l.slashes.end(), q - k);
   }
+  if (m.kind == MaskKind::kVerticalSlashBlocks) {
+    return std::binary_search(l.verticals.begin(), l.verticals.end(), k) ||
+           std::binary_search(l.block_offsets.begin(), l.block_offsets.end(), q / m.block - k / m.block);
+  }
   return std::binary_search(l.block_pairs.begin(), l.block_pairs.end(), BlockPair{q / m.block, k / m.block});
 }
 
@@ -142,6 +215,18 @@ std::uint64_t index_row_bits(const MaskSpec& m, Tokens q, Tokens key_begin, Toke
     return bits;
   }
   const Tokens q_block = q / m.block, k_last = (key_end - 1) / m.block;
+  if (m.kind == MaskKind::kVerticalSlashBlocks) {
+    for (auto it = std::lower_bound(l.verticals.begin(), l.verticals.end(), key_begin);
+         it != l.verticals.end() && *it < key_end; ++it) {
+      bits |= std::uint64_t{1} << (*it - key_begin);
+    }
+    // Key block q_block - d lies in [key_begin / block, k_last] iff d lies in [q_block - k_last, ...].
+    for (auto it = std::lower_bound(l.block_offsets.begin(), l.block_offsets.end(), q_block - k_last);
+         it != l.block_offsets.end() && *it <= q_block - key_begin / m.block; ++it) {
+      bits |= range_bits(intersect(block_range(m.block, q_block - *it), {key_begin, key_end}), key_begin, 64);
+    }
+    return bits;
+  }
   for (auto it = std::lower_bound(l.block_pairs.begin(), l.block_pairs.end(), BlockPair{q_block, key_begin / m.block});
        it != l.block_pairs.end() && it->first == q_block && it->second <= k_last; ++it) {
     bits |= range_bits(intersect(block_range(m.block, it->second), {key_begin, key_end}), key_begin, 64);
@@ -151,6 +236,7 @@ std::uint64_t index_row_bits(const MaskSpec& m, Tokens q, Tokens key_begin, Toke
 
 Tokens index_pairs(const MaskSpec& m, Range queries, Range keys) {
   if (m.kind == MaskKind::kVerticalSlash) return vertical_slash_pairs(*m.lists, queries, keys);
+  if (m.kind == MaskKind::kVerticalSlashBlocks) return vertical_slash_blocks_pairs(*m.lists, m.block, queries, keys);
   return block_sparse_pairs(*m.lists, m.block, queries, keys);
 }
 
@@ -158,6 +244,10 @@ std::string index_to_string(const MaskSpec& m) {
   const auto& l = *m.lists;
   if (m.kind == MaskKind::kVerticalSlash) {
     return fmt::format("{}:{}:{}", mask_kind_info(m.kind).name, fmt::join(l.verticals, ","), fmt::join(l.slashes, ","));
+  }
+  if (m.kind == MaskKind::kVerticalSlashBlocks) {
+    return fmt::format("{}:{}:{}:{}", mask_kind_info(m.kind).name, m.block, fmt::join(l.verticals, ","),
+                       fmt::join(l.block_offsets, ","));
   }
   std::string out = fmt::format("{}:{}:", mask_kind_info(m.kind).name, m.block);
   for (std::size_t i = 0; i < l.block_pairs.size(); ++i) {
@@ -169,6 +259,10 @@ std::string index_to_string(const MaskSpec& m) {
 MaskSpec parse_index_mask(const std::vector<std::string_view>& parts) {
   if (parts[0] == mask_kind_info(MaskKind::kVerticalSlash).name) {
     return MaskSpec::vertical_slash(parse_list(parts[1], "mask vertical"), parse_list(parts[2], "mask slash"));
+  }
+  if (parts[0] == mask_kind_info(MaskKind::kVerticalSlashBlocks).name) {
+    return MaskSpec::vertical_slash_blocks(parse_tokens(parts[1], "mask block"), parse_list(parts[2], "mask vertical"),
+                                           parse_list(parts[3], "mask block offset"));
   }
   const Tokens block = parse_tokens(parts[1], "mask block");
   std::vector<BlockPair> pairs;

@@ -1,7 +1,8 @@
 // Internal to workload/: the arithmetic MaskSpec's methods dispatch to, one file per family.
 //  mask.cpp          the simple bands (causal, full, window, lambda), parsing, dispatch
 //  mask_blocks.cpp   causal-blockwise and shared-question: bands whose clip ranges change per block
-//  mask_index.cpp    vertical-slash and block-sparse: index lists behind a shared payload
+//  mask_index.cpp    vertical-slash, vsblocks and block-sparse: index lists behind a shared payload
+//  mask_striped.cpp  striped: another mask over a block-striped permutation of the document
 // Every function here takes `queries`/`keys` already clipped to [0, doc_len) and non-empty unless it
 // says otherwise.
 #pragma once
@@ -40,13 +41,22 @@ Tokens shared_question_pairs(const MaskSpec& m, Range queries, Range keys, Token
 SmallRanges shared_question_keys_needed(const MaskSpec& m, Range queries, Range keys, Tokens doc_len);
 void shared_question_shape_rows(const MaskSpec& m, Tokens doc_len, std::vector<Tokens>& rows);
 
-// Vertical-slash and block-sparse (mask_index.cpp). `q`, `k` in [0, doc_len).
+// Vertical-slash, vsblocks and block-sparse (mask_index.cpp). `q`, `k` in [0, doc_len).
 bool index_allows(const MaskSpec& m, Tokens q, Tokens k);
 /// Row q's bits for keys [key_begin, key_end) with key_end <= min(q + 1, doc_len), key_begin <= key_end.
 std::uint64_t index_row_bits(const MaskSpec& m, Tokens q, Tokens key_begin, Tokens key_end);
 Tokens index_pairs(const MaskSpec& m, Range queries, Range keys);
 std::string index_to_string(const MaskSpec& m);
-/// "vslash" or "blocksparse" with its fields; fails naming the field.
+/// "vslash", "vsblocks" or "blocksparse" with its fields; fails naming the field.
 MaskSpec parse_index_mask(const std::vector<std::string_view>& parts);
+
+// Striped (mask_striped.cpp). `q`, `k` in [0, doc_len), doc_len a multiple of ranks x block.
+bool striped_allows(const MaskSpec& m, Tokens q, Tokens k, Tokens doc_len);
+/// Row q's bits for the keys of `tile` (non-empty, within 64 keys of key_begin), bit j = key_begin + j.
+std::uint64_t striped_row_bits(const MaskSpec& m, Tokens q, Range tile, Tokens key_begin, Tokens doc_len);
+Tokens striped_pairs(const MaskSpec& m, Range queries, Range keys, Tokens doc_len);
+std::string striped_to_string(const MaskSpec& m);
+/// "striped:W:G:INNER" split at ':' into `parts` (at least four); INNER is the rest of `text`.
+MaskSpec parse_striped(std::string_view text, const std::vector<std::string_view>& parts);
 
 }  // namespace fulcrum::mask_detail

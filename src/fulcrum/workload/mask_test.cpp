@@ -39,12 +39,49 @@ std::vector<MaskSpec> fixed_masks() {
        MaskSpec::vertical_slash({}, {}),
        MaskSpec::block_sparse(4, {{0, 0}, {1, 0}, {1, 1}, {2, 1}, {3, 0}, {3, 3}, {5, 2}, {7, 7}, {2, 5}}),
        MaskSpec::block_sparse(1, {{0, 0}, {1, 0}, {2, 2}, {9, 4}, {100, 99}}),
-       MaskSpec::block_sparse(16, {{0, 0}, {1, 1}, {2, 0}, {2, 2}, {3, 1}, {4, 4}, {5, 0}, {5, 5}, {6, 6}})});
+       MaskSpec::block_sparse(16, {{0, 0}, {1, 1}, {2, 0}, {2, 2}, {3, 1}, {4, 4}, {5, 0}, {5, 5}, {6, 6}}),
+       MaskSpec::vertical_slash_blocks(4, {0, 5, 17, 100, 250}, {0, 1, 5}),
+       MaskSpec::vertical_slash_blocks(1, {}, {0}),
+       MaskSpec::vertical_slash_blocks(16, {3, 40}, {0, 2}),
+       MaskSpec::vertical_slash_blocks(3, {2, 4}, {}),
+       MaskSpec::vertical_slash_blocks(64, {}, {1}),
+       MaskSpec::striped(MaskSpec::causal(), 4, 1),
+       MaskSpec::striped(MaskSpec::vertical_slash_blocks(4, {0, 7}, {0, 1, 5}), 2, 4),
+       MaskSpec::striped(MaskSpec::vertical_slash_blocks(2, {3}, {0, 3}), 3, 1),
+       MaskSpec::striped(MaskSpec::sliding_window(9), 3, 2),
+       MaskSpec::striped(MaskSpec::shared_question(3, 25), 2, 8),
+       MaskSpec::striped(MaskSpec::full(), 1, 7),
+       MaskSpec::striped(MaskSpec::striped(MaskSpec::causal(), 2, 2), 3, 1)});  // nested permutations
 }
 
-// Index masks drawn for a document of len tokens: dense enough to hit every code path.
-MaskSpec random_index_mask(Rng& rng, Tokens len) {
-  if (rng.uniform() < 0.5) {
+// A length >= len that `mask` accepts (striped masks need multiples of ranks x block).
+Tokens fit_length(const MaskSpec& mask, Tokens len) {
+  const Tokens m = mask.length_multiple();
+  return (len + m - 1) / m * m;
+}
+
+// Index masks and striped masks drawn for a document of about len tokens: dense enough to hit every
+// code path.
+MaskSpec random_listed_mask(Rng& rng, Tokens len) {
+  const double draw = rng.uniform();
+  if (draw < 0.25) {
+    std::vector<Tokens> v, d;
+    const Tokens block = rng.uniform_int(1, 20);
+    for (Tokens i = 0; i < len; ++i) {
+      if (rng.uniform() < 0.05) v.push_back(i);
+    }
+    for (Tokens i = 0; i * block < len; ++i) {
+      if (rng.uniform() < 0.2) d.push_back(i);
+    }
+    return MaskSpec::vertical_slash_blocks(block, v, d);
+  }
+  if (draw < 0.5) {
+    const auto ranks = static_cast<int>(rng.uniform_int(1, 5));
+    const Tokens block = rng.uniform() < 0.3 ? 1 : rng.uniform_int(1, 12);
+    const MaskSpec inner = rng.uniform() < 0.2 ? MaskSpec::lambda(3, 7) : random_listed_mask(rng, len);
+    return MaskSpec::striped(inner, ranks, block);
+  }
+  if (draw < 0.75) {
     std::vector<Tokens> v, s;
     for (Tokens i = 0; i < len; ++i) {
       if (rng.uniform() < 0.08) v.push_back(i);
@@ -99,12 +136,11 @@ void for_each_case(std::uint64_t seed, const std::function<void(const MaskSpec&,
     return out;
   };
   for (const auto& mask : fixed_masks()) {
-    for (Tokens len : lengths()) check(mask, Oracle(mask, len), rng);
+    for (Tokens len : lengths()) check(mask, Oracle(mask, fit_length(mask, len)), rng);
   }
-  for (int i = 0; i < 24; ++i) {
-    const Tokens len = rng.uniform_int(1, 300);
-    const auto mask = random_index_mask(rng, len);
-    check(mask, Oracle(mask, len), rng);
+  for (int i = 0; i < 40; ++i) {
+    const auto mask = random_listed_mask(rng, rng.uniform_int(1, 300));
+    check(mask, Oracle(mask, fit_length(mask, rng.uniform_int(1, 300))), rng);
   }
 }
 
@@ -128,14 +164,20 @@ TEST(MaskSpec, PairCountsEqualBruteForceOverAllows) {
   });
 }
 
-TEST(MaskSpec, VisibleEqualsAllowsRowByRowOrIsTheCausalHull) {
+TEST(MaskSpec, VisibleEqualsAllowsRowByRowOrIsTheHull) {
   for_each_case(6, [](const MaskSpec& mask, const Oracle& o, Rng&) {
     for (Tokens q = 0; q < o.len; ++q) {
       const auto visible = mask.visible(q, o.len);
       ASSERT_LE(visible.size(), 2) << describe(mask, o.len) << " q=" << q;
       for (int i = 1; i < visible.size(); ++i) ASSERT_LT(visible[i - 1].end, visible[i].begin) << describe(mask, o.len);
-      if (mask.is_index_list()) {
-        ASSERT_EQ(visible, (SmallRanges{{0, q + 1}})) << describe(mask, o.len) << " q=" << q;
+      if (mask.plans_over_hull()) {
+        const SmallRanges hull = mask.is_index_list() ? SmallRanges{{0, q + 1}} : SmallRanges{{0, o.len}};
+        ASSERT_EQ(visible, hull) << describe(mask, o.len) << " q=" << q;
+        for (Tokens k = 0; k < o.len; ++k) {  // the hull holds every visible pair
+          if (o.at(q, k)) {
+            ASSERT_TRUE(hull[0].contains(k)) << describe(mask, o.len) << " q=" << q << " k=" << k;
+          }
+        }
         continue;
       }
       for (Tokens k = 0; k < o.len; ++k) {
@@ -198,7 +240,7 @@ TEST(MaskSpec, KeysNeededIsExactlyTheUnionOfVisibleKeys) {
       const auto needed = mask.keys_needed(q, k, o.len);
       ASSERT_EQ(needed.to_vector(), union_of_visible.ranges())
           << describe(mask, o.len) << " q=" << show(q) << " k=" << show(k);
-      if (mask.is_index_list()) continue;
+      if (mask.plans_over_hull()) continue;
       RangeSet union_of_allowed;  // band masks: also straight from the definition
       for (Tokens row = q.begin; row < q.end; ++row) {
         for (Tokens key = k.begin; key < k.end; ++key) {
