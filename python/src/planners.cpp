@@ -178,7 +178,10 @@ void bind_planners(py::module_& m) {
       .def_property_readonly("capabilities", &Planner::capabilities, py::return_value_policy::copy)
       .def("plan", &Planner::plan, py::arg("batch"), py::call_guard<py::gil_scoped_release>(),
            "Plans one batch (the GIL is released while it runs). Stateful planners (wlb) carry deferred "
-           "documents into the next call, so one Planner serves one stream of batches.");
+           "documents into the next call, so one Planner serves one stream of batches.")
+      .def("document_length_multiple", &Planner::document_length_multiple, py::arg("ranks"),
+           "Document lengths it accepts on `ranks` ranks are multiples of this (striped layouts: ranks x "
+           "stripe; else 1).");
   m.def("make_planner", &make_planner, py::arg("name"), py::arg("options"));
   m.def("planner_names", &planner_names);
 }

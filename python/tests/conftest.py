@@ -38,3 +38,20 @@ def heavy_lengths(seed):
 
 def heavy_options():
     return fulcrum.PlannerOptions(fulcrum.model_shape("llama3-8b"), tolerance=0.01, granularity=16)
+
+
+def whole_stripes(planner: fulcrum.Planner, batch: fulcrum.Batch) -> fulcrum.Batch:
+    """``batch`` for ``planner``: unchanged, or for striped layouts (which take documents of whole stripes,
+    other lengths being bad input) every document cut to whole stripes and packed again."""
+    multiple = planner.document_length_multiple(batch.ranks)
+    if multiple == 1:
+        return batch
+    docs = []
+    for d in batch.documents:
+        if d.length >= multiple:
+            doc = fulcrum.Document(d.id, d.length // multiple * multiple, d.mask)
+            doc.head_masks = list(d.head_masks)
+            docs.append(doc)
+    docs = docs or [fulcrum.Document(0, multiple)]
+    total = sum(d.length for d in docs)
+    return fulcrum.pack_batch(docs, batch.ranks, max(batch.tokens_per_rank, -(-total // batch.ranks)))

@@ -3,7 +3,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import HEAVY_RANKS, HEAVY_TOKENS, heavy_lengths, heavy_options
+from conftest import HEAVY_RANKS, HEAVY_TOKENS, heavy_lengths, heavy_options, whole_stripes
 
 import fulcrum
 
@@ -14,6 +14,11 @@ def test_every_planner_gives_a_verified_plan_as_arrays(name, model, batch):
     assert planner.name == name
     caps = planner.capabilities
     assert "causal" in caps.masks and isinstance(caps.moves_attention, bool)
+    multiple = planner.document_length_multiple(batch.ranks)
+    if any(d.length % multiple for d in batch.documents):
+        with pytest.raises(fulcrum.InputError, match="whole blocks"):
+            planner.plan(batch)
+        batch = whole_stripes(planner, batch)
     assignment = planner.plan(batch)
     assert assignment.planner == name
     report = fulcrum.verify(assignment)

@@ -18,6 +18,7 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="fulcrum.torch needs PyTorch (pip install .[torch])")
 import fulcrum.torch as ft  # noqa: E402
+from conftest import whole_stripes  # noqa: E402
 from gloo_group import run_on_gloo  # noqa: E402
 
 import fulcrum  # noqa: E402
@@ -62,7 +63,12 @@ def make_batch(ranks: int, tokens_per_rank: int, masks: tuple[str, ...], seed: i
 def allowed(spec: str, n: int) -> torch.Tensor:
     """The mask as a [query, key] boolean matrix over a whole document, from the masks' definitions."""
     q, k = torch.arange(n)[:, None], torch.arange(n)[None, :]
-    kind, *params = spec.split(":")
+    kind, *params = spec.split(":", 3 if spec.startswith("striped:") else -1)
+    if kind == "striped":  # stored permuted: slot p holds position source[p] (block-striped over W ranks)
+        ranks, block, inner = int(params[0]), int(params[1]), params[2]
+        local = torch.arange(n) % (n // ranks)
+        source = ((local // block) * ranks + torch.arange(n) // (n // ranks)) * block + local % block
+        return allowed(inner, n)[source][:, source]
     if kind == "full":
         return torch.ones(n, n, dtype=torch.bool)
     if kind == "causal":
@@ -98,16 +104,17 @@ def check_case(rank: int, batch: fulcrum.Batch, planner: str, backend: str, mode
                references: dict) -> list[str]:
     """Runs one planner's StepPlan forward and backward; returns what differs from the reference."""
     options = fulcrum.PlannerOptions(model_shape(), **PLANNER_OPTIONS.get(planner, {}))
-    assignment = fulcrum.make_planner(planner.split("+")[0], options).plan(batch)
+    made = fulcrum.make_planner(planner.split("+")[0], options)
+    assignment = made.plan(whole_stripes(made, batch))
     if planner == HEAD_SPLIT:
         assert any(t.heads is not None for t in assignment.tasks), "the head-split case must split heads"
     step = ft.compile_step(assignment, model_shape(), mode=mode, dtype=dtype)
     docs = assignment.batch.documents
     for d in docs:
-        if (d.id, d.length, dtype) not in references:
-            references[d.id, d.length, dtype] = reference(d, *document_data(d, dtype))
+        if (d.id, d.length, str(d.mask), dtype) not in references:
+            references[d.id, d.length, str(d.mask), dtype] = reference(d, *document_data(d, dtype))
     data = {i: document_data(d, dtype) for i, d in enumerate(docs)}
-    want = {i: references[d.id, d.length, dtype] for i, d in enumerate(docs)}
+    want = {i: references[d.id, d.length, str(d.mask), dtype] for i, d in enumerate(docs)}
 
     def rows(source: dict, field: int) -> torch.Tensor:
         return torch.cat([source[o.doc][field][o.begin : o.end] for o in step.owned(rank)])

@@ -13,6 +13,7 @@ import pytest
 
 pytest.importorskip("torch", reason="fulcrum.torch needs PyTorch (pip install .[torch])")
 
+from conftest import whole_stripes
 from fulcrum.torch.program import Launch, ParsedPlan, Transfer, Wait, parse_plan
 
 import fulcrum
@@ -36,8 +37,8 @@ def plans(ranks: int):
             kept.append(min(length, total - sum(kept)))
     batch = fulcrum.pack_batch(fulcrum.documents(kept), ranks, 160)
     for planner in fulcrum.planner_names():
-        assignment = fulcrum.make_planner(planner, fulcrum.PlannerOptions(model_shape(), **OPTIONS.get(planner, {})))
-        assignment = assignment.plan(batch)
+        made = fulcrum.make_planner(planner, fulcrum.PlannerOptions(model_shape(), **OPTIONS.get(planner, {})))
+        assignment = made.plan(whole_stripes(made, batch))
         for mode in ("pingpong", "single-stream"):
             for pass_ in ("forward", "backward"):
                 yield f"{planner}/{mode}/{pass_}", parse_plan(fulcrum.compile_plan(assignment, model_shape(), pass_,

@@ -68,12 +68,19 @@ def split_documents(batch: fulcrum.Batch) -> int:
     return sum(len(r) > 1 for r in ranks.values())
 
 
+# Striped layouts (striped, mtraining) store documents permuted, so the model's layers cannot run on their
+# rows (PackedRows refuses them, test_torch_models); they train nothing here.
+TINY = fulcrum.PlannerOptions(fulcrum.model_shape("tiny"))
+TRAINED = [name for name in fulcrum.planner_names()
+           if fulcrum.make_planner(name, TINY).document_length_multiple(2) == 1]
+
+
 def train_every_planner(rank: int, world: int, out_dir: str) -> dict[str, list[dict]]:
     """On each rank of the gloo group: 20 steps of each planner. Returns per planner and step what the plan
     trained and the loss; rank 0 saves each planner's first-step gradients to out_dir."""
     out = {}
     shape = train_llama.model_shape(CONFIG)
-    for name in fulcrum.planner_names():
+    for name in TRAINED:
         model, optimizer = new_model()
         options = train_llama.planner_options(name, shape, world, SEED, PLANNER_OPTIONS.get(name))
         planner = fulcrum.make_planner(name, options)
@@ -147,7 +154,7 @@ def distributed(request, tmp_path_factory):
     return world, per_rank[0], out_dir
 
 
-@pytest.mark.parametrize("planner", fulcrum.planner_names())
+@pytest.mark.parametrize("planner", TRAINED)
 def test_distributed_training_equals_one_process(distributed, planner):
     world, runs, out_dir = distributed
     steps = runs[planner]

@@ -75,6 +75,13 @@ class PackedRows:
         self.doc_masks = tuple(doc_masks) if doc_masks is not None else ("causal",) * len(self.doc_lengths)
         if len(self.doc_masks) != len(self.doc_lengths):
             raise _core.InputError(f"doc_masks: {len(self.doc_masks)} masks for {len(self.doc_lengths)} documents")
+        if "striped" in self.doc_masks:
+            # Rows of a striped layout are slots of a permuted document: positions and next-token labels
+            # would be the slots', silently wrong. MTraining shuffles into that layout around attention only.
+            raise _core.InputError(
+                f"documents[{self.doc_masks.index('striped')}] is stored permuted (a striped layout: mtraining, "
+                "striped): its rows are not in position order, so model layers cannot run on them; "
+                "fulcrum.torch.attention runs such plans, the layers need a contiguous layout (ring, zigzag, ...)")
         row = 0
         for i, p in enumerate(self.pieces):
             if not 0 <= p.doc < len(self.doc_lengths):

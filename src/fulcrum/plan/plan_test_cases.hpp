@@ -13,6 +13,20 @@
 
 namespace fulcrum::testing {
 
+/// `batch` with every document's length rounded down to a multiple of `multiple` (documents that round
+/// to nothing left out), packed again on the same ranks: a batch a striped planner accepts.
+inline Batch with_length_multiple(const Batch& batch, Tokens multiple) {
+  std::vector<Document> docs;
+  for (const auto& d : batch.documents) {
+    if (d.length / multiple > 0) docs.push_back({d.id, d.length / multiple * multiple, d.mask, d.head_masks});
+  }
+  if (docs.empty())
+    docs.push_back({0, multiple, batch.documents.empty() ? MaskSpec::causal() : batch.documents[0].mask, {}});
+  Tokens total = 0;
+  for (const auto& d : docs) total += d.length;
+  return pack_batch(docs, batch.ranks, std::max(batch.tokens_per_rank, (total + batch.ranks - 1) / batch.ranks));
+}
+
 inline Assignment random_assignment(std::uint64_t seed, const MaskSpec& mask, int max_ranks = 4) {
   Rng rng(seed);
   const int ranks = static_cast<int>(rng.uniform_int(1, max_ranks));

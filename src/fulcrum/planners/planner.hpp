@@ -64,6 +64,9 @@ class Planner {
   /// The longest document kept whole when each rank holds `tokens_per_rank` tokens and groups have `cp`
   /// ranks (packing planners cut longer ones into pieces, losing the attention between them).
   virtual Tokens longest_whole_document(Tokens tokens_per_rank, int cp) const;
+  /// Document lengths this planner accepts on `ranks` ranks are multiples of this (striped layouts:
+  /// ranks x stripe; 1 for every other planner). Other lengths are bad input naming the option.
+  virtual Tokens document_length_multiple(int /*ranks*/) const { return 1; }
 
  protected:
   virtual Assignment do_plan(const Batch& batch) = 0;

@@ -6,6 +6,7 @@
 #include "fulcrum/planners/baselines/wlb.hpp"
 #include "fulcrum/planners/dcp/dcp_planner.hpp"
 #include "fulcrum/planners/distca/distca_planner.hpp"
+#include "fulcrum/planners/mtraining/striped_ring.hpp"
 #include "fulcrum/planners/planner.hpp"
 
 #include <fmt/ranges.h>
@@ -34,9 +35,9 @@ void check_shared_options(const std::vector<PlannerRegistration>& registry) {
 
 const std::vector<PlannerRegistration>& planner_registry() {
   static const std::vector<PlannerRegistration> registry = [] {
-    std::vector<PlannerRegistration> r = {distca_registration(),    dcp_registration(), packed_registration(),
-                                          perdoc_cp_registration(), wlb_registration(), ring_registration(),
-                                          zigzag_registration()};
+    std::vector<PlannerRegistration> r = {distca_registration(),    dcp_registration(),     packed_registration(),
+                                          perdoc_cp_registration(), wlb_registration(),     ring_registration(),
+                                          zigzag_registration(),    striped_registration(), mtraining_registration()};
     check_shared_options(r);
     return r;
   }();

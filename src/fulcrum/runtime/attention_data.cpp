@@ -18,13 +18,21 @@ struct WholeDocument {
   std::vector<Real> o, lse, dq, dk, dv;
 };
 
-template <class Real>
-std::vector<Real> generate(std::uint64_t seed, Field field, const Document& doc, Tokens row_values) {
-  std::vector<Real> out(static_cast<std::size_t>(doc.length * row_values));
-  for (Tokens p = 0; p < doc.length; ++p) {
-    for (Tokens e = 0; e < row_values; ++e) out[p * row_values + e] = token_value(seed, field, doc.id, p, e);
+// Rows [first, first + out.size() / row_values) of `field` of `doc`, in the document's stored order.
+void generate_rows(const TokenData& data, const HeadLayout& h, Field field, const Document& doc, Tokens first,
+                   std::span<float> out) {
+  const auto width = static_cast<std::size_t>(h.row_values(field));
+  for (std::size_t i = 0; i * width < out.size(); ++i) {
+    const Tokens slot = first + static_cast<Tokens>(i);
+    data.row(h, field, doc, doc.mask.source_position(slot, doc.length), out.subspan(i * width, width));
   }
-  return out;
+}
+
+template <class Real>
+std::vector<Real> generate(const TokenData& data, const HeadLayout& h, Field field, const Document& doc) {
+  std::vector<float> rows(static_cast<std::size_t>(doc.length * h.row_values(field)));
+  generate_rows(data, h, field, doc, 0, rows);
+  return std::vector<Real>(rows.begin(), rows.end());
 }
 
 kernels::AttentionShape shape_of(const HeadLayout& h) {
@@ -35,17 +43,17 @@ kernels::AttentionShape shape_of(const HeadLayout& h) {
   return s;
 }
 
-WholeDocument<double> reference_document(const HeadLayout& h, const Document& doc, std::uint64_t seed,
+WholeDocument<double> reference_document(const HeadLayout& h, const Document& doc, const TokenData& data,
                                          ReferenceKind kind) {
   const std::vector<kernels::AttentionTask> tasks = {
       {{0, {RowSpan{0, 0, doc.length}, RowSpan{}}, {0, 0, doc.length}}, doc.length, doc.mask, doc.head_masks}};
   const auto shape = shape_of(h);
   WholeDocument<double> out;
   if (kind == ReferenceKind::kFp64) {
-    out.q = generate<double>(seed, Field::kQ, doc, h.row_values(Field::kQ));
-    out.k = generate<double>(seed, Field::kK, doc, h.row_values(Field::kK));
-    out.v = generate<double>(seed, Field::kV, doc, h.row_values(Field::kV));
-    out.d_o = generate<double>(seed, Field::kDO, doc, h.row_values(Field::kDO));
+    out.q = generate<double>(data, h, Field::kQ, doc);
+    out.k = generate<double>(data, h, Field::kK, doc);
+    out.v = generate<double>(data, h, Field::kV, doc);
+    out.d_o = generate<double>(data, h, Field::kDO, doc);
     auto r = kernels::reference_attention(tasks, shape, out.q, out.k, out.v, out.d_o);
     out.o = std::move(r.o);
     out.lse = std::move(r.lse);
@@ -54,10 +62,10 @@ WholeDocument<double> reference_document(const HeadLayout& h, const Document& do
     out.dv = std::move(r.dv);
     return out;
   }
-  auto q = generate<float>(seed, Field::kQ, doc, h.row_values(Field::kQ));
-  auto k = generate<float>(seed, Field::kK, doc, h.row_values(Field::kK));
-  auto v = generate<float>(seed, Field::kV, doc, h.row_values(Field::kV));
-  auto d_o = generate<float>(seed, Field::kDO, doc, h.row_values(Field::kDO));
+  auto q = generate<float>(data, h, Field::kQ, doc);
+  auto k = generate<float>(data, h, Field::kK, doc);
+  auto v = generate<float>(data, h, Field::kV, doc);
+  auto d_o = generate<float>(data, h, Field::kDO, doc);
   std::vector<float> o(q.size()), lse(static_cast<std::size_t>(doc.length * h.q_heads)), dq(q.size(), 0.0f),
       dk(k.size(), 0.0f), dv(v.size(), 0.0f);
   const Tokens n = doc.length;
@@ -102,7 +110,40 @@ float token_value(std::uint64_t seed, Field field, std::int64_t doc_id, Tokens p
   return static_cast<float>(static_cast<double>(h >> 40) * 0x1p-23 - 1.0);  // 24 bits: exact in fp32
 }
 
-void fill_inputs(const Plan& plan, const Batch& batch, std::uint64_t seed, RankBuffers& buffers) {
+void HashedTokenData::row(const HeadLayout&, Field field, const Document& doc, Tokens position,
+                          std::span<float> out) const {
+  for (std::size_t e = 0; e < out.size(); ++e)
+    out[e] = token_value(seed_, field, doc.id, position, static_cast<Tokens>(e));
+}
+
+SyntheticTokenData::SyntheticTokenData(std::uint64_t seed, const HeadLayout& heads, const Batch& batch) {
+  for (const auto& doc : batch.documents) {
+    documents_.try_emplace(doc.id, mix64(seed ^ mix64(static_cast<std::uint64_t>(doc.id))), heads.q_heads,
+                           heads.kv_heads, heads.head_dim, doc.length);
+  }
+}
+
+const sparse::SyntheticAttention& SyntheticTokenData::document(std::int64_t doc_id) const {
+  const auto it = documents_.find(doc_id);
+  FULCRUM_CHECK(it != documents_.end(), "no synthetic data for document {}", doc_id);
+  return it->second;
+}
+
+void SyntheticTokenData::row(const HeadLayout& heads, Field field, const Document& doc, Tokens position,
+                             std::span<float> out) const {
+  using sparse::SyntheticTensor;
+  const SyntheticTensor tensor = field == Field::kQ   ? SyntheticTensor::kQ
+                                 : field == Field::kK ? SyntheticTensor::kK
+                                 : field == Field::kV ? SyntheticTensor::kV
+                                                      : SyntheticTensor::kDO;
+  const auto& source = document(doc.id);
+  const auto d = static_cast<std::size_t>(heads.head_dim);
+  for (int head = 0; head < heads.heads_of(field); ++head) {
+    source.row(tensor, position, head, out.subspan(static_cast<std::size_t>(head) * d, d));
+  }
+}
+
+void fill_inputs(const Plan& plan, const Batch& batch, const TokenData& data, RankBuffers& buffers) {
   FULCRUM_CHECK(plan.heads.dtype_bytes == 4, "generated inputs are fp32");
   const Program& program = plan.programs.at(static_cast<std::size_t>(buffers.rank()));
   for (Field field : {Field::kQ, Field::kK, Field::kV, Field::kDO}) {
@@ -111,10 +152,8 @@ void fill_inputs(const Plan& plan, const Batch& batch, std::uint64_t seed, RankB
     const Tokens width = plan.heads.row_values(field);
     for (const auto& owned : program.owned) {
       auto* out = reinterpret_cast<float*>(buffers.row({index, owned.row, owned.tokens.size()}));
-      const auto& doc = batch.documents.at(owned.doc);
-      for (Tokens p = owned.tokens.begin; p < owned.tokens.end; ++p) {
-        for (Tokens e = 0; e < width; ++e) *out++ = token_value(seed, field, doc.id, p, e);
-      }
+      generate_rows(data, plan.heads, field, batch.documents.at(owned.doc), owned.tokens.begin,
+                    {out, static_cast<std::size_t>(owned.tokens.size() * width)});
     }
   }
 }
@@ -136,7 +175,7 @@ const char* to_string(ReferenceKind kind) {
 }
 
 ErrorParts compare_with_reference(const Plan& forward, RankBuffers& forward_buffers, const Plan& backward,
-                                  RankBuffers& backward_buffers, const Batch& batch, std::uint64_t seed,
+                                  RankBuffers& backward_buffers, const Batch& batch, const TokenData& data,
                                   ReferenceKind kind) {
   ErrorParts parts;
   if (kind == ReferenceKind::kNone) return parts;
@@ -146,7 +185,7 @@ ErrorParts compare_with_reference(const Plan& forward, RankBuffers& forward_buff
   std::map<int, std::vector<OwnedRows>> by_doc;
   for (const auto& owned : fwd.owned) by_doc[owned.doc].push_back(owned);
   for (const auto& [doc_index, rows] : by_doc) {
-    const auto ref = reference_document(h, batch.documents.at(doc_index), seed, kind);
+    const auto ref = reference_document(h, batch.documents.at(doc_index), data, kind);
     const std::array<const std::vector<double>*, 5> want = {&ref.o, &ref.lse, &ref.dq, &ref.dk, &ref.dv};
     const std::array<Field, 5> fields = {Field::kO, Field::kLse, Field::kDQ, Field::kDK, Field::kDV};
     for (std::size_t t = 0; t < fields.size(); ++t) {

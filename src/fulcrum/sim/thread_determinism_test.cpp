@@ -4,12 +4,14 @@
 // (a reduction in thread order, a first-come tie break); changing the thread count between runs does.
 #include "fulcrum/cost/hardware_model.hpp"
 #include "fulcrum/plan/compile.hpp"
+#include "fulcrum/plan/plan_test_cases.hpp"
 #include "fulcrum/plan/serialize.hpp"
 #include "fulcrum/planners/planner.hpp"
 #include "fulcrum/sim/engine.hpp"
 #include "fulcrum/workload/length_source.hpp"
 
 #include <fmt/format.h>
+
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -37,7 +39,9 @@ Batch batch(std::uint64_t seed, const MaskSpec& mask) {
 // Everything a run produces that must not depend on the thread count, as bytes: both plans' binary
 // encodings and both simulated timelines with every time in hexadecimal floating point (exact).
 std::string plan_and_timeline(const std::string& planner, std::uint64_t seed, const MaskSpec& mask) {
-  const Assignment a = make_planner(planner, options())->plan(batch(seed, mask));
+  const auto p = make_planner(planner, options());
+  const Batch b = batch(seed, mask);
+  const Assignment a = p->plan(testing::with_length_multiple(b, p->document_length_multiple(b.ranks)));
   const HardwareModel hardware = hardware_preset("h200-dgx");
   std::string out;
   for (Pass pass : {Pass::kForward, Pass::kBackward}) {

@@ -5,6 +5,7 @@
 #include "fulcrum/plan/program_verify.hpp"
 #include "fulcrum/plan/serialize.hpp"
 #include "fulcrum/plan/stats.hpp"
+#include "fulcrum/studies/dynamic_masks.hpp"
 #include "fulcrum/workload/length_source.hpp"
 
 #include <omp.h>
@@ -13,6 +14,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <optional>
 
 namespace fulcrum::studies {
@@ -138,7 +140,7 @@ class ScopedKernelThreads {
 
 void JobConfig::validate(int ranks) const {
   validate_batch_shape(ranks, tokens_per_rank);
-  MaskSpec::parse(mask);
+  if (!parse_dynamic_mask(mask)) MaskSpec::parse(mask);
   make_length_source(dataset, seed, tokens_per_rank);
   make_planner(planner, planner_options());
   if (repeats < 1 || repeats > 1000) fail("repeats = {}: must be in [1, 1000]", repeats);
@@ -185,12 +187,22 @@ JobResult run_attention_job(const JobConfig& config, Communicator& comm) {
 
   const PlannerOptions options = config.planner_options();
   auto source = make_length_source(config.dataset, config.seed, config.tokens_per_rank);
-  BatchStream stream([&] { return source->next(); }, comm.size(), config.tokens_per_rank, MaskSpec::parse(config.mask));
-  const Batch batch = stream.next();
+  const auto dynamic = parse_dynamic_mask(config.mask);
+  BatchStream stream([&] { return source->next(); }, comm.size(), config.tokens_per_rank,
+                     dynamic ? MaskSpec::causal() : MaskSpec::parse(config.mask));
+  Batch batch = stream.next();
+  const HeadLayout heads = head_layout(options.model, 4);
+  std::unique_ptr<TokenData> data;
+  if (dynamic) {
+    data = std::make_unique<SyntheticTokenData>(config.seed, heads, batch);
+  } else {
+    data = std::make_unique<HashedTokenData>(config.seed);
+  }
+  std::optional<DynamicMaskStats> dynamic_stats;
+  if (dynamic) dynamic_stats = estimate_dynamic_masks(batch, heads, *data, *dynamic, comm);
   auto planner = make_planner(config.planner, options);
   const Assignment a = plan_verified(*planner, batch);
 
-  const HeadLayout heads = head_layout(options.model, 4);
   const Plan forward = compile(a, heads, Pass::kForward, config.mode);
   const Plan backward = compile(a, heads, Pass::kBackward, config.mode);
   // Every rank compiled the same plans, so one check is enough; a failure there aborts the job, and the
@@ -207,6 +219,7 @@ JobResult run_attention_job(const JobConfig& config, Communicator& comm) {
   result.planned_imbalance = compute_stats(a, options.model).imbalance;
   result.packed_imbalance = placement_imbalance(batch, options.model);
   result.tasks = a.tasks.size();
+  result.dynamic_masks = dynamic_stats;
   result.messages = count_messages(forward) + count_messages(backward);
 
   comm.barrier();
@@ -217,7 +230,7 @@ JobResult run_attention_job(const JobConfig& config, Communicator& comm) {
   std::optional<RankBuffers> fb, bb;
   for (int rep = 0; rep < config.repeats; ++rep) {
     fb.emplace(forward.programs[rank], heads);
-    fill_inputs(forward, a.batch, config.seed, *fb);
+    fill_inputs(forward, a.batch, *data, *fb);
     comm.barrier();
     auto fr = execute(forward, *fb, comm, exec);
     double done = Communicator::now_s();
@@ -226,7 +239,7 @@ JobResult run_attention_job(const JobConfig& config, Communicator& comm) {
     f_idle.push_back(Communicator::now_s() - done);
 
     bb.emplace(backward.programs[rank], heads);
-    fill_inputs(backward, a.batch, config.seed, *bb);
+    fill_inputs(backward, a.batch, *data, *bb);
     for (const char* name : {"o", "lse"}) bb->copy_from(*fb, name);  // forward outputs, backward inputs
     comm.barrier();
     auto br = execute(backward, *bb, comm, exec);
@@ -246,7 +259,7 @@ JobResult run_attention_job(const JobConfig& config, Communicator& comm) {
   // Errors: the largest difference and reference value per tensor over all ranks.
   result.relative_error.fill(-1);
   if (moves_data(config.mode) && config.reference != ReferenceKind::kNone) {
-    const auto parts = compare_with_reference(forward, *fb, backward, *bb, a.batch, config.seed, config.reference);
+    const auto parts = compare_with_reference(forward, *fb, backward, *bb, a.batch, *data, config.reference);
     std::vector<double> mine(parts.max_diff.begin(), parts.max_diff.end());
     mine.insert(mine.end(), parts.max_ref.begin(), parts.max_ref.end());
     const auto all = comm.all_gather(mine);

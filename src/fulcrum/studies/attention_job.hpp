@@ -10,8 +10,10 @@
 #include "fulcrum/runtime/attention_data.hpp"
 #include "fulcrum/runtime/communicator.hpp"
 #include "fulcrum/runtime/executor.hpp"
+#include "fulcrum/studies/dynamic_masks.hpp"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,7 +22,7 @@ namespace fulcrum::studies {
 struct JobConfig {
   std::string dataset = "pretrain";
   std::string model = "tiny";
-  std::string mask = "causal";
+  std::string mask = "causal";  // a MaskSpec, or vslash-dynamic:GAMMA[:G] (dynamic_masks.hpp)
   Tokens tokens_per_rank = 16384;
   std::uint64_t seed = 0;
   std::string planner;     // a registered planner
@@ -47,8 +49,9 @@ struct JobResult {
   double planned_imbalance = 1;                         // max / mean forward FLOPs per server in the Assignment
   double packed_imbalance = 1;                          // the same for the batch as packed
   std::size_t tasks = 0;
-  std::size_t messages = 0;    // forward + backward, all ranks
-  runtime::Timeline timeline;  // every rank's events of the last repetition, forward then backward
+  std::optional<DynamicMaskStats> dynamic_masks;  // with --mask vslash-dynamic: recall and sparsity
+  std::size_t messages = 0;                       // forward + backward, all ranks
+  runtime::Timeline timeline;                     // every rank's events of the last repetition, forward then backward
   // Per [rank][step] (nano-batch; a ring's steps), forward and backward added: planned FLOPs and
   // active tiles, bytes sent, and the attention time measured in the last repetition.
   StepMatrix step_flops, step_active_tiles, step_bytes, step_attention_s;

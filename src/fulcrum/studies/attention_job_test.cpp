@@ -4,6 +4,7 @@
 
 #include "fulcrum/runtime/local_communicator.hpp"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <mutex>
@@ -27,6 +28,10 @@ TEST(AttentionJob, EveryPlannerOnThreadRanksEqualsTheReference) {
       c.tokens_per_rank = 256;
       c.seed = static_cast<std::uint64_t>(ranks);
       c.planner = planner;
+      // Striped layouts take whole stripes: one document of every rank's tokens.
+      if (make_planner(planner, c.planner_options())->document_length_multiple(ranks) > 1) {
+        c.dataset = fmt::format("uniform:{0}:{0}", ranks * c.tokens_per_rank);
+      }
       c.options.set("granularity", 16);
       c.options.set("cp-degree", 2);
       c.reference = ReferenceKind::kFp64;
