@@ -49,8 +49,16 @@ std::string run_rank_table(const studies::JobResult& job) {
     t.add_row({std::to_string(r), ms(m.attention_s[r]), ms(m.attention_cpu_s[r]), ms(m.comm_s[r]),
                ms(m.exposed_comm_s[r]), ms(m.idle_s[r]), format_bytes(m.bytes_sent[r])});
   }
-  return fmt::format("{} / {}: {} tasks, {} messages, planned imbalance {:.3f} (packed {:.3f})\n{}", m.planner, m.mode,
-                     job.tasks, job.messages, job.planned_imbalance, job.packed_imbalance, t.to_string());
+  std::string dynamic;
+  if (const auto& d = job.dynamic_masks) {
+    dynamic = fmt::format(
+        "dynamic masks: {} documents estimated, recall of the observation rows min {:.4f} mean {:.4f}, "
+        "sparsity {:.4f}\n",
+        d->documents, d->recall_min, d->recall_mean, d->sparsity);
+  }
+  return fmt::format("{} / {}: {} tasks, {} messages, planned imbalance {:.3f} (packed {:.3f})\n{}{}", m.planner,
+                     m.mode, job.tasks, job.messages, job.planned_imbalance, job.packed_imbalance, dynamic,
+                     t.to_string());
 }
 
 std::string run_comparison_table(std::span<const studies::JobResult> jobs) {
@@ -134,6 +142,11 @@ nlohmann::json run_json(std::span<const studies::JobResult> jobs) {
                    {"exposed_comm_s", m.exposed_total_s},
                    {"overlap", m.overlap},
                    {"relative_error", errors},
+                   {"dynamic_masks", job.dynamic_masks ? nlohmann::json{{"documents", job.dynamic_masks->documents},
+                                                                        {"recall_min", job.dynamic_masks->recall_min},
+                                                                        {"recall_mean", job.dynamic_masks->recall_mean},
+                                                                        {"sparsity", job.dynamic_masks->sparsity}}
+                                                       : nlohmann::json()},
                    {"steps",
                     {{"flops", balance_json(job.step_flops)},
                      {"active_tiles", balance_json(job.step_active_tiles)},
