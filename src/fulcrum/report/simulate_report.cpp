@@ -26,7 +26,7 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 std::string study_table(const studies::Study& study) {
   Table table({"point", "system", "layout", "iteration s", "speedup", "Mtok/s", "linear", "attention", "exposed",
-               "idle", "dp sync", "attn imb", "traffic", "GiB/GPU", "fits"});
+               "idle", "dp sync", "attn imb", "step sync", "traffic", "GiB/GPU", "fits"});
   for (const auto& row : study.rows) {
     const auto& r = row.result;
     const auto& b = r.breakdown;
@@ -35,8 +35,9 @@ std::string study_table(const studies::Study& study) {
                    fmt::format("{:.3f}", r.tokens_per_s / 1e6), fmt::format("{:.3f}", b.linear_s),
                    fmt::format("{:.3f}", b.attention_s), fmt::format("{:.3f}", b.exposed_comm_s),
                    fmt::format("{:.3f}", b.idle_s), fmt::format("{:.3f}", b.dp_sync_s),
-                   fmt::format("{:.3f}", r.attention_imbalance), format_bytes(r.attention_bytes),
-                   fmt::format("{:.1f}", r.memory.total_bytes() / kGiB), r.memory.out_of_memory() ? "OOM" : "yes"});
+                   fmt::format("{:.3f}", r.attention_imbalance), fmt::format("{:.3f}", r.step_attention.step_sync),
+                   format_bytes(r.attention_bytes), fmt::format("{:.1f}", r.memory.total_bytes() / kGiB),
+                   r.memory.out_of_memory() ? "OOM" : "yes"});
   }
   return table.to_string() + fmt::format(
                                  "speedup: the row's tokens/s over {}'s at the same point; time columns in seconds per "

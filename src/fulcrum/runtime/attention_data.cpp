@@ -4,6 +4,7 @@
 #include "fulcrum/core/random.hpp"
 #include "fulcrum/kernels/attention.hpp"
 #include "fulcrum/kernels/reference.hpp"
+#include "fulcrum/sparse/dynamic_mask.hpp"
 
 #include <cmath>
 #include <map>
@@ -118,8 +119,8 @@ void HashedTokenData::row(const HeadLayout&, Field field, const Document& doc, T
 
 SyntheticTokenData::SyntheticTokenData(std::uint64_t seed, const HeadLayout& heads, const Batch& batch) {
   for (const auto& doc : batch.documents) {
-    documents_.try_emplace(doc.id, mix64(seed ^ mix64(static_cast<std::uint64_t>(doc.id))), heads.q_heads,
-                           heads.kv_heads, heads.head_dim, doc.length);
+    documents_.try_emplace(
+        doc.id, sparse::synthetic_document(seed, doc.id, {heads.q_heads, heads.kv_heads, heads.head_dim}, doc.length));
   }
 }
 

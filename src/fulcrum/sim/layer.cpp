@@ -75,6 +75,13 @@ PassTimes simulate_pass(const Assignment& assignment, const LayerSetup& setup, P
     options.extra_compute.push_back(matrix_work(plan.programs[r], linear[r], setup.mode));
   }
   t.timeline = simulate_plan(plan, setup.group, options);
+  t.step_flops = plan_steps(plan).flops;
+  t.step_attention_s.assign(t.step_flops.size(), std::vector<double>(t.step_flops.front().size(), 0));
+  for (int r = 0; r < ranks; ++r) {
+    for (const auto& e : t.timeline.ranks[r].events) {
+      if (e.track == runtime::Track::kCompute && e.flops > 0) t.step_attention_s[r][e.stream] += e.end_s - e.start_s;
+    }
+  }
   for (int r = 0; r < ranks; ++r) {
     const auto& s = t.timeline.ranks[r].summary;
     t.end_s.push_back(s.total_s);

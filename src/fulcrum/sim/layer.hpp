@@ -7,6 +7,7 @@
 #pragma once
 
 #include "fulcrum/plan/assignment.hpp"
+#include "fulcrum/plan/step_stats.hpp"
 #include "fulcrum/sim/engine.hpp"
 
 #include <string_view>
@@ -34,6 +35,8 @@ struct PassTimes {
   std::vector<double> workspace_bytes;  // attention buffers beyond the rank's own rows
   std::vector<Tokens> tokens;           // rows the rank owns (its activations)
   SimResult timeline;                   // the engine's, for traces
+  StepMatrix step_flops;                // [rank][step] (a ring's steps; else nano-batches): planned FLOPs
+  StepMatrix step_attention_s;          // [rank][step]: simulated attention kernel seconds
   double makespan_s() const;            // the slowest rank's end
 };
 

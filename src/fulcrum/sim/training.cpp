@@ -3,13 +3,18 @@
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/planners/baselines/perdoc_cp.hpp"
 #include "fulcrum/sim/pipeline.hpp"
+#include "fulcrum/sparse/dynamic_mask.hpp"
 #include "fulcrum/workload/length_source.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 #include <numeric>
+#include <optional>
+#include <tuple>
 
 namespace fulcrum::sim {
 
@@ -22,7 +27,7 @@ void TrainingConfig::validate(const HardwareModel& gpu, const ModelShape& model)
     fail("tokens-per-rank = {}: must be in [0, {}] (0: max-doc-len)", tokens_per_rank, kMaxLength);
   }
   if (iterations < 1 || iterations > 1000) fail("iterations = {}: must be in [1, 1000]", iterations);
-  (void)MaskSpec::parse(mask);  // names the field and the syntax when it does not parse
+  if (!sparse::parse_dynamic_mask(mask)) (void)MaskSpec::parse(mask);  // names the field and the syntax
   const bool cp_groups = find_planner(system).capabilities.cp_groups != CpGroups::kNone;
   const double cp_degree = planner_options.get(cp_degree_option());
   if (cp_groups && planner_options.values().contains(cp_degree_option().name) && cp_degree != parallel.cp) {
@@ -40,14 +45,26 @@ namespace {
 // to max_doc_len), each cut into pieces of at most max_doc_len, packed in order.
 class MicrobatchSource {
  public:
-  MicrobatchSource(const TrainingConfig& c, int ranks)
+  MicrobatchSource(const TrainingConfig& c, int ranks, const ModelShape& model)
       : lengths_(make_length_source(c.dataset, c.seed, c.max_doc_len)),
+        dynamic_(sparse::parse_dynamic_mask(c.mask)),
         stream_([this, max = c.max_doc_len] { return next_piece(max); }, ranks, c.rank_tokens(),
-                MaskSpec::parse(c.mask)),
+                dynamic_ ? MaskSpec::causal() : MaskSpec::parse(c.mask)),
         ranks_(ranks),
-        tokens_(c.rank_tokens()) {}
+        tokens_(c.rank_tokens()),
+        seed_(c.seed),
+        shape_{model.q_heads, model.kv_heads, model.head_dim} {}
   /// The next micro-batch; once draining, empty ones (no new documents while the system catches up).
-  Batch next() { return draining_ ? Batch{ranks_, tokens_, {}, {}} : stream_.next(); }
+  Batch next() {
+    if (draining_) return Batch{ranks_, tokens_, {}, {}};
+    Batch batch = stream_.next();
+    if (dynamic_) {
+      for (auto& doc : batch.documents) {
+        if (sparse::estimates(*dynamic_, doc.length)) doc.head_masks = dynamic_masks(doc);
+      }
+    }
+    return batch;
+  }
   void drain() { draining_ = true; }
 
  private:
@@ -57,11 +74,35 @@ class MicrobatchSource {
     pending_ -= piece;
     return piece;
   }
+  // The estimator's masks on the document's synthetic data, once per document: every system simulated
+  // with this configuration plans the same masks.
+  std::vector<MaskSpec> dynamic_masks(const Document& doc) {
+    static std::mutex mutex;
+    static std::map<std::tuple<std::uint64_t, std::int64_t, Tokens, double, Tokens, int, int, int>,
+                    std::vector<MaskSpec>>
+        cache;
+    const auto key = std::tuple(seed_, doc.id, doc.length, dynamic_->gamma, dynamic_->block, shape_.q_heads,
+                                shape_.kv_heads, shape_.head_dim);
+    {
+      const std::lock_guard lock(mutex);
+      if (const auto it = cache.find(key); it != cache.end()) return it->second;
+    }
+    std::vector<MaskSpec> masks;
+    for (const auto& index : sparse::synthetic_head_indices(seed_, doc.id, shape_, doc.length, *dynamic_)) {
+      masks.push_back(sparse::to_mask(index));
+    }
+    const std::lock_guard lock(mutex);
+    return cache.emplace(key, std::move(masks)).first->second;
+  }
+
   std::unique_ptr<LengthSource> lengths_;
+  std::optional<sparse::DynamicMaskSpec> dynamic_;
   Tokens pending_ = 0;
   BatchStream stream_;
   int ranks_;
   Tokens tokens_;
+  std::uint64_t seed_;
+  sparse::EstimatorShape shape_;
   bool draining_ = false;
 };
 
@@ -81,8 +122,16 @@ struct IterationOutcome {
   double tokens = 0, bytes = 0, tokens_in_flight = 0, attention_buffers = 0;
   SlotTotals slots;
   std::vector<runtime::TimelineEvent> trace;
+  StepMatrix step_flops, step_attention_s;  // the first micro-batch's layer, forward + backward (1F1B)
   explicit IterationOutcome(int n) : slots(n) {}
 };
+
+StepMatrix add_steps(StepMatrix x, const StepMatrix& y) {
+  for (std::size_t r = 0; r < x.size(); ++r) {
+    for (std::size_t s = 0; s < x[r].size(); ++s) x[r][s] += y[r][s];
+  }
+  return x;
+}
 
 struct Context {
   LayerSetup setup;
@@ -109,6 +158,10 @@ IterationOutcome run_1f1b(const Context& cx, Planner& planner, MicrobatchSource&
     const Assignment a = plan_verified(planner, source.next());
     const PassTimes f = simulate_pass(a, cx.setup, Pass::kForward);
     const PassTimes b = simulate_pass(a, cx.setup, Pass::kBackward);
+    if (m == 0) {
+      out.step_flops = add_steps(f.step_flops, b.step_flops);
+      out.step_attention_s = add_steps(f.step_attention_s, b.step_attention_s);
+    }
     note_pass(out, f, cx.pp * cx.stage_layers);
     note_pass(out, b, cx.pp * cx.stage_layers);
     out.tokens += static_cast<double>(a.batch.total_tokens());
@@ -229,7 +282,7 @@ TrainingResult simulate_training(const TrainingConfig& config, const ModelShape&
   cx.p2p_s = gpu.inter_node.transfer_s(activation_bytes);
 
   const auto planner = make_planner(config.system, training_planner_options(config, model, gpu));
-  MicrobatchSource source(config, cx.dp);
+  MicrobatchSource source(config, cx.dp, model);
   const bool phase_aligned = planner->capabilities().pools_pipeline_stages && par.pp > 1;
 
   // Gradients (bf16) of the GPU's share of the parameters, reduced over all dp groups of the stage (as
@@ -285,7 +338,11 @@ TrainingResult simulate_training(const TrainingConfig& config, const ModelShape&
     result.attention_imbalance += (attention_sum > 0 ? attention_max * slots / attention_sum : 1.0) / n;
     const MemoryUse memory = memory_per_gpu(model, gpu, par, o.tokens_in_flight, o.attention_buffers);
     if (it == 0 || memory.total_bytes() > result.memory.total_bytes()) result.memory = memory;
-    if (it == 0) result.trace = std::move(o.trace);
+    if (it == 0) {
+      result.trace = std::move(o.trace);
+      result.step_flops = step_balance(o.step_flops);
+      result.step_attention = step_balance(o.step_attention_s);
+    }
   }
   result.mean_iteration_s = std::accumulate(result.iteration_s.begin(), result.iteration_s.end(), 0.0) / n;
   result.tokens_per_s = result.tokens_per_iteration / result.mean_iteration_s;
@@ -322,6 +379,13 @@ nlohmann::json TrainingResult::to_json() const {
             {"idle_s", breakdown.idle_s},
             {"dp_sync_s", breakdown.dp_sync_s}}},
           {"attention_imbalance", attention_imbalance},
+          {"step_balance",
+           {{"flops",
+             {{"worker", step_flops.worker}, {"step_mean", step_flops.step_mean}, {"step_sync", step_flops.step_sync}}},
+            {"attention_s",
+             {{"worker", step_attention.worker},
+              {"step_mean", step_attention.step_mean},
+              {"step_sync", step_attention.step_sync}}}}},
           {"attention_bytes", attention_bytes},
           {"memory", memory.to_json()}};
 }

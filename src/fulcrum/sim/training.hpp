@@ -18,6 +18,7 @@
 // overlapped with the backward: the same cost for every system). Memory per GPU: sim/memory.hpp.
 #pragma once
 
+#include "fulcrum/plan/step_stats.hpp"
 #include "fulcrum/planners/planner.hpp"
 #include "fulcrum/runtime/timeline.hpp"
 #include "fulcrum/sim/layer.hpp"
@@ -68,10 +69,13 @@ struct TrainingResult {
   std::vector<double> iteration_s;  // per iteration, the draining ones included
   int drain_iterations = 0;         // iterations without new data that computed deferred documents
   double mean_iteration_s = 0;
-  double tokens_per_iteration = 0;            // mean; WLB-LLM computes fewer when it defers documents
-  double tokens_per_s = 0;                    // tokens_per_iteration / mean_iteration_s
-  TimeBreakdown breakdown;                    // mean over GPUs and iterations
-  double attention_imbalance = 0;             // max / mean over TP groups of attention seconds, mean over iterations
+  double tokens_per_iteration = 0;  // mean; WLB-LLM computes fewer when it defers documents
+  double tokens_per_s = 0;          // tokens_per_iteration / mean_iteration_s
+  TimeBreakdown breakdown;          // mean over GPUs and iterations
+  double attention_imbalance = 0;   // max / mean over TP groups of attention seconds, mean over iterations
+  // Balance over ranks and steps (a ring's; other plans' nano-batches) of the first iteration's first
+  // micro-batch layer, forward + backward, 1F1B schedules only (phase-aligned ticks pool micro-batches).
+  StepBalance step_flops, step_attention;
   double attention_bytes = 0;                 // attention traffic per iteration, all layers and ranks (mean)
   MemoryUse memory;                           // the fullest GPU in the worst iteration
   std::vector<runtime::TimelineEvent> trace;  // the first iteration, per TP group (rank = stage x dp + d)

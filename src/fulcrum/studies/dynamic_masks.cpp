@@ -2,16 +2,11 @@
 
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/sparse/estimator.hpp"
-#include "fulcrum/workload/mask_kinds.hpp"
 
 #include <algorithm>
-#include <charconv>
-#include <string>
 
 namespace fulcrum::studies {
 namespace {
-
-constexpr std::string_view kPrefix = "vslash-dynamic";
 
 // The estimator's collectives over a Communicator: all_gather, then combined in rank order; the
 // broadcast comes from `root`, the rank that holds the document's observation rows.
@@ -47,35 +42,9 @@ class CommunicatorReduce final : public sparse::EstimatorReduce {
 
 }  // namespace
 
-std::optional<DynamicMaskSpec> parse_dynamic_mask(std::string_view text) {
-  if (text.substr(0, text.find(':')) != kPrefix) return std::nullopt;
-  std::vector<std::string_view> parts;
-  for (std::size_t at = 0;;) {
-    const std::size_t colon = text.find(':', at);
-    parts.push_back(text.substr(at, colon == std::string_view::npos ? std::string_view::npos : colon - at));
-    if (colon == std::string_view::npos) break;
-    at = colon + 1;
-  }
-  if (parts.size() < 2 || parts.size() > 3)
-    fail("mask = '{}': must be vslash-dynamic:GAMMA or vslash-dynamic:GAMMA:G", text);
-  DynamicMaskSpec spec;
-  const auto [end, ec] = std::from_chars(parts[1].data(), parts[1].data() + parts[1].size(), spec.gamma);
-  if (ec != std::errc() || end != parts[1].data() + parts[1].size() || !(spec.gamma > 0 && spec.gamma <= 1)) {
-    fail("mask gamma = '{}': must be a number in (0, 1]", parts[1]);
-  }
-  if (parts.size() == 3) {
-    spec.block = mask_detail::parse_tokens(parts[2], "mask block");
-    if (spec.block < 1 || spec.block > 4096) fail("mask block = {}: must be in [1, 4096]", spec.block);
-  }
-  return spec;
-}
-
 DynamicMaskStats estimate_dynamic_masks(Batch& batch, const HeadLayout& heads, const runtime::TokenData& data,
                                         const DynamicMaskSpec& spec, runtime::Communicator& comm) {
-  sparse::VerticalSlashOptions options;
-  options.gamma = spec.gamma;
-  options.block = spec.block;
-  options.cap = std::max(options.cap, spec.block);
+  const sparse::VerticalSlashOptions options = spec.options();
   const sparse::EstimatorShape shape{heads.q_heads, heads.kv_heads, heads.head_dim};
   const auto k_width = static_cast<std::size_t>(heads.row_values(Field::kK));
   const auto q_width = static_cast<std::size_t>(heads.row_values(Field::kQ));
@@ -83,7 +52,7 @@ DynamicMaskStats estimate_dynamic_masks(Batch& batch, const HeadLayout& heads, c
   double recall_sum = 0, kept = 0, causal = 0;
   for (int d = 0; d < static_cast<int>(batch.documents.size()); ++d) {
     Document& doc = batch.documents[d];
-    if (doc.length < std::max(options.window, spec.block)) continue;  // too short to observe: stays causal
+    if (!sparse::estimates(spec, doc.length)) continue;  // too short to observe: stays causal
     // This rank's keys of the document, and the rank holding its last token (the observation rows).
     std::vector<Tokens> positions;
     int root = 0;
@@ -107,7 +76,7 @@ DynamicMaskStats estimate_dynamic_masks(Batch& batch, const HeadLayout& heads, c
     const auto estimate = sparse::estimate_vertical_slash(shape, doc.length, q_obs, {k, positions}, options, reduce);
     doc.head_masks.clear();
     for (const auto& index : estimate.heads) {
-      doc.head_masks.push_back(MaskSpec::vertical_slash_blocks(index.block, index.verticals, index.block_offsets));
+      doc.head_masks.push_back(sparse::to_mask(index));
       kept += static_cast<double>(doc.head_masks.back().document_pairs(doc.length));
       causal += static_cast<double>(MaskSpec::causal().document_pairs(doc.length));
       stats.recall_min = std::min(stats.recall_min, index.recall);

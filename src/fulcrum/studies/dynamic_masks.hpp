@@ -9,20 +9,13 @@
 
 #include "fulcrum/runtime/attention_data.hpp"
 #include "fulcrum/runtime/communicator.hpp"
+#include "fulcrum/sparse/dynamic_mask.hpp"
 #include "fulcrum/workload/batch.hpp"
-
-#include <optional>
-#include <string_view>
 
 namespace fulcrum::studies {
 
-struct DynamicMaskSpec {
-  double gamma = 0.9;  // the estimator's recall target, in (0, 1]
-  Tokens block = 64;   // G
-};
-/// The spec of "vslash-dynamic:GAMMA[:G]", nullopt for any other mask text; bad values fail() naming the
-/// field and its range.
-std::optional<DynamicMaskSpec> parse_dynamic_mask(std::string_view text);
+using sparse::DynamicMaskSpec;
+using sparse::parse_dynamic_mask;
 
 struct DynamicMaskStats {
   int documents = 0;      // documents estimated (shorter than the observation window or G stay causal)
