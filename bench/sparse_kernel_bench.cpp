@@ -52,7 +52,7 @@ int run(int argc, char** argv) {
   double min_seconds = 0.2;
   std::uint64_t seed = 1;
   sparse::VerticalSlashOptions options;
-  std::string json_path;
+  std::string json_path, only;
   app.add_option("--length", length, "document length (a multiple of ranks x G)");
   app.add_option("--q-heads", q_heads, "q heads over the one kv head");
   app.add_option("--head-dim", head_dim);
@@ -63,6 +63,7 @@ int run(int argc, char** argv) {
   app.add_option("--min-seconds", min_seconds, "a sample repeats the call until this long, then divides");
   app.add_option("--seed", seed, "synthetic pattern");
   app.add_option("--json", json_path, "also write the rows here");
+  app.add_option("--only", only, "time only the case of this name (profiling; ratios are then to itself)");
   CLI11_PARSE(app, argc, argv);
 
   const SyntheticDocument doc(seed, q_heads, head_dim, length);
@@ -70,6 +71,7 @@ int run(int argc, char** argv) {
   const std::vector<MaskSpec> causal(static_cast<std::size_t>(q_heads), MaskSpec::causal());
   std::vector<Case> cases;
   auto add = [&](std::string name, std::vector<MaskSpec> masks) {
+    if (!only.empty() && name != only) return;
     Case& c = cases.emplace_back();
     c.name = std::move(name);
     c.layout = masks.front();
