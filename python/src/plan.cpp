@@ -4,9 +4,12 @@
 #include "fulcrum/plan/compile.hpp"
 #include "fulcrum/plan/program_verify.hpp"
 #include "fulcrum/plan/serialize.hpp"
+#include "fulcrum/plan/step_stats.hpp"
 #include "fulcrum/plan/verify.hpp"
 
 namespace fulcrum::python {
+
+using namespace pybind11::literals;  // NOLINT(google-build-using-namespace): "name"_a
 
 void bind_plan(py::module_& m) {
   py::class_<VerifyReport>(m, "VerifyReport", "Empty `errors` means the law holds.")
@@ -63,6 +66,28 @@ void bind_plan(py::module_& m) {
   m.def("verify_plan", &verify_plan, py::arg("plan"), py::arg("batch"), release,
         "Runs every rank's Program symbolically: structure, matching messages, no deadlock, data flow, exact "
         "coverage and exactly-once outputs. `batch` is the Assignment's batch.");
+  m.def(
+      "plan_steps",
+      [](const Plan& plan, Tokens tile_tokens) {
+        PlanSteps s;
+        {
+          py::gil_scoped_release unlocked;  // only around the C++: the dict needs the GIL
+          s = plan_steps(plan, tile_tokens);
+        }
+        return py::dict("flops"_a = s.flops, "active_tiles"_a = s.active_tiles, "bytes_sent"_a = s.bytes_sent);
+      },
+      py::arg("plan"), py::arg("tile_tokens") = 64,
+      "Per [rank][step] (a ring's steps; other plans' nano-batches): planned attention FLOPs, active tiles "
+      "(per head, tile_tokens square) and bytes sent, as lists of lists.");
+  m.def(
+      "step_balance",
+      [](const StepMatrix& table) {
+        const StepBalance b = step_balance(table);
+        return py::dict("worker"_a = b.worker, "step_mean"_a = b.step_mean, "step_sync"_a = b.step_sync);
+      },
+      py::arg("table"),
+      "MTraining's balance of a [rank][step] table: worker (max/mean of rank totals), step_mean (per rank "
+      "max/mean over its steps, averaged) and step_sync (sum over steps of the max over ranks / of the mean).");
 }
 
 }  // namespace fulcrum::python
