@@ -6,6 +6,7 @@
 #include "fulcrum/plan/serialize.hpp"
 #include "fulcrum/plan/stats.hpp"
 #include "fulcrum/studies/dynamic_masks.hpp"
+#include "fulcrum/workload/head_masks.hpp"
 #include "fulcrum/workload/length_source.hpp"
 
 #include <omp.h>
@@ -191,6 +192,11 @@ JobResult run_attention_job(const JobConfig& config, Communicator& comm) {
   BatchStream stream([&] { return source->next(); }, comm.size(), config.tokens_per_rank,
                      dynamic ? MaskSpec::causal() : MaskSpec::parse(config.mask));
   Batch batch = stream.next();
+  if (!dynamic) {
+    Tokens longest = 0;
+    for (const auto& d : batch.documents) longest = std::max(longest, d.length);
+    check_mask_reach(MaskSpec::parse(config.mask), longest, "mask");
+  }
   const HeadLayout heads = head_layout(options.model, 4);
   std::unique_ptr<TokenData> data;
   if (dynamic) {

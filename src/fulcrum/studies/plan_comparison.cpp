@@ -3,6 +3,7 @@
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/plan/stats.hpp"
 #include "fulcrum/plan/verify.hpp"
+#include "fulcrum/workload/head_masks.hpp"
 #include "fulcrum/workload/length_source.hpp"
 
 #include <fmt/format.h>
@@ -36,6 +37,11 @@ PlanComparison compare_planners(const PlanConfig& config) {
   std::vector<Batch> batches;
   batches.reserve(static_cast<std::size_t>(std::max(config.batches, 0)));
   for (int b = 0; b < config.batches; ++b) batches.push_back(stream.next());
+  Tokens longest = 0;
+  for (const auto& batch : batches) {
+    for (const auto& d : batch.documents) longest = std::max(longest, d.length);
+  }
+  check_mask_reach(mask, longest, "mask");
 
   PlanComparison out;
   out.config = config;

@@ -35,6 +35,20 @@ void validate_head_masks(std::span<const MaskSpec> head_masks, int q_heads, std:
   }
 }
 
+void check_mask_reach(const MaskSpec& mask, Tokens longest, std::string_view field) {
+  if (!mask.is_index_list() || !mask.lists) return;
+  const auto& l = *mask.lists;
+  auto past = [&](std::string_view what, Tokens value, Tokens position) {
+    if (position >= longest) {
+      fail("{} {} = {}: past the sequence (the longest document has {} tokens)", field, what, value, longest);
+    }
+  };
+  if (!l.verticals.empty()) past("vertical", l.verticals.back(), l.verticals.back());
+  if (!l.slashes.empty()) past("slash", l.slashes.back(), l.slashes.back());
+  if (!l.block_offsets.empty()) past("block offset", l.block_offsets.back(), l.block_offsets.back() * mask.block);
+  for (const auto& [qb, kb] : l.block_pairs) past("block", std::max(qb, kb), std::max(qb, kb) * mask.block);
+}
+
 void check_mask_lengths(const MaskSpec& mask, std::span<const MaskSpec> head_masks, Tokens doc_len,
                         std::string_view field) {
   mask.check_length(doc_len, field);

@@ -35,6 +35,11 @@ void validate_head_masks(std::span<const MaskSpec> head_masks, int q_heads, std:
 /// Checks that a document of doc_len tokens suits `mask` and every mask of `head_masks`
 /// (MaskSpec::check_length: striped masks need multiples of ranks x block). `field` names the document,
 /// e.g. "documents[3]"; a head mask's error names "<field>.head_masks[h]".
+/// Bad input when an index-list mask (vslash, vsblocks, blocksparse) names a column, offset or block that
+/// lies past every document of the batch (`longest` tokens): a static pattern written for longer sequences,
+/// which would otherwise silently mean less than it says. `field` names it, e.g. "mask".
+void check_mask_reach(const MaskSpec& mask, Tokens longest, std::string_view field);
+
 void check_mask_lengths(const MaskSpec& mask, std::span<const MaskSpec> head_masks, Tokens doc_len,
                         std::string_view field);
 
