@@ -50,6 +50,35 @@ TEST(AttentionJob, EveryPlannerOnThreadRanksEqualsTheReference) {
   }
 }
 
+// MTraining's dynamic masks on thread ranks: the estimator runs over the ranks (each its own keys), every
+// rank plans the same per-head masks, and the striped ring equals the fp64 reference on that mask.
+TEST(AttentionJob, DynamicMasksEstimatedOnThreadRanksEqualTheReference) {
+  for (int ranks : {2, 4}) {
+    JobConfig c;
+    c.dataset = fmt::format("uniform:{0}:{0}", ranks * 512);
+    c.tokens_per_rank = 512;
+    c.mask = "vslash-dynamic:0.9";
+    c.planner = "mtraining";
+    c.reference = ReferenceKind::kFp64;
+    c.threads = 1;
+    std::mutex mutex;
+    std::vector<JobResult> results;
+    run_local_ranks(ranks, [&](Communicator& comm) {
+      auto r = run_attention_job(c, comm);
+      std::lock_guard lock(mutex);
+      results.push_back(std::move(r));
+    });
+    for (const auto& r : results) {
+      ASSERT_TRUE(r.dynamic_masks.has_value());
+      EXPECT_EQ(r.dynamic_masks->documents, 1);
+      EXPECT_GE(r.dynamic_masks->recall_min, 0.9 - 1e-9);
+      EXPECT_GT(r.dynamic_masks->sparsity, 0.0);
+      EXPECT_LE(r.max_error(), kTolerance) << ranks << " ranks";
+      EXPECT_TRUE(r.forward_plan == results.front().forward_plan) << "every rank planned the same masks";
+    }
+  }
+}
+
 // DCP with head blocks on thread ranks, forward and backward against fp64: tasks over head ranges, a
 // row's heads merged at its owner. Every mask kind with 2 head blocks of the tiny model (its 2 GQA
 // groups), and 4 of llama3-8b's 8 groups (each block 8 q heads reading 2 kv heads) on one mask.
