@@ -1,5 +1,7 @@
 #include "mtraining_problem.hpp"
 
+#include "fulcrum/kernels/columns.hpp"
+
 #include <algorithm>
 
 namespace fulcrum::bench {
@@ -40,17 +42,34 @@ double sparsity(std::span<const MaskSpec> masks, Tokens length) {
 }
 
 ActiveTiles active_tiles(std::span<const MaskSpec> masks, Tokens length) {
-  constexpr Tokens kTile = 64;  // the kernels' tile (simd::kTile)
+  constexpr Tokens kTile = kernels::kColumnChunk;
   ActiveTiles out;
+  const std::vector<float> rows(static_cast<std::size_t>(length * kTile), 0.0f);  // K/V the gathering copies
   for (const auto& mask : masks) {
+    const MaskSpec rest = mask.split_columns(length).rest;
     for (Tokens q0 = 0; q0 < length; q0 += kTile) {
       const Range queries{q0, std::min(length, q0 + kTile)};
       for (Tokens k0 = 0; k0 < length; k0 += kTile) {
         const Range keys{k0, std::min(length, k0 + kTile)};
-        const TileKind kind = mask.classify(queries, keys, length);
-        if (kind == TileKind::kEmpty) continue;
-        (kind == TileKind::kFull ? out.full : out.partial) += 1;
+        if (rest.classify(queries, keys, length) == TileKind::kEmpty) continue;
+        (mask.classify(queries, keys, length) == TileKind::kFull ? out.full : out.partial) += 1;
         out.active_pairs += static_cast<double>(queries.size() * keys.size());
+      }
+    }
+    auto tasks = kernels::sharded_document(length, length, mask);
+    const kernels::CallColumns call(tasks, 1, 1, rows.data(), rows.data(), length, kTile);
+    const kernels::HeadColumns* columns = call.of(0, 0);
+    if (columns == nullptr) continue;
+    Tokens sources[kTile];
+    std::uint64_t bits[kTile];
+    for (Tokens q0 = 0, tile = 0; q0 < length; q0 += kTile, ++tile) {
+      const Tokens nq = std::min(length, q0 + kTile) - q0;
+      for (Tokens i = 0; i < nq; ++i) sources[i] = mask.source_position(q0 + i, length);
+      for (int c = 0; c < columns->chunks; ++c) {
+        if (!columns->tile_bits(static_cast<int>(tile), c, sources, nq, bits)) continue;
+        out.partial += 1;
+        const auto nk = std::min<Tokens>(kTile, static_cast<Tokens>(columns->rows.size()) - c * kTile);
+        out.active_pairs += static_cast<double>(nq * nk);
       }
     }
   }

@@ -12,31 +12,44 @@
 
 #include <chrono>
 #include <cstdint>
+#include <ctime>
 #include <span>
 #include <vector>
 
 namespace fulcrum::bench {
 
+/// What a sample measures: wall time, or the process's CPU time (all threads). On a shared machine a
+/// single-threaded run's CPU time leaves out the time other processes hold the core; with several
+/// threads it counts OpenMP's spin-waiting too.
+enum class Clock { kWall, kCpu };
+
+inline double now(Clock clock) {
+  if (clock == Clock::kWall) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  }
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
 template <class F>
-double seconds(F&& run) {
-  const auto start = std::chrono::steady_clock::now();
+double seconds(F&& run, Clock clock = Clock::kWall) {
+  const double start = now(clock);
   run();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return now(clock) - start;
 }
 
 /// Seconds per call of `run`, calling it until `min_seconds` have passed (at least once): short
 /// kernel calls are averaged over a batch so that one sample is not a few milliseconds of noise.
 template <class F>
-double seconds_per_call(F&& run, double min_seconds) {
+double seconds_per_call(F&& run, double min_seconds, Clock clock = Clock::kWall) {
   int calls = 0;
-  const double total = seconds([&] {
-    const auto start = std::chrono::steady_clock::now();
-    do {
-      run();
-      ++calls;
-    } while (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < min_seconds);
-  });
-  return total / calls;
+  const double start = now(clock);
+  do {
+    run();
+    ++calls;
+  } while (now(clock) - start < min_seconds);
+  return (now(clock) - start) / calls;
 }
 
 /// One document of `length` tokens: q_heads q heads over one kv head, token-major rows in original
@@ -61,9 +74,11 @@ std::vector<MaskSpec> vsblocks_masks(const sparse::VerticalSlashEstimate& estima
 /// 1 - (visible pairs / causal pairs), over all heads' masks (in original positions).
 double sparsity(std::span<const MaskSpec> masks, Tokens length);
 
-/// The tiles the kernels compute for one task over the whole document: the 64 x 64 tiles that classify()
-/// does not call empty, summed over heads. active_pairs counts every such tile whole (rows x keys), the
-/// pairs the kernel computes whether or not the mask keeps them.
+/// The tiles the kernels compute for one task over the whole document, summed over heads: the 64 x 64
+/// tiles of the grid that the mask without its vertical columns leaves non-empty (partial: the full
+/// mask's classify says so), plus the gathered-column tiles (one per query tile and 64-column chunk
+/// that some row sees, kernels/columns.hpp; counted partial). active_pairs counts every such tile whole
+/// (rows x keys), the pairs the kernel computes whether or not the mask keeps them.
 struct ActiveTiles {
   double full = 0;
   double partial = 0;

@@ -179,6 +179,22 @@ TEST(KernelHeads, MixedHeadRangesAndPerHeadMasksMatchTheFp64Reference) {
   }
 }
 
+// Hundreds of vertical columns per head (computed as gathered tiles), per-head masks under GQA so
+// several heads' column sets add into one kv head's dK/dV, tasks sharing key rows and key ranges that
+// start inside the document.
+TEST(KernelHeads, ManyGatheredColumnsPerHeadMatchTheFp64Reference) {
+  Rng rng(37);
+  for (int trial = 0; trial < 3; ++trial) {
+    const Tokens len = 64 * rng.uniform_int(16, 26);
+    Problem p = testing::make_problem(rng, {8, 2, 64, 0}, {len}, MaskSpec::causal(), 3, trial == 1, false);
+    testing::split_heads(rng, p, testing::many_column_masks(rng, len), false);
+    check_fp32(p, fmt::format("trial {} length {} tasks {}", trial, len, p.tasks.size()));
+  }
+  Problem one_mask = testing::make_problem(rng, {4, 2, 64, 0}, {1280}, testing::many_column_masks(rng, 1280)[0], 2,
+                                           true, false);  // one mask: the group's heads share a column set
+  check_fp32(one_mask, "one vsblocks mask for every head");
+}
+
 // bf16 storage with head ranges and per-head masks: at most twice the error of a naive bf16
 // implementation of the same tasks, against the fp64 reference.
 TEST(KernelHeads, Bf16ErrorWithHeadRangesIsAtMostTwiceANaiveBf16Implementation) {

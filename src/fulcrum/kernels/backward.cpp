@@ -14,6 +14,7 @@
 // a partial of its own, then adds the partials task by task: every element is summed in task order,
 // the same at any thread count.
 #include "fulcrum/kernels/attention.hpp"
+#include "fulcrum/kernels/columns.hpp"
 #include "fulcrum/kernels/tiles.hpp"
 
 #include <omp.h>
@@ -46,6 +47,7 @@ struct Backward {
   const float* do_rows;  // dO, K and V as they are
   const float* k_rows;
   const float* v_rows;
+  const CallColumns* columns;  // gathered columns of masks that have them
   int group = 1;
   float scale = 1;
   // Deterministic mode: key item i writes its dK, then its dV ([rows][dim] each), at partials +
@@ -54,6 +56,12 @@ struct Backward {
   const std::ptrdiff_t* partial_at = nullptr;
 
   std::size_t row_head(Tokens row, int head) const { return static_cast<std::size_t>(row) * q.heads + head; }
+  // The K/V buffer row of a key item's j-th row.
+  Tokens key_row(const WorkItem& item, Tokens j) const {
+    return item.columns < 0 ? item.rows.row + j
+                            : columns->sets()[static_cast<std::size_t>(item.columns)]
+                                  .rows[static_cast<std::size_t>(item.rows.row + j)];
+  }
   // Offsets into the head-major copies, whose rows are padded_dim floats long.
   std::ptrdiff_t q_first(Tokens row, int head) const {
     return (static_cast<std::ptrdiff_t>(head) * q.rows + row) * padded_dim(q.dim);
@@ -63,8 +71,17 @@ struct Backward {
   }
 };
 
+// A tile to compute: the other side's 64 rows at `row` (buffer) and `position` (document), of q head
+// `head` (key items) — collected before computing, so the next tile's rows can be prefetched.
+struct ActiveTile {
+  Tokens row, position, count;
+  int head;
+  TileKind kind;
+};
+
 struct Scratch {
   Floats a_t, b_t, acc_a, acc_b, s, dp;
+  std::vector<ActiveTile> active;
   Scratch(int dim, long ld) {
     for (auto* t : {&a_t, &b_t}) t->resize(static_cast<std::size_t>(dim) * kTile);
     for (auto* t : {&acc_a, &acc_b}) t->assign(static_cast<std::size_t>(ld) * kTile, 0.0f);
@@ -101,6 +118,46 @@ FULCRUM_INLINE void softmax_grad_transposed(float* s_t, float* dp_t, Tokens keys
   }
 }
 
+// Adds a key item's finished dK/dV (Scratch acc_a, acc_b) into its rows. Items that may add into the
+// same rows concurrently (`shared`) add atomically or, in deterministic mode, write a partial that
+// add_partials sums in a fixed order.
+template <class T>
+FULCRUM_INLINE void add_key_rows(const Backward<T>& b, std::size_t index, const WorkItem& item, const Scratch& w) {
+  const int dim = b.q.dim;
+  const long ld = padded_dim(dim);
+  const Tokens nk = item.rows.count;
+  const float* dk = w.acc_a.data();
+  const float* dv = w.acc_b.data();
+  const float to_natural = std::numbers::ln2_v<float>;  // dK was accumulated with Q scaled by log2(e)
+  if (b.partials != nullptr && b.partial_at[index] >= 0) {
+    float* dk_part = b.partials + b.partial_at[index];
+    float* dv_part = dk_part + nk * dim;
+    for (Tokens j = 0; j < nk; ++j) {
+      for (int c = 0; c < dim; ++c) {
+        dk_part[j * dim + c] = dk[j * ld + c] * to_natural;
+        dv_part[j * dim + c] = dv[j * ld + c];
+      }
+    }
+    return;
+  }
+  for (Tokens j = 0; j < nk; ++j) {
+    float* dk_out = b.dk.at(b.key_row(item, j), item.head);
+    float* dv_out = b.dv.at(b.key_row(item, j), item.head);
+    const float* dk_j = dk + j * ld;
+    const float* dv_j = dv + j * ld;
+    if (!item.shared) {
+      for (int c = 0; c < dim; ++c) dk_out[c] += dk_j[c] * to_natural, dv_out[c] += dv_j[c];
+      continue;
+    }
+    for (int c = 0; c < dim; ++c) {
+#pragma omp atomic
+      dk_out[c] += dk_j[c] * to_natural;
+#pragma omp atomic
+      dv_out[c] += dv_j[c];
+    }
+  }
+}
+
 // dK/dV for one key tile of one kv head: row-major scores S[query][key] (vectors along the keys),
 // then dV[j] += sum_i P[i][j] dO[i] and dK[j] += sum_i dS[i][j] Q[i] broadcast P and dS against dO's
 // and Q's rows, a 64-column strip at a time.
@@ -123,57 +180,89 @@ FULCRUM_KERNEL_CLONES void key_item(const Backward<T>& b, std::size_t index, con
   // The q heads of this kv head's group that the task covers, each under its own mask.
   const int h0 = std::max(item.head * b.group, task.heads.first());
   const int h1 = std::min((item.head + 1) * b.group, task.heads.last(b.q.heads));
+  w.active.clear();
   for (int h = h0; h < h1; ++h) {
     const MaskSpec& mask = task.mask_of(h);
+    const MaskSpec& grid = b.columns->grid_mask(item.task, h, mask);
     for (const RowSpan& range : task.queries) {
       for (Tokens offset = 0; offset < range.count; offset += kTile) {
+        if (skip_span(grid, keys, range, false, offset, task.doc_len)) {
+          offset += kSkipSpan - kTile;
+          continue;
+        }
         const Tokens nq = std::min<Tokens>(kTile, range.count - offset);
         const Range queries = positions(range, offset, nq);
-        const TileKind kind = mask.classify(queries, keys, task.doc_len);
+        TileKind kind = grid.classify(queries, keys, task.doc_len);
         if (kind == TileKind::kEmpty) continue;
+        if (&grid != &mask) kind = mask.classify(queries, keys, task.doc_len);  // the columns in this tile too
+        w.active.push_back({range.row + offset, queries.begin, nq, h, kind});
+      }
+    }
+  }
+  for (std::size_t a = 0; a < w.active.size(); ++a) {
+    const auto [row, position, nq, h, kind] = w.active[a];
+    if (a + 1 < w.active.size()) {  // Q and dO rows of the next tile (sparse masks: far from these)
+      const ActiveTile& next = w.active[a + 1];
+      prefetch_rows(b.q_rows + b.q_first(next.row, next.head), next.count, ld);
+      prefetch_rows(b.do_rows + b.q_first(next.row, next.head), next.count, ld);
+    }
+    const MaskSpec& mask = task.mask_of(h);
+    const float* qs = b.q_rows + b.q_first(row, h);
+    const float* d_o = b.do_rows + b.q_first(row, h);
+    gemm({w.s.data(), kTile, qs, ld, 1, k_t, kTile, dim, nq}, false);  // S = Q K^T
+    mask_scores(w.s.data(), false, mask, task.doc_len, {position, position + nq}, keys, kind);
+    gemm({w.dp.data(), kTile, d_o, ld, 1, v_t, kTile, dim, nq}, false);  // dP = dO V^T
+    softmax_grad_rows(w.s.data(), w.dp.data(), nq, b.lse2 + b.row_head(row, h), b.delta + b.row_head(row, h),
+                      b.q.heads);
+    gemm_wide({dv, ld, w.s.data(), 1, kTile, d_o, ld, nq, nk}, ld, true);  // dV += P^T dO
+    gemm_wide({dk, ld, w.dp.data(), 1, kTile, qs, ld, nq, nk}, ld, true);  // dK += dS^T Q
+  }
+  add_key_rows(b, index, item, w);
+}
+
+// dK/dV for one chunk of gathered columns: as key_item, against every query tile of the set's heads,
+// each row under gathered_row_bits (the columns it sees that the grid did not compute).
+template <class T>
+FULCRUM_KERNEL_CLONES void column_item(const Backward<T>& b, std::size_t index, const WorkItem& item, Scratch& w) {
+  const HeadColumns& columns = b.columns->sets()[static_cast<std::size_t>(item.columns)];
+  const AttentionTask& task = b.tasks[item.task];
+  const int dim = b.q.dim;
+  const long ld = padded_dim(dim);
+  const Tokens nk = item.rows.count;
+  const int chunk = static_cast<int>(item.rows.row / kTile);
+  load_transposed(w.a_t.data(), columns.k + item.rows.row * ld, ld, nk, dim, 1.0f);
+  load_transposed(w.b_t.data(), columns.v + item.rows.row * ld, ld, nk, dim, 1.0f);
+  std::fill(w.acc_a.begin(), w.acc_a.end(), 0.0f);
+  std::fill(w.acc_b.begin(), w.acc_b.end(), 0.0f);
+  const Tokens first_source = columns.sources[static_cast<std::size_t>(item.rows.row)];
+  Tokens sources[kTile];
+  std::uint64_t bits[kTile];
+  for (int h = columns.q_begin; h < columns.q_end; ++h) {
+    const MaskSpec& mask = task.mask_of(h);
+    int tile = 0;
+    for (const RowSpan& range : task.queries) {
+      for (Tokens offset = 0; offset < range.count; offset += kTile, ++tile) {
+        const Tokens nq = std::min<Tokens>(kTile, range.count - offset);
+        Tokens last_source = -1;
+        for (Tokens i = 0; i < nq; ++i) {
+          sources[i] = mask.source_position(range.position + offset + i, task.doc_len);
+          last_source = std::max(last_source, sources[i]);
+        }
+        if (last_source < first_source || !columns.tile_bits(tile, chunk, sources, nq, bits)) continue;
         const Tokens row = range.row + offset;
         const float* qs = b.q_rows + b.q_first(row, h);
         const float* d_o = b.do_rows + b.q_first(row, h);
-        gemm({w.s.data(), kTile, qs, ld, 1, k_t, kTile, dim, nq}, false);  // S = Q K^T
-        mask_scores(w.s.data(), false, mask, task.doc_len, queries, keys, kind);
-        gemm({w.dp.data(), kTile, d_o, ld, 1, v_t, kTile, dim, nq}, false);  // dP = dO V^T
+        gemm({w.s.data(), kTile, qs, ld, 1, w.a_t.data(), kTile, dim, nq}, false);  // S = Q K^T
+        mask_rows(w.s.data(), false, nq, static_cast<int>(nk), [&](Tokens i) { return bits[i]; });
+        gemm({w.dp.data(), kTile, d_o, ld, 1, w.b_t.data(), kTile, dim, nq}, false);  // dP = dO V^T
         softmax_grad_rows(w.s.data(), w.dp.data(), nq, b.lse2 + b.row_head(row, h), b.delta + b.row_head(row, h),
                           b.q.heads);
-        gemm_wide({dv, ld, w.s.data(), 1, kTile, d_o, ld, nq, nk}, ld, true);  // dV += P^T dO
-        gemm_wide({dk, ld, w.dp.data(), 1, kTile, qs, ld, nq, nk}, ld, true);  // dK += dS^T Q
+        gemm_wide({w.acc_b.data(), ld, w.s.data(), 1, kTile, d_o, ld, nq, nk}, ld, true);  // dV += P^T dO
+        gemm_wide({w.acc_a.data(), ld, w.dp.data(), 1, kTile, qs, ld, nq, nk}, ld, true);  // dK += dS^T Q
       }
     }
   }
-  // Tasks that read the same key rows add into them concurrently: then one atomic add per element,
-  // or, in deterministic mode, a partial that add_partials sums in task order.
-  const float to_natural = std::numbers::ln2_v<float>;  // dK was accumulated with Q scaled by log2(e)
-  if (b.partials != nullptr && b.partial_at[index] >= 0) {
-    float* dk_part = b.partials + b.partial_at[index];
-    float* dv_part = dk_part + nk * dim;
-    for (Tokens j = 0; j < nk; ++j) {
-      for (int c = 0; c < dim; ++c) {
-        dk_part[j * dim + c] = dk[j * ld + c] * to_natural;
-        dv_part[j * dim + c] = dv[j * ld + c];
-      }
-    }
-    return;
-  }
-  for (Tokens j = 0; j < nk; ++j) {
-    float* dk_out = b.dk.at(item.rows.row + j, item.head);
-    float* dv_out = b.dv.at(item.rows.row + j, item.head);
-    const float* dk_j = dk + j * ld;
-    const float* dv_j = dv + j * ld;
-    if (!item.shared) {
-      for (int c = 0; c < dim; ++c) dk_out[c] += dk_j[c] * to_natural, dv_out[c] += dv_j[c];
-      continue;
-    }
-    for (int c = 0; c < dim; ++c) {
-#pragma omp atomic
-      dk_out[c] += dk_j[c] * to_natural;
-#pragma omp atomic
-      dv_out[c] += dv_j[c];
-    }
-  }
+  add_key_rows(b, index, item, w);
 }
 
 // dQ for one query tile of one q head: transposed scores as in the forward pass, then
@@ -199,18 +288,55 @@ FULCRUM_KERNEL_CLONES void query_item(const Backward<T>& b, std::size_t, const W
     delta[i] = i < nq ? b.delta[b.row_head(item.rows.row + i, item.head)] : 0.0f;
   }
 
-  for (Tokens offset = 0; offset < task.keys.count; offset += kTile) {
-    const Tokens nk = std::min<Tokens>(kTile, task.keys.count - offset);
-    const Range keys = positions(task.keys, offset, nk);
-    const TileKind kind = mask.classify(queries, keys, task.doc_len);
-    if (kind == TileKind::kEmpty) continue;
-    const float* k_tile = b.k_rows + b.k_first(task.keys.row + offset, kv_head);
-    const float* v_tile = b.v_rows + b.k_first(task.keys.row + offset, kv_head);
+  // One K/V tile of nk rows (the grid's, or gathered columns'), masked by `mask_tile(s^T)`.
+  auto add_tile = [&](const float* k_tile, const float* v_tile, Tokens nk, auto&& mask_tile) {
     gemm({w.s.data(), kTile, k_tile, ld, 1, q_t, kTile, dim, nk}, false);  // S^T = K Q^T
-    mask_scores(w.s.data(), true, mask, task.doc_len, queries, keys, kind);
+    mask_tile(w.s.data());
     gemm({w.dp.data(), kTile, v_tile, ld, 1, do_t, kTile, dim, nk}, false);  // dP^T = V dO^T
     softmax_grad_transposed(w.s.data(), w.dp.data(), nk, lse2, delta);
     gemm_wide({dq, ld, w.dp.data(), 1, kTile, k_tile, ld, nk, nq}, ld, true);  // dQ += dS K
+  };
+  const HeadColumns* columns = b.columns->of(item.task, item.head);
+  const MaskSpec& grid = columns == nullptr ? mask : columns->rest;
+  w.active.clear();
+  for (Tokens offset = 0; offset < task.keys.count; offset += kTile) {
+    if (skip_span(grid, queries, task.keys, true, offset, task.doc_len)) {
+      offset += kSkipSpan - kTile;
+      continue;
+    }
+    const Tokens nk = std::min<Tokens>(kTile, task.keys.count - offset);
+    const Range keys = positions(task.keys, offset, nk);
+    TileKind kind = grid.classify(queries, keys, task.doc_len);
+    if (kind == TileKind::kEmpty) continue;
+    if (columns != nullptr) kind = mask.classify(queries, keys, task.doc_len);  // the columns in this tile too
+    w.active.push_back({task.keys.row + offset, keys.begin, nk, item.head, kind});
+  }
+  for (std::size_t a = 0; a < w.active.size(); ++a) {
+    const ActiveTile& tile = w.active[a];  // not a structured binding: the lambda below captures it
+    if (a + 1 < w.active.size()) {         // K and V rows of the next tile (sparse masks: far from these)
+      const ActiveTile& next = w.active[a + 1];
+      prefetch_rows(b.k_rows + b.k_first(next.row, kv_head), next.count, ld);
+      prefetch_rows(b.v_rows + b.k_first(next.row, kv_head), next.count, ld);
+    }
+    const Range keys{tile.position, tile.position + tile.count};
+    add_tile(b.k_rows + b.k_first(tile.row, kv_head), b.v_rows + b.k_first(tile.row, kv_head), tile.count,
+             [&](float* s) { mask_scores(s, true, mask, task.doc_len, queries, keys, tile.kind); });
+  }
+  if (columns != nullptr) {
+    Tokens sources[kTile];
+    std::uint64_t bits[kTile];
+    Tokens last_source = -1;
+    for (Tokens i = 0; i < nq; ++i) {
+      sources[i] = mask.source_position(queries.begin + i, task.doc_len);
+      last_source = std::max(last_source, sources[i]);
+    }
+    const int query_tile = query_tile_index(task, item.rows);
+    for (int c = 0, chunks = columns->chunks_before(last_source); c < chunks; ++c) {
+      if (!columns->tile_bits(query_tile, c, sources, nq, bits)) continue;
+      const auto nk = std::min<Tokens>(kTile, static_cast<Tokens>(columns->rows.size()) - c * kTile);
+      add_tile(columns->k + c * kTile * ld, columns->v + c * kTile * ld, nk,
+               [&](float* s) { mask_rows(s, true, nq, static_cast<int>(nk), [&](Tokens i) { return bits[i]; }); });
+    }
   }
   for (Tokens i = 0; i < nq; ++i) {
     float* out = b.dq.at(item.rows.row + i, item.head);
@@ -244,18 +370,20 @@ std::ptrdiff_t place_partials(const std::vector<WorkItem>& items, int dim, std::
   return floats;
 }
 
-// Adds the partials into dK/dV task by task (in task order, then any order inside a task: one task's
-// key tiles of one head never overlap), so each element's sum has one order at any thread count.
+// Adds the partials into dK/dV group by group: key tiles task by task (in task order, then any order
+// inside a task: one task's key tiles of one head never overlap), gathered columns set by set (one
+// set's chunks never overlap), so each element's sum has one order at any thread count.
 template <class T>
 void add_partials(const Backward<T>& b, const std::vector<WorkItem>& items) {
+  auto group_of = [&](std::size_t i) { return items[i].columns < 0 ? items[i].task : items[i].columns; };
   std::vector<std::size_t> shared;
   for (std::size_t i = 0; i < items.size(); ++i) {
     if (b.partial_at[i] >= 0) shared.push_back(i);
   }
-  std::sort(shared.begin(), shared.end(), [&](std::size_t x, std::size_t y) { return items[x].task < items[y].task; });
-  std::vector<std::size_t> group_begin;  // positions in `shared` where a new task starts, then the end
+  std::sort(shared.begin(), shared.end(), [&](std::size_t x, std::size_t y) { return group_of(x) < group_of(y); });
+  std::vector<std::size_t> group_begin;  // positions in `shared` where a new group starts, then the end
   for (std::size_t g = 0; g < shared.size(); ++g) {
-    if (g == 0 || items[shared[g]].task != items[shared[g - 1]].task) group_begin.push_back(g);
+    if (g == 0 || group_of(shared[g]) != group_of(shared[g - 1])) group_begin.push_back(g);
   }
   group_begin.push_back(shared.size());
   const int dim = b.dk.dim;
@@ -270,11 +398,11 @@ void add_partials(const Backward<T>& b, const std::vector<WorkItem>& items) {
       const float* dk_part = b.partials + b.partial_at[i];
       const float* dv_part = dk_part + item.rows.count * dim;
       for (Tokens j = 0; j < item.rows.count; ++j) {
-        float* dk_out = b.dk.at(item.rows.row + j, item.head);
-        float* dv_out = b.dv.at(item.rows.row + j, item.head);
+        float* dk_out = b.dk.at(b.key_row(item, j), item.head);
+        float* dv_out = b.dv.at(b.key_row(item, j), item.head);
         for (int c = 0; c < dim; ++c) dk_out[c] += dk_part[j * dim + c], dv_out[c] += dv_part[j * dim + c];
       }
-    }  // the implicit barrier orders the tasks
+    }  // the implicit barrier orders the groups
   }
 }
 
@@ -328,6 +456,9 @@ void attention_backward(std::span<const AttentionTask> tasks, const AttentionSha
   }
 
   const float scale_log2 = shape.softmax_scale() * std::numbers::log2e_v<float>;
+  const float* k_rows = head_major(k, 2);
+  const float* v_rows = head_major(v, 3);
+  const CallColumns columns(tasks, shape.q_heads, shape.kv_heads, k_rows, v_rows, k.rows, padded_dim(shape.head_dim));
   Backward<T> b{tasks,
                 q,
                 k,
@@ -340,19 +471,25 @@ void attention_backward(std::span<const AttentionTask> tasks, const AttentionSha
                 delta.data(),
                 head_major(q, 0, scale_log2),
                 head_major(d_o, 1),
-                head_major(k, 2),
-                head_major(v, 3),
+                k_rows,
+                v_rows,
+                &columns,
                 shape.q_heads / shape.kv_heads,
                 shape.softmax_scale()};
-  const std::vector<WorkItem> key_items = key_tiles(tasks, shape.q_heads, shape.kv_heads);
+  // dK/dV in two passes, the grid's key tiles then the gathered columns, which add into some of the
+  // same rows: one pass's items never meet the other's.
   std::vector<std::ptrdiff_t> partial_at;
-  if (shape.deterministic) {
-    const std::ptrdiff_t floats = place_partials(key_items, shape.head_dim, partial_at);
-    b.partials = partials_workspace(static_cast<std::size_t>(floats));
-    b.partial_at = partial_at.data();
-  }
-  run_items<T>(key_items, shape.head_dim, key_item<T>, b);
-  if (shape.deterministic) add_partials(b, key_items);
+  auto key_pass = [&](const std::vector<WorkItem>& items, auto item_fn) {
+    if (shape.deterministic) {
+      const std::ptrdiff_t floats = place_partials(items, shape.head_dim, partial_at);
+      b.partials = partials_workspace(static_cast<std::size_t>(floats));
+      b.partial_at = partial_at.data();
+    }
+    run_items<T>(items, shape.head_dim, item_fn, b);
+    if (shape.deterministic) add_partials(b, items);
+  };
+  key_pass(key_tiles(tasks, shape.q_heads, shape.kv_heads), key_item<T>);
+  key_pass(column_tiles(tasks, columns, shape.q_heads, shape.kv_heads), column_item<T>);
   run_items<T>(query_tiles(tasks, shape.q_heads), shape.head_dim, query_item<T>, b);
 }
 

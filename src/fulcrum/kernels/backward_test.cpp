@@ -126,6 +126,15 @@ TEST(DeterministicBackward, BitwiseIdenticalAcrossRunsAndThreadCountsForEveryMas
   }
 }
 
+TEST(DeterministicBackward, GatheredColumnsOfSeveralHeadsAndTasks) {
+  // Per-head masks with hundreds of columns under GQA 8:2 and tasks sharing keys: column chunks of
+  // several heads and tasks add into the same dK/dV rows.
+  Rng rng(4150);
+  Problem p = testing::make_problem(rng, {8, 2, 64, 0}, {1024}, MaskSpec::causal(), 4, true, false);
+  testing::split_heads(rng, p, testing::many_column_masks(rng, 1024), false);
+  expect_deterministic<float>(p, "many gathered columns");
+}
+
 TEST(DeterministicBackward, LongShardedDocumentInBf16) {
   // One 1,024-token causal document in 8 shards over all its keys: every key tile is shared by several
   // tasks, as on DistCA's servers, with bf16 storage and head_dim 128 (bitwise checks only: the first

@@ -8,6 +8,7 @@
 // K/V tile against all of them while it is in cache: streaming K and V from memory once per 64
 // queries left the products at half speed on long documents (measured).
 #include "fulcrum/kernels/attention.hpp"
+#include "fulcrum/kernels/columns.hpp"
 #include "fulcrum/kernels/tiles.hpp"
 
 #include "fulcrum/core/error.hpp"
@@ -31,8 +32,9 @@ struct Forward {
   HeadTensor<float> lse;
   const float* k_rows;  // head-major fp32 copies of K and V (head_major)
   const float* v_rows;
-  int group = 1;     // q heads per kv head
-  float scale_log2;  // softmax scale * log2(e): scores in base 2
+  const CallColumns* columns;  // gathered columns of masks that have them
+  int group = 1;               // q heads per kv head
+  float scale_log2;            // softmax scale * log2(e): scores in base 2
 };
 
 constexpr int kBlockTiles = 4;
@@ -43,8 +45,16 @@ struct QueryTileState {
   Vec m[kTileVecs], l[kTileVecs];
 };
 
+// A tile to compute: key tile `offset` against query tile `t` of the item.
+struct ActiveTile {
+  Tokens offset;
+  int t;
+  TileKind kind;
+};
+
 struct ForwardScratch {
   QueryTileState tiles[kBlockTiles];
+  std::vector<ActiveTile> active;
   Floats s_t = Floats(kTile * kTile);
   ForwardScratch(int dim, long ld) {
     for (auto& t : tiles) {
@@ -88,6 +98,47 @@ FULCRUM_INLINE void online_softmax(float* s_t, int nk, float* o, long ld, Tokens
   }
 }
 
+// The item's query tiles against the gathered columns the grid left out, a 64-column chunk (one dense
+// K/V tile) at a time, each chunk against every query tile while it is in cache.
+template <class T>
+FULCRUM_INLINE void gathered_tiles(const Forward<T>& f, const WorkItem& item, const HeadColumns& columns,
+                                   ForwardScratch& w) {
+  const AttentionTask& task = f.tasks[item.task];
+  const MaskSpec& mask = task.mask_of(item.head);
+  const int dim = f.q.dim;
+  const long ld = padded_dim(dim);
+  const int n_tiles = static_cast<int>((item.rows.count + kTile - 1) / kTile);
+  Tokens sources[kBlockTiles][kTile];
+  int tile_index[kBlockTiles];
+  Tokens last_source = -1;
+  for (int t = 0; t < n_tiles; ++t) {
+    const RowSpan tile{item.rows.row + t * kTile, item.rows.position + t * kTile,
+                       std::min<Tokens>(kTile, item.rows.count - t * kTile)};
+    tile_index[t] = query_tile_index(task, tile);
+    for (Tokens i = 0; i < tile.count; ++i) {
+      sources[t][i] = mask.source_position(tile.position + i, task.doc_len);
+      last_source = std::max(last_source, sources[t][i]);
+    }
+  }
+  std::uint64_t bits[kTile];
+  const int chunks = columns.chunks_before(last_source);
+  for (int c = 0; c < chunks; ++c) {
+    const auto nk =
+        static_cast<int>(std::min<std::size_t>(kTile, columns.rows.size() - static_cast<std::size_t>(c) * kTile));
+    const float* k = columns.k + static_cast<std::ptrdiff_t>(c) * kTile * ld;
+    const float* v = columns.v + static_cast<std::ptrdiff_t>(c) * kTile * ld;
+    for (int t = 0; t < n_tiles; ++t) {
+      QueryTileState& s = w.tiles[t];
+      const Tokens nq = std::min<Tokens>(kTile, item.rows.count - t * kTile);
+      if (!columns.tile_bits(tile_index[t], c, sources[t], nq, bits)) continue;
+      gemm({w.s_t.data(), kTile, k, ld, 1, s.q_t.data(), kTile, dim, nk}, false);  // S^T = K Q^T
+      mask_rows(w.s_t.data(), true, nq, nk, [&](Tokens i) { return bits[i]; });
+      online_softmax(w.s_t.data(), nk, s.o.data(), ld, nq, s.m, s.l);
+      gemm_wide({s.o.data(), ld, w.s_t.data(), 1, kTile, v, ld, nk, nq}, ld, true);  // O += P V
+    }
+  }
+}
+
 template <class T>
 FULCRUM_KERNEL_CLONES void forward_item(const Forward<T>& f, const WorkItem& item, ForwardScratch& w) {
   const AttentionTask& task = f.tasks[item.task];
@@ -95,6 +146,8 @@ FULCRUM_KERNEL_CLONES void forward_item(const Forward<T>& f, const WorkItem& ite
   const long ld = padded_dim(dim);
   const int kv_head = item.head / f.group;
   const MaskSpec& mask = task.mask_of(item.head);
+  const HeadColumns* columns = f.columns->of(item.task, item.head);
+  const MaskSpec& grid = columns == nullptr ? mask : columns->rest;
   const int n_tiles = static_cast<int>((item.rows.count + kTile - 1) / kTile);
   auto tile_rows = [&](int t) { return std::min<Tokens>(kTile, item.rows.count - t * kTile); };
   for (int t = 0; t < n_tiles; ++t) {
@@ -105,22 +158,46 @@ FULCRUM_KERNEL_CLONES void forward_item(const Forward<T>& f, const WorkItem& ite
     for (int v = 0; v < kTileVecs; ++v) s.m[v] = splat(kNegInf), s.l[v] = Vec{};
   }
 
+  // The active tiles first, so that each K/V tile's rows can be prefetched while the one before computes:
+  // under a sparse mask consecutive active tiles are far apart and no hardware prefetcher sees them coming.
+  w.active.clear();
+  const Range item_queries = positions(item.rows, 0, item.rows.count);
   for (Tokens offset = 0; offset < task.keys.count; offset += kTile) {
-    const Tokens nk = std::min<Tokens>(kTile, task.keys.count - offset);
-    const Range keys = positions(task.keys, offset, nk);
-    const auto first = (static_cast<std::ptrdiff_t>(kv_head) * f.k.rows + task.keys.row + offset) * ld;
+    if (skip_span(grid, item_queries, task.keys, true, offset, task.doc_len)) {
+      offset += kSkipSpan - kTile;
+      continue;
+    }
+    const Range keys = positions(task.keys, offset, std::min<Tokens>(kTile, task.keys.count - offset));
     for (int t = 0; t < n_tiles; ++t) {
-      QueryTileState& s = w.tiles[t];
-      const Tokens nq = tile_rows(t);
-      const Range queries = positions(item.rows, t * kTile, nq);
-      const TileKind kind = mask.classify(queries, keys, task.doc_len);
+      const Range queries = positions(item.rows, t * kTile, tile_rows(t));
+      TileKind kind = grid.classify(queries, keys, task.doc_len);
       if (kind == TileKind::kEmpty) continue;
-      gemm({w.s_t.data(), kTile, f.k_rows + first, ld, 1, s.q_t.data(), kTile, dim, nk}, false);  // S^T = K Q^T
-      mask_scores(w.s_t.data(), true, mask, task.doc_len, queries, keys, kind);
-      online_softmax(w.s_t.data(), static_cast<int>(nk), s.o.data(), ld, nq, s.m, s.l);
-      gemm_wide({s.o.data(), ld, w.s_t.data(), 1, kTile, f.v_rows + first, ld, nk, nq}, ld, true);  // O += P V
+      if (columns != nullptr) kind = mask.classify(queries, keys, task.doc_len);  // the columns in this tile too
+      w.active.push_back({offset, t, kind});
     }
   }
+  auto kv_first = [&](Tokens offset) {
+    return (static_cast<std::ptrdiff_t>(kv_head) * f.k.rows + task.keys.row + offset) * ld;
+  };
+  for (std::size_t a = 0; a < w.active.size(); ++a) {
+    const auto [offset, t, kind] = w.active[a];
+    const Tokens nk = std::min<Tokens>(kTile, task.keys.count - offset);
+    if (a + 1 < w.active.size() && w.active[a + 1].offset != offset) {
+      const Tokens next = w.active[a + 1].offset;
+      prefetch_rows(f.k_rows + kv_first(next), std::min<Tokens>(kTile, task.keys.count - next), ld);
+      prefetch_rows(f.v_rows + kv_first(next), std::min<Tokens>(kTile, task.keys.count - next), ld);
+    }
+    QueryTileState& s = w.tiles[t];
+    const Tokens nq = tile_rows(t);
+    const Range queries = positions(item.rows, t * kTile, nq);
+    const Range keys = positions(task.keys, offset, nk);
+    const auto first = kv_first(offset);
+    gemm({w.s_t.data(), kTile, f.k_rows + first, ld, 1, s.q_t.data(), kTile, dim, nk}, false);  // S^T = K Q^T
+    mask_scores(w.s_t.data(), true, mask, task.doc_len, queries, keys, kind);
+    online_softmax(w.s_t.data(), static_cast<int>(nk), s.o.data(), ld, nq, s.m, s.l);
+    gemm_wide({s.o.data(), ld, w.s_t.data(), 1, kTile, f.v_rows + first, ld, nk, nq}, ld, true);  // O += P V
+  }
+  if (columns != nullptr) gathered_tiles(f, item, *columns, w);
 
   for (int t = 0; t < n_tiles; ++t) {
     const QueryTileState& s = w.tiles[t];
@@ -150,14 +227,18 @@ void attention_forward(std::span<const AttentionTask> tasks, const AttentionShap
   check_shape("lse", lse, q.rows, shape.q_heads, 1);
   validate_tasks(tasks, q.rows, k.rows, shape.q_heads);
 
+  const float* k_rows = head_major(k, 0);
+  const float* v_rows = head_major(v, 1);
+  const CallColumns columns(tasks, shape.q_heads, shape.kv_heads, k_rows, v_rows, k.rows, padded_dim(shape.head_dim));
   const Forward<T> f{tasks,
                      q,
                      k,
                      v,
                      o,
                      lse,
-                     head_major(k, 0),
-                     head_major(v, 1),
+                     k_rows,
+                     v_rows,
+                     &columns,
                      shape.q_heads / shape.kv_heads,
                      shape.softmax_scale() * std::numbers::log2e_v<float>};
   const std::vector<WorkItem> items = query_tiles(tasks, shape.q_heads, kBlockTiles * kTile);

@@ -15,6 +15,14 @@
 
 namespace fulcrum::kernels::testing {
 
+/// Vertical columns of a vertical-slash mask: up to one in 8 keys, so that long documents hold several
+/// 64-column chunks of gathered columns (kernels/columns.hpp) and short ones a few columns.
+inline void add_columns(Rng& rng, Tokens len, std::vector<Tokens>& verticals) {
+  for (auto n = rng.uniform_int(1, std::max<Tokens>(6, len / 8)); n > 0; --n) {
+    verticals.push_back(rng.uniform_int(0, std::max<Tokens>(0, len - 1)));
+  }
+}
+
 /// A random mask of `kind` sized for a document of about `len` tokens, valid for a document of exactly
 /// `len` tokens (a striped mask's ranks x block divides it). The switch has no default, so a new
 /// MaskKind does not compile here until it has a case (-Wswitch is an error).
@@ -29,7 +37,7 @@ inline MaskSpec random_mask(Rng& rng, MaskKind kind, Tokens len) {
     case MaskKind::kSharedQuestion: return MaskSpec::shared_question(rng.uniform_int(1, 4), 20);
     case MaskKind::kVerticalSlash: {
       std::vector<Tokens> verticals, slashes;
-      for (int i = 0; i < 6; ++i) verticals.push_back(rng.uniform_int(0, std::max<Tokens>(0, len - 1)));
+      add_columns(rng, len, verticals);
       slashes.push_back(0);
       for (int i = 0; i < 5; ++i) slashes.push_back(rng.uniform_int(1, std::max<Tokens>(1, len)));
       return MaskSpec::vertical_slash(verticals, slashes);
@@ -47,7 +55,7 @@ inline MaskSpec random_mask(Rng& rng, MaskKind kind, Tokens len) {
     case MaskKind::kVerticalSlashBlocks: {
       const Tokens block = std::vector<Tokens>{4, 16, 64}[static_cast<std::size_t>(rng.uniform_int(0, 2))];
       std::vector<Tokens> verticals, offsets = {0};
-      for (int i = 0; i < 4; ++i) verticals.push_back(rng.uniform_int(0, std::max<Tokens>(0, len - 1)));
+      add_columns(rng, len, verticals);
       for (int i = 0; i < 3; ++i) offsets.push_back(rng.uniform_int(1, std::max<Tokens>(1, len / block)));
       return MaskSpec::vertical_slash_blocks(block, verticals, offsets);
     }
@@ -64,6 +72,21 @@ inline MaskSpec random_mask(Rng& rng, MaskKind kind, Tokens len) {
     }
   }
   return MaskSpec::causal();
+}
+
+/// Vertical-slash masks with hundreds of columns for a document of `len` tokens (a multiple of 64):
+/// blockified, token-level, and blockified under a block-striped and a token-striped layout, so the
+/// kernels' gathered columns (kernels/columns.hpp) span several 64-column chunks.
+inline std::vector<MaskSpec> many_column_masks(Rng& rng, Tokens len) {
+  auto columns = [&](int n) {
+    std::vector<Tokens> v(static_cast<std::size_t>(n));
+    for (auto& c : v) c = rng.uniform_int(0, len - 1);
+    return v;
+  };
+  return {MaskSpec::vertical_slash_blocks(64, columns(300), {0, 3, 9}),
+          MaskSpec::vertical_slash(columns(250), {0, 1, 17, 200}),
+          MaskSpec::striped(MaskSpec::vertical_slash_blocks(16, columns(200), {0, 2, 7}), 4, 16),
+          MaskSpec::striped(MaskSpec::vertical_slash_blocks(64, columns(150), {0, 1}), 4, 1)};
 }
 
 /// One mask of every kind of the mask table (workload/mask.hpp), in its order, sized for a document of

@@ -1,5 +1,7 @@
 #include "fulcrum/kernels/tiles.hpp"
 
+#include "fulcrum/kernels/columns.hpp"
+
 #include <algorithm>
 #include <limits>
 
@@ -86,6 +88,29 @@ std::vector<WorkItem> tiles(std::span<const AttentionTask> tasks, int q_heads, i
 }
 
 }  // namespace
+
+std::vector<WorkItem> column_tiles(std::span<const AttentionTask> tasks, const CallColumns& columns, int q_heads,
+                                   int kv_heads) {
+  const std::vector<char> shared = shares_keys(tasks);
+  std::vector<WorkItem> items;
+  const auto sets = columns.sets();
+  for (std::size_t s = 0; s < sets.size(); ++s) {
+    const HeadColumns& c = sets[s];
+    const AttentionTask& task = tasks[static_cast<std::size_t>(c.task)];
+    const bool shares_rows =
+        shared[static_cast<std::size_t>(c.task)] != 0 || (!task.head_masks.empty() && q_heads > kv_heads);
+    Tokens query_rows = 0;
+    for (const RowSpan& r : task.queries) query_rows += r.count;
+    for (int chunk = 0; chunk < c.chunks; ++chunk) {
+      const auto count = std::min<Tokens>(simd::kTile, static_cast<Tokens>(c.rows.size()) - chunk * simd::kTile);
+      // Cost: an upper bound (every row of every head of the set sees every column), for ordering only.
+      const double cost = static_cast<double>(count * query_rows * (c.q_end - c.q_begin));
+      items.push_back({c.task, c.kv_head, {chunk * simd::kTile, 0, count}, cost, shares_rows, static_cast<int>(s)});
+    }
+  }
+  std::stable_sort(items.begin(), items.end(), [](const WorkItem& a, const WorkItem& b) { return a.cost > b.cost; });
+  return items;
+}
 
 float* call_workspace(int slot, std::size_t floats) {
   thread_local simd::Floats slots[4];

@@ -7,9 +7,13 @@
 #include "fulcrum/kernels/simd.hpp"
 
 #include <span>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace fulcrum::kernels {
+
+class CallColumns;
 
 /// Consecutive rows (64, or a block of several 64-row tiles) of one task range (query rows in the forward pass and dQ,
 /// key rows in dK/dV), for one head (a q head, or a kv head for key tiles).
@@ -18,7 +22,8 @@ struct WorkItem {
   int head = 0;
   RowSpan rows;
   double cost = 0;      // visible pairs: the scheduler runs the largest items first
-  bool shared = false;  // key tiles: another task reads some of these rows too (dK/dV adds must be atomic)
+  bool shared = false;  // key tiles: another item may add into some of these rows at the same time
+  int columns = -1;     // >= 0: rows are columns [row, row + count) of that gathered set (CallColumns)
 };
 
 /// Tiles of up to `rows` (a multiple of 64) rows of each task's query ranges, for every q head of the
@@ -27,15 +32,73 @@ std::vector<WorkItem> query_tiles(std::span<const AttentionTask> tasks, int q_he
 /// 64-row tiles of each task's key range, for every kv head some q head of the task reads (GQA:
 /// q head h reads kv head h / (q_heads / kv_heads)), largest first.
 std::vector<WorkItem> key_tiles(std::span<const AttentionTask> tasks, int q_heads, int kv_heads);
+/// 64-column chunks of every gathered column set of `columns` (item.columns: the set), largest first.
+/// Shared when another set of the same kv head (per-head masks under GQA) or another task may hold
+/// the same rows.
+std::vector<WorkItem> column_tiles(std::span<const AttentionTask> tasks, const CallColumns& columns, int q_heads,
+                                   int kv_heads);
 
 inline Range positions(const RowSpan& r, Tokens offset, Tokens count) {
   return {r.position + offset, r.position + offset + count};
 }
 
-/// out[c][i] = scale * src[i][c], out is [dim][64] and zero past `count`.
+namespace detail {
+// One stage of a 16 x 16 in-register transpose: rows a and b (D rows apart) swap their off-diagonal
+// blocks of D lanes in every group of 2D lanes. Stages D = 8, 4, 2, 1 transpose the whole block.
+template <int D, int... L>
+FULCRUM_INLINE simd::Vec swap_low(simd::Vec a, simd::Vec b, std::integer_sequence<int, L...>) {
+  return __builtin_shufflevector(a, b, (L % (2 * D) < D ? L : 16 + L - D)...);
+}
+template <int D, int... L>
+FULCRUM_INLINE simd::Vec swap_high(simd::Vec a, simd::Vec b, std::integer_sequence<int, L...>) {
+  return __builtin_shufflevector(a, b, (L % (2 * D) < D ? L + D : 16 + L)...);
+}
+template <int D>
+FULCRUM_INLINE void transpose_stage(simd::Vec* r) {
+  constexpr auto lanes = std::make_integer_sequence<int, simd::kLanes>{};
+  for (int i = 0; i < simd::kLanes; ++i) {
+    if (i % (2 * D) >= D) continue;
+    const simd::Vec a = r[i], b = r[i + D];
+    r[i] = swap_low<D>(a, b, lanes);
+    r[i + D] = swap_high<D>(a, b, lanes);
+  }
+}
+template <class T>
+FULCRUM_INLINE simd::Vec load_row(const T* p) {
+  if constexpr (std::is_same_v<T, float>) {
+    return simd::load(p);
+  } else {
+    float row[simd::kLanes];
+    for (int k = 0; k < simd::kLanes; ++k) row[k] = to_float(p[k]);
+    return simd::load(row);
+  }
+}
+}  // namespace detail
+
+/// out[c][i] = scale * src[i][c], out is [dim][64] and zero past `count`. 16 x 16 blocks are transposed
+/// in registers (four shuffle stages): element by element, building Q^T and K^T was ~6% of a sparse
+/// call (measured), where few products share each transposed tile.
 template <class T>
 FULCRUM_INLINE void load_transposed(float* out, const T* src, std::ptrdiff_t stride, Tokens count, int dim,
                                     float scale) {
+  using simd::kLanes;
+  if (dim % kLanes == 0) {
+    const simd::Vec s = simd::splat(scale);
+    for (Tokens i0 = 0; i0 < simd::kTile; i0 += kLanes) {
+      for (int c0 = 0; c0 < dim; c0 += kLanes) {
+        simd::Vec r[kLanes];
+        for (int i = 0; i < kLanes; ++i) {
+          r[i] = i0 + i < count ? detail::load_row(src + (i0 + i) * stride + c0) * s : simd::Vec{};
+        }
+        detail::transpose_stage<8>(r);
+        detail::transpose_stage<4>(r);
+        detail::transpose_stage<2>(r);
+        detail::transpose_stage<1>(r);
+        for (int c = 0; c < kLanes; ++c) simd::store(out + (c0 + c) * simd::kTile + i0, r[c]);
+      }
+    }
+    return;
+  }
   for (int c = 0; c < dim; ++c) {
     float* row = out + c * simd::kTile;
     for (Tokens i = 0; i < count; ++i) row[i] = scale * to_float(src[i * stride + c]);
@@ -74,17 +137,34 @@ const float* head_major(HeadTensor<const T> t, int slot, float scale = 1.0f) {
   return out;
 }
 
-/// Sets masked scores to -inf. `transposed`: scores are [key][query] (else [query][key]), ld 64.
-/// Keys past `keys.size()` (a short last tile) are masked too; a full 64-key tile is left as is.
-FULCRUM_INLINE void mask_scores(float* s, bool transposed, const MaskSpec& mask, Tokens doc_len, Range queries,
-                                Range keys, TileKind kind) {
-  const int nk = static_cast<int>(keys.size());
-  const bool partial = kind == TileKind::kPartial;
-  if (!partial && nk == simd::kTile) return;
-  const Tokens nq = queries.size();
+/// Rows a grid loop tests at once before testing tile by tile: under a sparse mask most such spans are
+/// empty, and one classify of the span replaces 16 (the per-tile tests were ~6% of a sparse call,
+/// measured); under a dense one the span costs one extra test per 16 tiles.
+inline constexpr Tokens kSkipSpan = 16 * simd::kTile;
+
+/// Whether a grid loop over `rows` may skip the kSkipSpan rows from `offset` when offset is a multiple
+/// of kSkipSpan: `mask` has no visible pair between them and `other` (keys when `rows` are queries,
+/// queries when they are keys).
+inline bool skip_span(const MaskSpec& mask, Range other, const RowSpan& rows, bool rows_are_keys, Tokens offset,
+                      Tokens doc_len) {
+  if (offset % kSkipSpan != 0) return false;
+  const Range span = positions(rows, offset, std::min(kSkipSpan, rows.count - offset));
+  return mask.classify(rows_are_keys ? other : span, rows_are_keys ? span : other, doc_len) == TileKind::kEmpty;
+}
+
+/// Asks for `rows` rows of ld floats at `p` to be brought into cache (a hint; no effect on results).
+FULCRUM_INLINE void prefetch_rows(const float* p, Tokens rows, long ld) {
+  for (Tokens r = 0; r < rows; ++r) {
+    for (long c = 0; c < ld; c += 16) __builtin_prefetch(p + r * ld + c, 0, 3);  // one 64-byte line
+  }
+}
+
+/// Sets the scores of the keys that bit word `row_bits(i)` of query i leaves clear to -inf.
+/// `transposed`: scores are [key][query] (else [query][key]), ld 64; nk keys computed.
+template <class RowBits>
+FULCRUM_INLINE void mask_rows(float* s, bool transposed, Tokens nq, int nk, RowBits&& row_bits) {
   for (Tokens i = 0; i < nq; ++i) {
-    std::uint64_t bits =
-        partial ? mask.row_bits(queries.begin + i, keys.begin, nk, doc_len) : (nk == 64 ? ~0ull : (1ull << nk) - 1);
+    const std::uint64_t bits = row_bits(i);
     if (bits == ~0ull) continue;
     // Transposed scores have only nk key rows; row-major ones have 64 columns, zero-padded past nk.
     for (int j = 0; j < (transposed ? nk : simd::kTile); ++j) {
@@ -92,6 +172,19 @@ FULCRUM_INLINE void mask_scores(float* s, bool transposed, const MaskSpec& mask,
       (transposed ? s[j * simd::kTile + i] : s[i * simd::kTile + j]) = simd::kNegInf;
     }
   }
+}
+
+/// Sets masked scores to -inf. Keys past `keys.size()` (a short last tile) are masked too; a full
+/// 64-key tile is left as is.
+FULCRUM_INLINE void mask_scores(float* s, bool transposed, const MaskSpec& mask, Tokens doc_len, Range queries,
+                                Range keys, TileKind kind) {
+  const int nk = static_cast<int>(keys.size());
+  if (kind != TileKind::kPartial) {
+    if (nk < simd::kTile) mask_rows(s, transposed, queries.size(), nk, [&](Tokens) { return (1ull << nk) - 1; });
+    return;
+  }
+  mask_rows(s, transposed, queries.size(), nk,
+            [&](Tokens i) { return mask.row_bits(queries.begin + i, keys.begin, nk, doc_len); });
 }
 
 }  // namespace fulcrum::kernels

@@ -69,6 +69,9 @@ std::vector<MaskKind> all_mask_kinds();
 /// Whether a (query tile x key tile) rectangle has no visible pair, all pairs visible, or some.
 enum class TileKind { kEmpty, kFull, kPartial };
 
+struct MaskSpec;
+struct MaskColumns;
+
 /// The index lists of the index-list masks. Immutable once built and shared by every copy of a
 /// MaskSpec; all lists are sorted and free of duplicates.
 struct MaskIndexLists {
@@ -171,6 +174,8 @@ struct MaskSpec {
   SmallRanges keys_needed(Range queries, Range keys, Tokens doc_len) const;
   /// Exact for every kind (from count_pairs).
   TileKind classify(Range queries, Range keys, Tokens doc_len) const;
+  /// The vertical columns split off (MaskColumns): what kernels compute as dense tiles of gathered keys.
+  MaskColumns split_columns(Tokens doc_len) const;
   /// Rows q at which the shape of visible(q) ∩ keys can change, for key-range boundaries `key_edges`.
   /// Between consecutive such rows every visible-range endpoint moves linearly with q (index-list masks:
   /// those of the causal hull; striped: none, its hull is the full square).
@@ -178,6 +183,16 @@ struct MaskSpec {
 
   /// Same kind and parameters; index lists and inner masks are compared by content, not by pointer.
   friend bool operator==(const MaskSpec& a, const MaskSpec& b);
+};
+
+/// A mask's vertical columns (vertical-slash and vsblocks, also inside striped): keys that every row at
+/// or after them in original positions sees. (q, k) is visible iff `rest` allows it or k is one of
+/// `columns` with source_position(k) <= source_position(q). A column's pairs are spread over one key
+/// per tile, so a kernel computing them tile by tile does a whole tile's work for a few keys; gathered,
+/// 64 columns make one dense tile. Every other kind: no columns, `rest` is the mask itself.
+struct MaskColumns {
+  MaskSpec rest;
+  std::vector<Tokens> columns;  // slots (stored positions) below doc_len, in ascending original position
 };
 
 }  // namespace fulcrum

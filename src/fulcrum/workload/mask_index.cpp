@@ -128,6 +128,25 @@ Tokens vertical_slash_blocks_pairs(const MaskIndexLists& l, Tokens block, Range 
 
 }  // namespace
 
+MaskColumns MaskSpec::split_columns(Tokens doc_len) const {
+  if (kind == MaskKind::kStriped) {  // the inner mask's columns, moved to the slots that hold them
+    MaskColumns in = inner->split_columns(doc_len);
+    if (in.columns.empty()) return {*this, {}};
+    MaskColumns out{striped(std::move(in.rest), ranks, block), {}};
+    out.columns.reserve(in.columns.size());
+    for (Tokens c : in.columns) out.columns.push_back(slot_of(inner->source_position(c, doc_len), doc_len));
+    return out;
+  }
+  if ((kind != MaskKind::kVerticalSlash && kind != MaskKind::kVerticalSlashBlocks) || lists->verticals.empty()) {
+    return {*this, {}};
+  }
+  const auto& v = lists->verticals;
+  MaskColumns out{kind == MaskKind::kVerticalSlash ? vertical_slash({}, lists->slashes)
+                                                   : vertical_slash_blocks(block, {}, lists->block_offsets),
+                  {v.begin(), std::lower_bound(v.begin(), v.end(), doc_len)}};
+  return out;
+}
+
 MaskSpec MaskSpec::vertical_slash_blocks(Tokens block, std::vector<Tokens> verticals,
                                          std::vector<Tokens> block_offsets) {
   if (block < 1) fail("mask block = {}: must be >= 1", block);

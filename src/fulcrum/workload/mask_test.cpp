@@ -252,6 +252,37 @@ TEST(MaskSpec, KeysNeededIsExactlyTheUnionOfVisibleKeys) {
   });
 }
 
+// What the kernels' gathered columns rely on: rest ∪ {(q, c) : source(c) <= source(q)} is the mask,
+// the columns are distinct slots in ascending original position, and only vertical-slash kinds (also
+// striped) have any.
+TEST(MaskSpec, SplitColumnsRecomposesTheMask) {
+  int with_columns = 0;
+  for_each_case(11, [&](const MaskSpec& mask, const Oracle& o, Rng&) {
+    const MaskColumns split = mask.split_columns(o.len);
+    std::vector<char> is_column(static_cast<std::size_t>(o.len), 0);
+    for (std::size_t i = 0; i < split.columns.size(); ++i) {
+      const Tokens c = split.columns[i];
+      ASSERT_TRUE(c >= 0 && c < o.len) << describe(mask, o.len) << " column " << c;
+      ASSERT_FALSE(is_column[static_cast<std::size_t>(c)]) << describe(mask, o.len) << " repeats " << c;
+      is_column[static_cast<std::size_t>(c)] = 1;
+      if (i > 0) {
+        ASSERT_LT(mask.source_position(split.columns[i - 1], o.len), mask.source_position(c, o.len))
+            << describe(mask, o.len);
+      }
+    }
+    with_columns += split.columns.empty() ? 0 : 1;
+    for (Tokens q = 0; q < o.len; ++q) {
+      for (Tokens k = 0; k < o.len; ++k) {
+        const bool column_sees = is_column[static_cast<std::size_t>(k)] != 0 &&
+                                 mask.source_position(k, o.len) <= mask.source_position(q, o.len);
+        ASSERT_EQ(split.rest.allows(q, k, o.len) || column_sees, o.at(q, k))
+            << describe(mask, o.len) << " q=" << q << " k=" << k;
+      }
+    }
+  });
+  EXPECT_GT(with_columns, 10);  // the cases hold column masks, plain and striped
+}
+
 // What plan::verify relies on: between consecutive breakpoint rows, visible(q) ∩ [a, b) for any key
 // edges a < b keeps its number of ranges and every endpoint moves linearly with q.
 TEST(MaskSpec, VisibleShapeIsLinearBetweenRowBreakpoints) {
