@@ -93,8 +93,12 @@ class Search {
       const double t = loads_.time_with(h, d);
       if (std::max(current_max, t) < cutoff()) candidates.emplace_back(t, d);
     }
-    std::stable_sort(candidates.begin(), candidates.end(),
-                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    // Insertion sort: a handful of devices, and no allocation per node.
+    for (std::size_t a = 1; a < candidates.size(); ++a) {
+      for (std::size_t b = a; b > 0 && candidates[b].first < candidates[b - 1].first; --b) {
+        std::swap(candidates[b], candidates[b - 1]);
+      }
+    }
     for (std::size_t k = 0; k < candidates.size(); ++k) {
       const auto [t, d] = candidates[k];
       if (std::max(current_max, t) >= cutoff()) continue;  // the incumbent improved meanwhile

@@ -55,6 +55,30 @@ class Loads {
     return std::max(compute_[idx(d)] + add_cost(h, d),
                     (groups_on_[idx(d)] + (new_group ? 1 : 0)) * costs_->offload_per_group_s);
   }
+  /// What removing head h (on d) takes from d's compute.
+  double remove_saving(int h, int d) const {
+    return costs_->attention_s[static_cast<std::size_t>(h)] +
+           (count(d, costs_->group_of(h)) == 1 ? costs_->qkvo_s : costs_->qo_s);
+  }
+  /// d's time if head `out` (on d, or -1) left and head `in` (not on d, or -1) arrived, without moving them.
+  double time_exchanging(int d, int out, int in) const {
+    double compute = compute_[idx(d)];
+    int groups = groups_on_[idx(d)];
+    int out_group = -1;
+    if (out >= 0) {
+      out_group = costs_->group_of(out);
+      const bool last = count(d, out_group) == 1;
+      compute -= costs_->attention_s[static_cast<std::size_t>(out)] + (last ? costs_->qkvo_s : costs_->qo_s);
+      groups -= last ? 1 : 0;
+    }
+    if (in >= 0) {
+      const int g = costs_->group_of(in);
+      const int before = count(d, g) - (g == out_group ? 1 : 0);
+      compute += costs_->attention_s[static_cast<std::size_t>(in)] + (before == 0 ? costs_->qkvo_s : costs_->qo_s);
+      groups += before == 0 ? 1 : 0;
+    }
+    return std::max(compute, groups * costs_->offload_per_group_s);
+  }
   double max_time() const {
     double m = 0;
     for (int d = 0; d < devices_; ++d) m = std::max(m, time(d));

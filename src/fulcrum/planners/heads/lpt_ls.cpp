@@ -151,6 +151,11 @@ class Descent {
   void apply(int c, const Move& m) { shift(m, c, m.d); }
   template <class Score>
   void try_move(Move& best, int c, Move m, Score score) {
+    if (m.group < 0) {  // one head, maybe swapped for one of d's: priced without moving anything
+      m.value = score(loads_.time_exchanging(c, m.head, m.back), loads_.time_exchanging(m.d, m.back, m.head));
+      if (m.value < best.value) best = m;
+      return;
+    }
     // A group move's heads are exactly the group's heads on c before, and on d after (d held none of
     // them only if count(d, g) was 0; otherwise undo would take d's own heads too), so undo by head list.
     if (m.group >= 0 && loads_.count(m.d, m.group) > 0) {

@@ -37,8 +37,8 @@ struct GaOptions {  // the published parameters
 HeadSolution solve_ga(const LayerCosts& costs, int devices, std::uint64_t seed, const GaOptions& options = {});
 
 struct LptLsOptions {
-  int kicks = 40;                   // iterated local search: perturb-and-descend rounds
-  std::int64_t node_limit = 50000;  // branch-and-bound nodes before giving up a proof
+  int kicks = 20;                   // iterated local search: perturb-and-descend rounds
+  std::int64_t node_limit = 20000;  // branch-and-bound nodes before giving up a proof
   double target_gap = 0.0;          // stop once T_layer <= (1 + gap) x lower_bound
 };
 /// Ours: KV-group-aware LPT (whole groups as items, and head by head; the better start), descent on the
