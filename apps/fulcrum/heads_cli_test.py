@@ -46,7 +46,8 @@ with tempfile.TemporaryDirectory() as tmp:
     ours = layer["solvers"]["lpt-ls"]["layer_s"]
     for name in SOLVERS:
         row = layer["solvers"][name]
-        for key in ("assignment", "device_s", "layer_s", "spread", "gap", "lower_bound_s", "solve_ms", "proven_optimal"):
+        for key in ("assignment", "device_s", "layer_s", "spread", "gap", "lower_bound_s", "solve_ms",
+                    "proven_optimal"):
             check(key in row, f"layers[0].solvers.{name} lacks {key}")
         check(len(row["assignment"]) == 32 and all(0 <= d < 4 for d in row["assignment"]), f"{name}: assignment")
         check(abs(max(row["device_s"]) - row["layer_s"]) <= 1e-12 * row["layer_s"], f"{name}: T_layer != max device")
