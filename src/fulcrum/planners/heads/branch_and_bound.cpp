@@ -99,8 +99,7 @@ class Search {
         std::swap(candidates[b], candidates[b - 1]);
       }
     }
-    for (std::size_t k = 0; k < candidates.size(); ++k) {
-      const auto [t, d] = candidates[k];
+    for (const auto& [t, d] : candidates) {
       if (std::max(current_max, t) >= cutoff()) continue;  // the incumbent improved meanwhile
       loads_.add(h, d);
       current_[static_cast<std::size_t>(h)] = d;

@@ -29,8 +29,10 @@ HeadAssignment group_lpt(const LayerCosts& costs, int devices) {
   for (int g : order) {
     const auto d = static_cast<std::size_t>(std::min_element(load.begin(), load.end()) - load.begin());
     load[d] += weight[static_cast<std::size_t>(g)];
-    for (int j = 0; j < costs.group_size; ++j)
-      device[static_cast<std::size_t>(g * costs.group_size + j)] = static_cast<int>(d);
+    for (int j = 0; j < costs.group_size; ++j) {
+      device[static_cast<std::size_t>(g) * static_cast<std::size_t>(costs.group_size) + static_cast<std::size_t>(j)] =
+          static_cast<int>(d);
+    }
   }
   return device;
 }

@@ -48,6 +48,7 @@ HeadPattern scenario_pattern(char type) {
 
 std::vector<std::string> scenario_names() {
   std::vector<std::string> names;
+  names.reserve(kScenarios.size());
   for (const auto& s : kScenarios) names.emplace_back(s.name);
   return names;
 }
