@@ -21,6 +21,7 @@ void bind_sim(py::module_& m);
 void bind_kernels(py::module_& m);
 void bind_masks(py::module_& m);
 void bind_sparse(py::module_& m);
+void bind_heads(py::module_& m);
 
 /// Ranges cross the boundary as (begin, end) tuples, the form Python code slices with.
 inline py::tuple to_tuple(Range r) { return py::make_tuple(r.begin, r.end); }

@@ -61,4 +61,5 @@ PYBIND11_MODULE(_core, m) {
   bind_kernels(m);
   bind_masks(m);
   bind_sparse(m);
+  bind_heads(m);
 }
