@@ -29,6 +29,8 @@ int main(int argc, char** argv) {
   commands.emplace_back(app.get_subcommand("demo"), demo);
   auto simulate = fulcrum::cli::add_simulate_command(app);
   commands.emplace_back(app.get_subcommand("simulate"), simulate);
+  auto prefill = fulcrum::cli::add_prefill_command(app);
+  commands.emplace_back(app.get_subcommand("prefill"), prefill);
   fulcrum::cli::set_command_line(argc, argv);
   try {
     app.parse(argc, argv);

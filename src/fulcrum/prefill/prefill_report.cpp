@@ -1,6 +1,7 @@
 #include "fulcrum/prefill/prefill_report.hpp"
 
 #include "fulcrum/core/error.hpp"
+#include "fulcrum/core/statistics.hpp"
 
 #include <algorithm>
 
@@ -43,6 +44,29 @@ LayerTimes PrefillReport::rank_total(int rank) const {
     sum.prefetch_wait_s += t.prefetch_wait_s;
   }
   return sum;
+}
+
+PrefillReport median_report(const std::vector<PrefillReport>& runs) {
+  FULCRUM_CHECK(!runs.empty(), "median of no runs");
+  PrefillReport out = runs.front();
+  auto median_of = [&](auto field) {
+    std::vector<double> values;
+    for (const auto& run : runs) values.push_back(field(run));
+    return median(values);
+  };
+  for (std::size_t r = 0; r < out.times.size(); ++r) {
+    out.total_s[r] = median_of([&](const PrefillReport& x) { return x.total_s[r]; });
+    for (std::size_t l = 0; l < out.times[r].size(); ++l) {
+      auto& t = out.times[r][l];
+      auto at = [&](const PrefillReport& x) -> const LayerTimes& { return x.times[r][l]; };
+      t.attention_s = median_of([&](const PrefillReport& x) { return at(x).attention_s; });
+      t.projection_s = median_of([&](const PrefillReport& x) { return at(x).projection_s; });
+      t.mlp_s = median_of([&](const PrefillReport& x) { return at(x).mlp_s; });
+      t.all_reduce_s = median_of([&](const PrefillReport& x) { return at(x).all_reduce_s; });
+      t.prefetch_wait_s = median_of([&](const PrefillReport& x) { return at(x).prefetch_wait_s; });
+    }
+  }
+  return out;
 }
 
 PrefillReport gather_prefill_report(const RankPrefill& mine, long tokens, runtime::Communicator& comm) {

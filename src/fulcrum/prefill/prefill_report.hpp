@@ -25,6 +25,9 @@ struct PrefillReport {
   LayerTimes rank_total(int rank) const;
 };
 
+/// Field by field (each rank, layer and time) the median over `runs` of one configuration.
+PrefillReport median_report(const std::vector<PrefillReport>& runs);
+
 /// Collective: every rank passes its own result and gets everyone's.
 PrefillReport gather_prefill_report(const RankPrefill& mine, long tokens, runtime::Communicator& comm);
 

@@ -69,6 +69,10 @@ class RankPrefillRun {
         2 * shape_.layers,
         [this](int part, WeightPart& into) {
           const int layer = part / 2;
+          if (part == options_.fail_read_part) {
+            fail_runtime("{}: reading layer {} {} weights failed (injected)", file_.path(), layer,
+                         part % 2 == 0 ? "attention" : "MLP");
+          }
           if (part % 2 == 0) {
             load_attention(file_, layer, d_, heads_[sz(layer)], options_.wpr, into.attention);
           } else {

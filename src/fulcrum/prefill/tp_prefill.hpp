@@ -16,9 +16,10 @@ namespace fulcrum::prefill {
 
 struct PrefillOptions {
   std::string weights_path;
-  bool wpr = true;   // weight partition and reorganisation
-  bool cpip = true;  // background weight prefetch
-  int threads = 0;   // OpenMP threads of this rank's attention kernel (0: cores / ranks); BLAS: set_blas_threads
+  bool wpr = true;          // weight partition and reorganisation
+  bool cpip = true;         // background weight prefetch
+  int threads = 0;          // OpenMP threads of this rank's attention kernel (0: cores / ranks); BLAS: set_blas_threads
+  int fail_read_part = -1;  // testing: reading this weight part (2l attention, 2l+1 MLP) fails, as a bad disk would
 };
 
 /// Seconds one rank spent on each step of one layer.

@@ -142,5 +142,29 @@ TEST(TensorParallelPrefill, BadInputFailsBeforeAnyCommunication) {
   EXPECT_NE(message(spec, 2).find("header.ffn_hidden = 96"), std::string::npos);
 }
 
+TEST(TensorParallelPrefill, AFailedWeightReadOnOneRankEndsEveryRankWithItsMessage) {
+  const auto shape = test_model();
+  const TempWeights weights(shape, 5, "tp-prefill-fail");
+  const PrefillSpec spec = mixed_spec({{0, 1, 2, 0, 1, 2, 0, 1}, {0, 1, 2, 0, 1, 2, 0, 1}});
+  set_blas_threads(1);
+  for (bool cpip : {true, false}) {
+    try {
+      runtime::run_local_ranks(3, [&](runtime::Communicator& comm) {
+        PrefillOptions options;
+        options.weights_path = weights.path();
+        options.cpip = cpip;
+        options.threads = 1;
+        if (comm.rank() == 1) options.fail_read_part = 2;  // layer 1's attention weights
+        run_prefill_rank(spec, options, comm);
+      });
+      FAIL() << "no error";
+    } catch (const Error& e) {
+      const std::string message = e.what();
+      EXPECT_NE(message.find("rank 1: "), std::string::npos) << message;
+      EXPECT_NE(message.find("reading layer 1 attention weights failed"), std::string::npos) << message;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace fulcrum::prefill
