@@ -97,7 +97,7 @@ with tempfile.TemporaryDirectory() as tmp:
         for args, field in cases:
             # The case's own flags replace the common ones (CLI11 takes each option once).
             options = {"--model": config, "--tokens": "96", "--weights": weights, "--ranks": "2"}
-            options.update(zip(args[::2], args[1::2]))
+            options.update(zip(args[::2], args[1::2], strict=True))
             result = run(*[x for pair in options.items() for x in pair])
             lines = result.stderr.strip().splitlines()
             check(result.returncode == 2, f"{args}: exit {result.returncode}, expected 2 ({result.stderr.strip()})")

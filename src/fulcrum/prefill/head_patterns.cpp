@@ -38,6 +38,7 @@ MaskSpec pattern_mask(int kind, Tokens tokens) {
 std::vector<std::vector<MaskSpec>> head_patterns(std::string_view patterns, const ModelShape& shape, Tokens tokens) {
   if (patterns != "mixed" && patterns != "full") fail("patterns = '{}': must be mixed or full", patterns);
   std::vector<MaskSpec> kinds;
+  kinds.reserve(4);
   for (int k = 0; k < 4; ++k) kinds.push_back(pattern_mask(patterns == "full" ? 0 : k, tokens));
   std::vector<std::vector<MaskSpec>> out(static_cast<std::size_t>(shape.layers));
   for (int l = 0; l < shape.layers; ++l) {

@@ -19,7 +19,8 @@ TEST(HeadPatterns, MixedCyclesTheFourKindsOverHeadsShiftedPerLayer) {
   }
   EXPECT_EQ(masks[0][1].sink, 16);
   EXPECT_EQ(masks[0][1].window, 64);
-  for (const auto& m : head_patterns("full", shape, 512)[2]) EXPECT_EQ(m.kind, MaskKind::kCausal);
+  const auto full = head_patterns("full", shape, 512);
+  for (const auto& m : full[2]) EXPECT_EQ(m.kind, MaskKind::kCausal);
 }
 
 TEST(HeadPatterns, EveryKindIsValidAndSparserThanCausalForAnyLength) {

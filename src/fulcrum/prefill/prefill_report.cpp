@@ -51,6 +51,7 @@ PrefillReport median_report(const std::vector<PrefillReport>& runs) {
   PrefillReport out = runs.front();
   auto median_of = [&](auto field) {
     std::vector<double> values;
+    values.reserve(runs.size());
     for (const auto& run : runs) values.push_back(field(run));
     return median(values);
   };
