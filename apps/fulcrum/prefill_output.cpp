@@ -8,6 +8,7 @@ namespace fulcrum::cli {
 namespace {
 
 std::string ms(double seconds) { return fmt::format("{:.2f}", seconds * 1e3); }
+std::string mb(double bytes) { return fmt::format("{:.1f}", bytes / 1e6); }
 std::string on_off(bool value) { return value ? "on" : "off"; }
 std::string config_name(const PrefillConfigResult& r) {
   return fmt::format("WPR {}, CPIP {}", on_off(r.wpr), on_off(r.cpip));
@@ -15,17 +16,18 @@ std::string config_name(const PrefillConfigResult& r) {
 
 std::string rank_layer_table(const PrefillConfigResult& result) {
   const auto& report = result.report;
-  Table table({"rank", "layer", "attention ms", "projection ms", "mlp ms", "all-reduce ms", "prefetch wait ms"});
+  Table table(
+      {"rank", "layer", "attention ms", "projection ms", "mlp ms", "all-reduce ms", "prefetch wait ms", "weights MB"});
   for (int r = 0; r < report.ranks; ++r) {
     const auto& layers = report.times[static_cast<std::size_t>(r)];
     for (std::size_t l = 0; l < layers.size(); ++l) {
       const auto& t = layers[l];
       table.add_row({std::to_string(r), std::to_string(l), ms(t.attention_s), ms(t.projection_s), ms(t.mlp_s),
-                     ms(t.all_reduce_s), ms(t.prefetch_wait_s)});
+                     ms(t.all_reduce_s), ms(t.prefetch_wait_s), mb(t.weight_bytes)});
     }
     const auto t = report.rank_total(r);
     table.add_row({std::to_string(r), "all", ms(t.attention_s), ms(t.projection_s), ms(t.mlp_s), ms(t.all_reduce_s),
-                   ms(t.prefetch_wait_s)});
+                   ms(t.prefetch_wait_s), mb(t.weight_bytes)});
   }
   std::string spreads;
   for (std::size_t l = 0; l < report.times.front().size(); ++l) {
@@ -42,17 +44,18 @@ std::string prefill_text(const PrefillRunInfo& info, const std::vector<PrefillCo
                                 info.model, info.tokens, info.ranks, info.patterns, info.assignment, info.weights);
   for (const auto& r : results) out += rank_layer_table(r) + "\n";
   Table table({"WPR", "CPIP", "latency ms", "tokens/s", "attention ms (max rank)", "projection ms (max rank)",
-               "prefetch wait ms (max rank)", "mean spread", "max rel. error"});
+               "prefetch wait ms (max rank)", "weights MB (max rank)", "mean spread", "max rel. error"});
   for (const auto& r : results) {
-    double attention = 0, projection = 0, wait = 0;
+    double attention = 0, projection = 0, wait = 0, bytes = 0;
     for (int k = 0; k < r.report.ranks; ++k) {
       const auto t = r.report.rank_total(k);
       attention = std::max(attention, t.attention_s);
       projection = std::max(projection, t.projection_s);
       wait = std::max(wait, t.prefetch_wait_s);
+      bytes = std::max(bytes, t.weight_bytes);
     }
     table.add_row({on_off(r.wpr), on_off(r.cpip), ms(r.report.latency_s()),
-                   fmt::format("{:.0f}", r.report.tokens_per_s()), ms(attention), ms(projection), ms(wait),
+                   fmt::format("{:.0f}", r.report.tokens_per_s()), ms(attention), ms(projection), ms(wait), mb(bytes),
                    fmt::format("{:.3f}", r.report.mean_attention_spread()),
                    r.max_error ? fmt::format("{:.2e}", *r.max_error) : "-"});
   }
@@ -77,7 +80,8 @@ nlohmann::json prefill_json(const PrefillRunInfo& info, const std::vector<Prefil
                          {"projection_s", t.projection_s},
                          {"mlp_s", t.mlp_s},
                          {"all_reduce_s", t.all_reduce_s},
-                         {"prefetch_wait_s", t.prefetch_wait_s}});
+                         {"prefetch_wait_s", t.prefetch_wait_s},
+                         {"weight_bytes", t.weight_bytes}});
       }
       layers.push_back({{"attention_spread", r.report.attention_spread(static_cast<int>(l))}, {"ranks", ranks}});
     }

@@ -59,7 +59,7 @@ with tempfile.TemporaryDirectory() as tmp:
                 check(key in config, f"configs[] lacks {key}")
             check(config["check_passed"] is True, f"check failed: {config.get('max_relative_error')}")
             check(len(config["layers"]) == 2 and len(config["layers"][0]["ranks"]) == ranks, "layers x ranks")
-            for key in ("attention_s", "projection_s", "mlp_s", "all_reduce_s", "prefetch_wait_s"):
+            for key in ("attention_s", "projection_s", "mlp_s", "all_reduce_s", "prefetch_wait_s", "weight_bytes"):
                 check(key in config["layers"][0]["ranks"][0], f"layer times lack {key}")
     elif MODE == "failure":
         result = run("--ranks", "3", *common, "--inject-failure", "1")

@@ -7,7 +7,7 @@
 
 namespace fulcrum::prefill {
 namespace {
-constexpr std::size_t kFields = 5;
+constexpr std::size_t kFields = 6;
 }  // namespace
 
 double PrefillReport::attention_spread(int layer) const {
@@ -42,6 +42,7 @@ LayerTimes PrefillReport::rank_total(int rank) const {
     sum.mlp_s += t.mlp_s;
     sum.all_reduce_s += t.all_reduce_s;
     sum.prefetch_wait_s += t.prefetch_wait_s;
+    sum.weight_bytes += t.weight_bytes;
   }
   return sum;
 }
@@ -65,6 +66,7 @@ PrefillReport median_report(const std::vector<PrefillReport>& runs) {
       t.mlp_s = median_of([&](const PrefillReport& x) { return at(x).mlp_s; });
       t.all_reduce_s = median_of([&](const PrefillReport& x) { return at(x).all_reduce_s; });
       t.prefetch_wait_s = median_of([&](const PrefillReport& x) { return at(x).prefetch_wait_s; });
+      t.weight_bytes = median_of([&](const PrefillReport& x) { return at(x).weight_bytes; });
     }
   }
   return out;
@@ -73,7 +75,8 @@ PrefillReport median_report(const std::vector<PrefillReport>& runs) {
 PrefillReport gather_prefill_report(const RankPrefill& mine, long tokens, runtime::Communicator& comm) {
   std::vector<double> values;
   for (const auto& t : mine.layers) {
-    values.insert(values.end(), {t.attention_s, t.projection_s, t.mlp_s, t.all_reduce_s, t.prefetch_wait_s});
+    values.insert(values.end(),
+                  {t.attention_s, t.projection_s, t.mlp_s, t.all_reduce_s, t.prefetch_wait_s, t.weight_bytes});
   }
   values.push_back(mine.total_s);
   const auto all = comm.all_gather(values);
@@ -87,7 +90,7 @@ PrefillReport gather_prefill_report(const RankPrefill& mine, long tokens, runtim
     auto& layers = report.times.emplace_back();
     for (std::size_t l = 0; l < mine.layers.size(); ++l) {
       const double* f = v + l * kFields;
-      layers.push_back({f[0], f[1], f[2], f[3], f[4]});
+      layers.push_back({f[0], f[1], f[2], f[3], f[4], f[5]});
     }
     report.total_s.push_back(v[per_rank - 1]);
   }

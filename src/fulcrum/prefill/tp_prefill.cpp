@@ -35,6 +35,13 @@ class ScopedKernelThreads {
 int as_int(std::size_t v) { return static_cast<int>(v); }
 std::size_t sz(long v) { return static_cast<std::size_t>(v); }
 
+double bytes_of(const AttentionWeights& w) {
+  return static_cast<double>((w.norm.size() + w.wq.size() + w.wk.size() + w.wv.size() + w.wo.size()) * sizeof(float));
+}
+double bytes_of(const MlpWeights& w) {
+  return static_cast<double>((w.norm.size() + w.gate.size() + w.up.size() + w.down.size()) * sizeof(float));
+}
+
 // A rank's activations of one layer, sized once for the widest layer.
 struct Buffers {
   std::vector<float> x, normed, partial;  // [T][hidden]
@@ -88,12 +95,14 @@ class RankPrefillRun {
       double waited = 0;
       const WeightPart& attention = stream.acquire(2 * l, waited);
       times.prefetch_wait_s += waited;
+      times.weight_bytes += bytes_of(attention.attention);
       attention_block(l, attention.attention, times);
       stream.release(2 * l);  // the reader moves on to layer l + 1's attention during the all-reduce and MLP
       add_all_reduced(times);
 
       const WeightPart& mlp = stream.acquire(2 * l + 1, waited);
       times.prefetch_wait_s += waited;
+      times.weight_bytes += bytes_of(mlp.mlp);
       mlp_block(mlp.mlp, times);
       stream.release(2 * l + 1);
       add_all_reduced(times);

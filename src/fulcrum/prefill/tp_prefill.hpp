@@ -29,6 +29,7 @@ struct LayerTimes {
   double mlp_s = 0;            // RMSNorm, gate/up/down projections, SwiGLU
   double all_reduce_s = 0;     // both all-reduces, including waiting for slower ranks
   double prefetch_wait_s = 0;  // blocked on the weight stream (without CPIP: the reads themselves)
+  double weight_bytes = 0;     // weights read from the file for this layer (WPR: only this rank's rows)
 };
 
 struct RankPrefill {

@@ -142,6 +142,22 @@ TEST(TensorParallelPrefill, BadInputFailsBeforeAnyCommunication) {
   EXPECT_NE(message(spec, 2).find("header.ffn_hidden = 96"), std::string::npos);
 }
 
+TEST(TensorParallelPrefill, WithWprARankReadsOnlyItsHeadsRows) {
+  const auto shape = test_model();  // hidden 64, 8 q heads of 16 in 2 groups, FFN 96
+  const TempWeights weights(shape, 5, "tp-prefill-bytes");
+  PrefillOptions options;
+  options.weights_path = weights.path();
+  options.threads = 1;
+  const double row = 64 * sizeof(float), mlp = (1 + 3 * 48) * row;  // 2 ranks: 48 FFN rows each
+  for (bool wpr : {true, false}) {
+    options.wpr = wpr;
+    const auto out = run_on_threads(mixed_spec(contiguous_assignment(shape, 2)), options, 2);
+    // WPR: norm, 4 heads' w_q and w_o rows, one group's w_k and w_v rows; without: the full matrices.
+    const double attention = wpr ? (1 + 4 * 16 + 16 + 16 + 4 * 16) * row : (1 + 128 + 32 + 32 + 128) * row;
+    for (int r = 0; r < 2; ++r) EXPECT_EQ(out.report.rank_total(r).weight_bytes, 2 * (attention + mlp)) << wpr;
+  }
+}
+
 TEST(TensorParallelPrefill, AFailedWeightReadOnOneRankEndsEveryRankWithItsMessage) {
   const auto shape = test_model();
   const TempWeights weights(shape, 5, "tp-prefill-fail");
