@@ -12,6 +12,9 @@ void PrefillSpec::validate(int ranks) const {
   shape.validate();
   if (shape.head_dim % 2 != 0) fail("model.head_dim = {}: must be even (rotary embedding pairs)", shape.head_dim);
   if (tokens < 1 || tokens > (Tokens{1} << 24)) fail("tokens = {}: must be in [1, {}]", tokens, Tokens{1} << 24);
+  if (tokens > (Tokens{1} << 30) / shape.hidden) {
+    fail("tokens = {}: tokens x hidden ({}) must stay below 2^30 (activations of one layer)", tokens, shape.hidden);
+  }
   if (ranks < 1) fail("ranks = {}: must be >= 1", ranks);
   if (head_masks.size() != static_cast<std::size_t>(shape.layers)) {
     fail("head_masks: {} layers: the model has {}", head_masks.size(), shape.layers);
