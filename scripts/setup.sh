@@ -2,7 +2,7 @@
 # Installs the Debian packages Fulcrum builds with, if any is missing. Safe to run again.
 set -euo pipefail
 packages=(cmake ninja-build g++ python3 libgtest-dev libbenchmark-dev libfmt-dev nlohmann-json3-dev libcli11-dev
-          libomp-dev openmpi-bin libopenmpi-dev python3-dev python3-pip python3-venv ccache
+          libomp-dev openmpi-bin libopenmpi-dev libopenblas-dev python3-dev python3-pip python3-venv ccache
           clang-14 clang-tidy-14 clang-format-14)  # CI's Clang, TSan (with libomp-dev), tidy and format steps
 missing=()
 for p in "${packages[@]}"; do

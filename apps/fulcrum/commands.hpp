@@ -20,6 +20,7 @@ Action add_run_command(CLI::App& app);
 Action add_demo_command(CLI::App& app);
 Action add_simulate_command(CLI::App& app);
 Action add_heads_command(CLI::App& app);  // FlexAttn's head solvers
+Action add_prefill_command(CLI::App& app);
 
 /// "distca, dcp, ...": the registered planners, for help texts.
 std::string planner_list();

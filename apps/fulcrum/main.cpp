@@ -31,6 +31,8 @@ int main(int argc, char** argv) {
   commands.emplace_back(app.get_subcommand("simulate"), simulate);
   auto heads = fulcrum::cli::add_heads_command(app);
   commands.emplace_back(app.get_subcommand("heads"), heads);
+  auto prefill = fulcrum::cli::add_prefill_command(app);
+  commands.emplace_back(app.get_subcommand("prefill"), prefill);
   fulcrum::cli::set_command_line(argc, argv);
   try {
     app.parse(argc, argv);

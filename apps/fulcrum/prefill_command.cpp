@@ -1,0 +1,250 @@
+// `fulcrum prefill`: a Llama-shaped decoder's prefill on real ranks with per-head masks and a head
+// assignment (FlexAttn's runtime: WPR, CPIP), checked against a single-process fp64 reference. Ranks are
+// MPI processes (re-launched under mpiexec like `fulcrum run`) or threads (--backend local). Every input
+// is checked, and the weights file written if absent, before any rank starts.
+#include "commands.hpp"
+
+#include "fulcrum/core/error.hpp"
+#include "fulcrum/core/text.hpp"
+#include "fulcrum/prefill/gemm.hpp"
+#include "fulcrum/prefill/head_patterns.hpp"
+#include "fulcrum/prefill/reference.hpp"
+#include "fulcrum/prefill/weights_file.hpp"
+#include "fulcrum/runtime/local_communicator.hpp"
+#include "fulcrum/runtime/mpi_communicator.hpp"
+#include "fulcrum/workload/model_config.hpp"
+#include "job_session.hpp"
+#include "json_output.hpp"
+#include "prefill_output.hpp"
+
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+namespace fulcrum::cli {
+namespace {
+
+struct PrefillArgs {
+  int ranks = 0;  // 0: every process mpiexec started, else 2
+  std::string backend = "mpi";
+  std::string model = "small-gqa";
+  long tokens = 2048;
+  std::string weights;  // default: fulcrum-<model>.weights
+  std::uint64_t seed = 1;
+  std::string wpr = "1", cpip = "1";
+  std::string assignment;  // a JSON file, or contiguous blocks
+  std::string patterns = "mixed";
+  bool check = false;
+  double max_error = 1e-5;
+  int repeats = 1;
+  int threads = 0;
+  double timeout_s = 120;
+  std::string json;
+  int inject_failure = -1;  // testing: this rank's read of layer 1's attention weights fails
+};
+
+// "0", "1" or "0,1": the values of an on/off option to run side by side.
+std::vector<bool> switches(const std::string& text, const char* field) {
+  std::vector<bool> out;
+  for (auto f : split_fields(text, ',')) {
+    if (f != "0" && f != "1") fail("{} = '{}': must be 0, 1 or 0,1", field, text);
+    const bool value = f == "1";
+    if (std::find(out.begin(), out.end(), value) == out.end()) out.push_back(value);
+  }
+  if (out.empty()) fail("{} = '{}': must be 0, 1 or 0,1", field, text);
+  return out;
+}
+
+// Everything every rank needs, checked once in the launching process (and again, cheaply, on each rank).
+struct PrefillJob {
+  PrefillArgs args;
+  prefill::PrefillSpec spec;
+  std::vector<std::pair<bool, bool>> configs;  // (wpr, cpip)
+  PrefillRunInfo info;
+};
+
+PrefillJob make_job(const PrefillArgs& requested) {
+  PrefillJob job;
+  job.args = requested;
+  auto& a = job.args;
+  if (a.ranks == 0) {
+    const char* world = std::getenv("OMPI_COMM_WORLD_SIZE");
+    a.ranks = started_by_mpiexec() && world ? std::atoi(world) : 2;
+  }
+  if (a.ranks < 1 || a.ranks > 1024)
+    fail("ranks = {}: must be in [1, 1024] (0: the mpiexec world size, else 2)", a.ranks);
+  if (a.backend != "mpi" && a.backend != "local") fail("backend = '{}': must be mpi or local", a.backend);
+  if (a.tokens < 1 || a.tokens > (1L << 24)) fail("tokens = {}: must be in [1, {}]", a.tokens, 1L << 24);
+  if (a.repeats < 1 || a.repeats > 1000) fail("repeats = {}: must be in [1, 1000]", a.repeats);
+  if (a.threads < 0 || a.threads > 1024) fail("threads = {}: must be in [0, 1024] (0 = automatic)", a.threads);
+  if (!(a.timeout_s > 0 && a.timeout_s <= 86400)) fail("timeout = {}: must be in (0, 86400] s", a.timeout_s);
+  if (!(a.max_error > 0)) fail("max-error = {}: must be > 0", a.max_error);
+  if (a.inject_failure >= a.ranks) fail("inject-failure = {}: must be a rank in [0, {})", a.inject_failure, a.ranks);
+  auto& spec = job.spec;
+  spec.shape = resolve_model_shape(a.model);
+  if (a.ranks < 1 || a.ranks > spec.shape.q_heads) {
+    fail("ranks = {}: must be in [1, {}] (the model's q heads)", a.ranks, spec.shape.q_heads);
+  }
+  spec.tokens = a.tokens;
+  spec.seed = a.seed;
+  spec.head_masks = prefill::head_patterns(a.patterns, spec.shape, a.tokens);
+  spec.assignment = a.assignment.empty() ? prefill::contiguous_assignment(spec.shape, a.ranks)
+                                         : prefill::read_assignment_file(a.assignment, spec.shape, a.ranks);
+  spec.validate(a.ranks);
+  if (a.weights.empty()) a.weights = "fulcrum-" + spec.shape.name + ".weights";
+  for (bool wpr : switches(a.wpr, "wpr")) {
+    for (bool cpip : switches(a.cpip, "cpip")) job.configs.emplace_back(wpr, cpip);
+  }
+  job.info = {spec.shape.name, a.patterns, a.assignment.empty() ? "contiguous" : a.assignment, a.weights, a.tokens,
+              a.ranks,         a.max_error};
+  return job;
+}
+
+// Writes the weights if the file is absent; then checks its header against the model (bad input if not).
+void ensure_weights(const PrefillJob& job) {
+  if (!std::filesystem::exists(job.args.weights)) {
+    prefill::write_random_weights(job.args.weights, job.spec.shape, job.args.seed);
+    std::fprintf(stderr, "fulcrum: wrote random weights (seed %llu) to %s\n",
+                 static_cast<unsigned long long>(job.args.seed), job.args.weights.c_str());
+  }
+  const prefill::WeightsFile file(job.args.weights, job.spec.shape);
+}
+
+// Every configuration, `repeats` times, on this rank; rank 0 also checks against the reference. The repeats
+// are interleaved (configuration order within each round), so a cold first run or a machine that slows
+// down touches every configuration alike.
+std::vector<PrefillConfigResult> run_configs(const PrefillJob& job, runtime::Communicator& comm) {
+  const std::size_t n = job.configs.size();
+  std::vector<std::vector<prefill::PrefillReport>> runs(n);
+  std::vector<std::vector<float>> hidden(n);
+  for (int i = 0; i < job.args.repeats; ++i) {
+    for (std::size_t c = 0; c < n; ++c) {
+      prefill::PrefillOptions options;
+      options.weights_path = job.args.weights;
+      options.wpr = job.configs[c].first;
+      options.cpip = job.configs[c].second;
+      options.threads = job.args.threads;
+      if (comm.rank() == job.args.inject_failure) options.fail_read_part = 2;
+      auto mine = prefill::run_prefill_rank(job.spec, options, comm);
+      runs[c].push_back(prefill::gather_prefill_report(mine, static_cast<long>(job.spec.tokens), comm));
+      hidden[c] = std::move(mine.hidden);
+    }
+  }
+  std::vector<PrefillConfigResult> results;
+  std::optional<std::vector<double>> reference;
+  for (std::size_t c = 0; c < n; ++c) {
+    PrefillConfigResult result;
+    result.wpr = job.configs[c].first;
+    result.cpip = job.configs[c].second;
+    result.repeats = job.args.repeats;
+    result.report = prefill::median_report(runs[c]);
+    if (job.args.check && comm.rank() == 0) {
+      if (!reference) reference = prefill::reference_prefill(job.spec, job.args.weights);
+      result.max_error = prefill::max_relative_error(hidden[c], *reference);
+    }
+    results.push_back(std::move(result));
+  }
+  return results;
+}
+
+int report(const PrefillJob& job, const std::vector<PrefillConfigResult>& results) {
+  fmt::print("{}", prefill_text(job.info, results));
+  if (!job.args.json.empty()) write_json(job.args.json, prefill_json(job.info, results));
+  int code = 0;
+  for (const auto& r : results) {
+    if (r.max_error && *r.max_error > job.args.max_error) {
+      std::fprintf(stderr, "fulcrum: error: prefill (WPR %d, CPIP %d): relative error %.2e exceeds max-error %.1e\n",
+                   r.wpr ? 1 : 0, r.cpip ? 1 : 0, *r.max_error, job.args.max_error);
+      code = 1;
+    }
+  }
+  return code;
+}
+
+int run_local(const PrefillJob& job) {
+  prefill::set_blas_threads(1);  // thread ranks call OpenBLAS concurrently: one thread each
+  std::vector<PrefillConfigResult> results;
+  std::mutex mutex;
+  runtime::run_local_ranks(
+      job.args.ranks,
+      [&](runtime::Communicator& comm) {
+        auto mine = run_configs(job, comm);
+        if (comm.rank() == 0) {
+          const std::lock_guard lock(mutex);
+          results = std::move(mine);
+        }
+      },
+      job.args.timeout_s);
+  return report(job, results);
+}
+
+int run_mpi(const PrefillJob& job) {
+  runtime::MpiSession session;
+  auto comm = std::make_unique<runtime::MpiCommunicator>();
+  comm->set_timeout_s(job.args.timeout_s);
+  std::vector<PrefillConfigResult> results;
+  try {
+    if (comm->size() != job.args.ranks) {
+      fail("ranks = {}: the job was started with {} MPI processes", job.args.ranks, comm->size());
+    }
+    const int cores = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
+    prefill::set_blas_threads(job.args.threads > 0 ? job.args.threads : std::max(1, cores / comm->size()));
+    if (comm->rank() == 0) ensure_weights(job);  // started by the user's mpiexec: the launcher did not write it
+    comm->barrier();
+    results = run_configs(job, *comm);
+  } catch (const std::exception& e) {
+    // One rank's failure ends the whole job with its message instead of leaving the others waiting.
+    comm->abort(e.what());
+  }
+  return comm->rank() == 0 ? report(job, results) : 0;
+}
+
+}  // namespace
+
+Action add_prefill_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "prefill", "Prefill a Llama-shaped model on real ranks with per-head masks and a head assignment (WPR, CPIP)");
+  auto a = std::make_shared<PrefillArgs>();
+  cmd->add_option("--ranks", a->ranks, "ranks (0: every process mpiexec started, else 2)")->capture_default_str();
+  cmd->add_option("--backend", a->backend, "mpi (processes; started under mpiexec when needed) | local (threads)")
+      ->capture_default_str();
+  cmd->add_option("--model", a->model,
+                  "a preset (" + fmt::format("{}", fmt::join(model_shape_preset_names(), " | ")) +
+                      ") or a Hugging Face config.json")
+      ->capture_default_str();
+  cmd->add_option("--tokens", a->tokens, "prompt tokens")->capture_default_str();
+  cmd->add_option("--weights", a->weights,
+                  "weights file, written from --seed if absent (default fulcrum-MODEL.weights)");
+  cmd->add_option("--seed", a->seed, "seed of the weights (when written) and of the prompt")->capture_default_str();
+  cmd->add_option("--wpr", a->wpr, "weight partition and reorganisation: 1, 0, or 0,1 (both, side by side)")
+      ->capture_default_str();
+  cmd->add_option("--cpip", a->cpip, "background weight prefetch: 1, 0, or 0,1 (both, side by side)")
+      ->capture_default_str();
+  cmd->add_option("--assignment", a->assignment, "JSON [layer][q head] -> rank (default: contiguous head blocks)");
+  cmd->add_option("--patterns", a->patterns, "mixed (full, A-shape, vslash, blocksparse cycling over heads) | full")
+      ->capture_default_str();
+  cmd->add_flag("--check", a->check, "compare the final hidden states with the fp64 single-process reference");
+  cmd->add_option("--max-error", a->max_error, "--check fails above this relative error")->capture_default_str();
+  cmd->add_option("--repeats", a->repeats, "runs of each configuration (times are medians)")->capture_default_str();
+  cmd->add_option("--threads", a->threads, "threads per rank for attention and BLAS (0: cores / ranks)")
+      ->capture_default_str();
+  cmd->add_option("--timeout", a->timeout_s, "watchdog: seconds any rank may wait for another")->capture_default_str();
+  cmd->add_option("--json", a->json, "write the results as JSON to this path");
+  cmd->add_option("--inject-failure", a->inject_failure, "testing: this rank's read of layer 1's weights fails");
+  return [a] {
+    const PrefillJob job = make_job(*a);
+    if (job.args.backend == "local") {
+      ensure_weights(job);
+      return run_local(job);
+    }
+    if (!started_by_mpiexec()) {
+      ensure_weights(job);
+      if (!job.args.json.empty()) write_json(job.args.json, nlohmann::json::object());  // fails now if unwritable
+      return relaunch_under_mpiexec(job.args.ranks);
+    }
+    return run_mpi(job);
+  };
+}
+
+}  // namespace fulcrum::cli
