@@ -26,8 +26,10 @@ std::vector<Tokens> task_rows(const AttentionTask& task, const MaskColumns& spli
 }
 
 // on_grid: for every query tile, the columns whose key tile the rest keeps there. Columns are grouped
-// by key tile first, so each (query tile, key tile) is classified once.
+// by key tile first, so each (query tile, key tile) is classified once, and key tiles in a 16-tile
+// span the rest leaves empty for the query tile are skipped with one test (as the kernels' grid loops).
 void mark_on_grid(const AttentionTask& task, HeadColumns& c) {
+  constexpr Tokens kSpanTiles = 16;
   std::map<Tokens, std::vector<std::size_t>> by_tile;  // key tile -> column indices
   for (std::size_t j = 0; j < c.rows.size(); ++j) by_tile[(c.rows[j] - task.keys.row) / kTile].push_back(j);
   const auto chunks = static_cast<std::size_t>(c.chunks);
@@ -36,7 +38,16 @@ void mark_on_grid(const AttentionTask& task, HeadColumns& c) {
   for (const RowSpan& range : task.queries) {
     for (Tokens offset = 0; offset < range.count; offset += kTile, ++tile) {
       const Range queries{range.position + offset, range.position + std::min<Tokens>(range.count, offset + kTile)};
+      Tokens span = -1;
+      bool span_empty = false;
       for (const auto& [key_tile, columns] : by_tile) {
+        if (key_tile / kSpanTiles != span) {
+          span = key_tile / kSpanTiles;
+          const Tokens begin = task.keys.position + span * kSpanTiles * kTile;
+          const Range keys{begin, std::min(begin + kSpanTiles * kTile, task.keys.position + task.keys.count)};
+          span_empty = c.rest.classify(queries, keys, task.doc_len) == TileKind::kEmpty;
+        }
+        if (span_empty) continue;
         const Tokens first = task.keys.position + key_tile * kTile;
         const Range keys{first, std::min(first + kTile, task.keys.position + task.keys.count)};
         if (c.rest.classify(queries, keys, task.doc_len) == TileKind::kEmpty) continue;
