@@ -29,7 +29,8 @@ void add_profile_heads_options(CLI::App& cmd, ProfileHeadsArgs& a, CLI::Option* 
       ->delimiter(',')
       ->capture_default_str()
       ->needs(heads_flag);
-  cmd.add_option("--threads", a.threads, "--heads: kernel and BLAS threads (0: every core)")
+  cmd.add_option("--threads", a.threads,
+                 "--heads: kernel and BLAS threads (0: every core); match the prefill's per rank (cores / ranks)")
       ->capture_default_str()
       ->needs(heads_flag);
   cmd.add_option("--seed", a.seed, "--heads: seed of the data and of the masks' scattered lines")

@@ -18,7 +18,7 @@ struct ProfileHeadsArgs {
   std::string patterns = "mixed";
   Tokens tokens = 0;  // the prompt a built-in report's parameters are scaled to; 0: the grid's largest
   std::vector<Tokens> prompt_tokens = {512, 1024, 2048};
-  int threads = 0;
+  int threads = 1;  // one rank's share of this 2-core machine in a 2-rank prefill (cores / ranks)
   std::uint64_t seed = 1;
   bool extrapolate = false;
 };
