@@ -124,7 +124,7 @@ with tempfile.TemporaryDirectory() as tmp:
                 "block-sparse:16:density=0.5"}
         check(set(data["attention_s"]) == keys, f"keys: {sorted(data['attention_s'])}")
         check(all(len(v) == 3 and min(v) > 0 for v in data["attention_s"].values()), "one time per length")
-        check(all(a >= b > 0 for a, b in zip(data["t_qkvo_s"], data["t_qo_s"])), "t_qkvo >= t_qo > 0")
+        check(all(a >= b > 0 for a, b in zip(data["t_qkvo_s"], data["t_qo_s"], strict=True)), "t_qkvo >= t_qo > 0")
         result = run("--patterns", patterns, "--devices", "2", "--tokens", "80", "--profile", profile,
                      "--solvers", "uniform,lpt-ls", command="heads")
         check(result.returncode == 0, f"heads --profile exited {result.returncode}: {result.stderr}")
