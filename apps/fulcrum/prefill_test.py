@@ -101,8 +101,8 @@ with tempfile.TemporaryDirectory() as tmp:
                 blocks = [h * ranks // 8 for h in range(8)]
                 check(all(layer["assignment"] == blocks for layer in config["layers"]), "uniform is not Megatron's")
         check(split, "no solver split a GQA group: the acceptance case is not covered")
-        # The default solver is ours.
-        result = run("--ranks", str(ranks), *common, "--json", out)
+        # The default solver is ours (thread ranks: no second mpiexec start).
+        result = run("--ranks", str(ranks), *common, "--backend", "local", "--json", out)
         check(result.returncode == 0 and json.load(open(out))["configs"][0]["solver"] == "lpt-ls",
               f"default solver: {result.stderr}")
     elif MODE == "profile":

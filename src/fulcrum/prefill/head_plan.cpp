@@ -37,8 +37,8 @@ HeadPlan solve_head_plan(std::string_view solver, const std::vector<heads::Layer
   const heads::HeadSolverRegistration& registration = heads::find_head_solver(solver);
   HeadPlan plan;
   plan.solver = std::string(registration.name);
-  for (std::size_t l = 0; l < costs.size(); ++l) {
-    const auto r = heads::run_head_solver(registration, costs[l], ranks, seed, 1);
+  for (const heads::LayerCosts& layer : costs) {
+    const auto r = heads::run_head_solver(registration, layer, ranks, seed, 1);
     plan.assignment.push_back(r.solution.device);
     plan.predicted.push_back(r.times);
     plan.lower_bound_s.push_back(r.lower_bound_s);
