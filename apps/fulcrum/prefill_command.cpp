@@ -6,8 +6,10 @@
 
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/core/text.hpp"
+#include "fulcrum/planners/heads/scenarios.hpp"
+#include "fulcrum/planners/heads/solver.hpp"
 #include "fulcrum/prefill/gemm.hpp"
-#include "fulcrum/prefill/head_patterns.hpp"
+#include "fulcrum/prefill/head_plan.hpp"
 #include "fulcrum/prefill/reference.hpp"
 #include "fulcrum/prefill/weights_file.hpp"
 #include "fulcrum/runtime/local_communicator.hpp"
@@ -17,9 +19,13 @@
 #include "json_output.hpp"
 #include "prefill_output.hpp"
 
+#include <fmt/ranges.h>
+
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 namespace fulcrum::cli {
@@ -33,8 +39,10 @@ struct PrefillArgs {
   std::string weights;  // default: fulcrum-<model>.weights
   std::uint64_t seed = 1;
   std::string wpr = "1", cpip = "1";
-  std::string assignment;  // a JSON file, or contiguous blocks
+  std::string assignment;  // a JSON file (exclusive with solver)
+  std::string solver;      // comma list of head solvers; empty: lpt-ls unless an assignment file is given
   std::string patterns = "mixed";
+  std::string profile;  // runtime profile for the cost model; empty: analytic
   bool check = false;
   double max_error = 1e-5;
   int repeats = 1;
@@ -56,13 +64,32 @@ std::vector<bool> switches(const std::string& text, const char* field) {
   return out;
 }
 
+// One configuration run side by side: which head plan (solver), WPR and CPIP.
+struct PrefillConfig {
+  std::size_t plan = 0;
+  bool wpr = true;
+  bool cpip = true;
+};
+
 // Everything every rank needs, checked once in the launching process (and again, cheaply, on each rank).
 struct PrefillJob {
   PrefillArgs args;
-  prefill::PrefillSpec spec;
-  std::vector<std::pair<bool, bool>> configs;  // (wpr, cpip)
+  std::vector<prefill::HeadPlan> plans;     // one per solver (or the assignment file)
+  std::vector<prefill::PrefillSpec> specs;  // per plan: the same masks, that plan's assignment
+  std::vector<PrefillConfig> configs;
   PrefillRunInfo info;
 };
+
+// The comma list of --solver, each a registered head solver (bad input naming `solver` otherwise), once each.
+std::vector<std::string> solver_names(const std::string& text) {
+  std::vector<std::string> out;
+  for (auto f : split_fields(text, ',')) {
+    std::string name(heads::find_head_solver(f).name);
+    if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(std::move(name));
+  }
+  if (out.empty()) fail("solver = '{}': name at least one of {}", text, fmt::join(heads::head_solver_names(), ", "));
+  return out;
+}
 
 PrefillJob make_job(const PrefillArgs& requested) {
   PrefillJob job;
@@ -81,53 +108,81 @@ PrefillJob make_job(const PrefillArgs& requested) {
   if (!(a.timeout_s > 0 && a.timeout_s <= 86400)) fail("timeout = {}: must be in (0, 86400] s", a.timeout_s);
   if (!(a.max_error > 0)) fail("max-error = {}: must be > 0", a.max_error);
   if (a.inject_failure >= a.ranks) fail("inject-failure = {}: must be a rank in [0, {})", a.inject_failure, a.ranks);
-  auto& spec = job.spec;
+  if (!a.solver.empty() && !a.assignment.empty()) {
+    fail("solver = '{}' / assignment = '{}': give one of --solver and --assignment", a.solver, a.assignment);
+  }
+  prefill::PrefillSpec spec;
   spec.shape = resolve_model_shape(a.model);
   if (a.ranks < 1 || a.ranks > spec.shape.q_heads) {
     fail("ranks = {}: must be in [1, {}] (the model's q heads)", a.ranks, spec.shape.q_heads);
   }
   spec.tokens = a.tokens;
   spec.seed = a.seed;
-  spec.head_masks = prefill::head_patterns(a.patterns, spec.shape, a.tokens);
-  spec.assignment = a.assignment.empty() ? prefill::contiguous_assignment(spec.shape, a.ranks)
-                                         : prefill::read_assignment_file(a.assignment, spec.shape, a.ranks);
-  spec.validate(a.ranks);
-  if (a.weights.empty()) a.weights = "fulcrum-" + spec.shape.name + ".weights";
-  for (bool wpr : switches(a.wpr, "wpr")) {
-    for (bool cpip : switches(a.cpip, "cpip")) job.configs.emplace_back(wpr, cpip);
+  // The report gives every head its mask and, through the cost model, every layer's costs for the solvers.
+  const heads::HeadPatternReport report = heads::load_head_patterns(a.patterns, spec.shape, a.tokens);
+  spec.head_masks = heads::report_masks(report, spec.shape.layers, a.tokens, a.seed);
+  std::optional<heads::RuntimeProfile> profile;
+  if (!a.profile.empty()) profile = heads::RuntimeProfile::load(a.profile);
+  const auto costs =
+      prefill::prefill_layer_costs(report, spec.shape, a.tokens, prefill::head_cost_model(spec.shape, profile));
+  if (!a.assignment.empty()) {
+    job.plans.push_back(prefill::fixed_head_plan(
+        a.assignment, prefill::read_assignment_file(a.assignment, spec.shape, a.ranks), costs, a.ranks));
+  } else {
+    for (const auto& name : solver_names(a.solver.empty() ? "lpt-ls" : a.solver)) {
+      job.plans.push_back(prefill::solve_head_plan(name, costs, a.ranks, a.seed));
+    }
   }
-  job.info = {spec.shape.name, a.patterns, a.assignment.empty() ? "contiguous" : a.assignment, a.weights, a.tokens,
-              a.ranks,         a.max_error};
+  for (const auto& plan : job.plans) {
+    spec.assignment = plan.assignment;
+    spec.validate(a.ranks);
+    job.specs.push_back(spec);
+  }
+  if (a.weights.empty()) a.weights = "fulcrum-" + spec.shape.name + ".weights";
+  for (std::size_t p = 0; p < job.plans.size(); ++p) {
+    for (bool wpr : switches(a.wpr, "wpr")) {
+      for (bool cpip : switches(a.cpip, "cpip")) job.configs.push_back({p, wpr, cpip});
+    }
+  }
+  job.info = {spec.shape.name,
+              a.patterns,
+              a.profile.empty() ? "analytic (FLOPs at H100-class rates: compare ratios, not ms)" : a.profile,
+              a.weights,
+              a.tokens,
+              a.ranks,
+              a.max_error};
   return job;
 }
 
 // Writes the weights if the file is absent; then checks its header against the model (bad input if not).
 void ensure_weights(const PrefillJob& job) {
   if (!std::filesystem::exists(job.args.weights)) {
-    prefill::write_random_weights(job.args.weights, job.spec.shape, job.args.seed);
+    prefill::write_random_weights(job.args.weights, job.specs.front().shape, job.args.seed);
     std::fprintf(stderr, "fulcrum: wrote random weights (seed %llu) to %s\n",
                  static_cast<unsigned long long>(job.args.seed), job.args.weights.c_str());
   }
-  const prefill::WeightsFile file(job.args.weights, job.spec.shape);
+  const prefill::WeightsFile file(job.args.weights, job.specs.front().shape);
 }
 
-// Every configuration, `repeats` times, on this rank; rank 0 also checks against the reference. The repeats
-// are interleaved (configuration order within each round), so a cold first run or a machine that slows
-// down touches every configuration alike.
+// Every configuration (solver x WPR x CPIP), `repeats` times, on this rank; rank 0 also checks each against
+// the one reference (the masks are the same for every solver). The repeats are interleaved (configuration
+// order within each round), so a cold first run or a machine that slows down touches every configuration
+// alike.
 std::vector<PrefillConfigResult> run_configs(const PrefillJob& job, runtime::Communicator& comm) {
   const std::size_t n = job.configs.size();
   std::vector<std::vector<prefill::PrefillReport>> runs(n);
   std::vector<std::vector<float>> hidden(n);
   for (int i = 0; i < job.args.repeats; ++i) {
     for (std::size_t c = 0; c < n; ++c) {
+      const prefill::PrefillSpec& spec = job.specs[job.configs[c].plan];
       prefill::PrefillOptions options;
       options.weights_path = job.args.weights;
-      options.wpr = job.configs[c].first;
-      options.cpip = job.configs[c].second;
+      options.wpr = job.configs[c].wpr;
+      options.cpip = job.configs[c].cpip;
       options.threads = job.args.threads;
       if (comm.rank() == job.args.inject_failure) options.fail_read_part = 2;
-      auto mine = prefill::run_prefill_rank(job.spec, options, comm);
-      runs[c].push_back(prefill::gather_prefill_report(mine, static_cast<long>(job.spec.tokens), comm));
+      auto mine = prefill::run_prefill_rank(spec, options, comm);
+      runs[c].push_back(prefill::gather_prefill_report(mine, static_cast<long>(spec.tokens), comm));
       hidden[c] = std::move(mine.hidden);
     }
   }
@@ -135,12 +190,13 @@ std::vector<PrefillConfigResult> run_configs(const PrefillJob& job, runtime::Com
   std::optional<std::vector<double>> reference;
   for (std::size_t c = 0; c < n; ++c) {
     PrefillConfigResult result;
-    result.wpr = job.configs[c].first;
-    result.cpip = job.configs[c].second;
+    result.plan = job.plans[job.configs[c].plan];
+    result.wpr = job.configs[c].wpr;
+    result.cpip = job.configs[c].cpip;
     result.repeats = job.args.repeats;
     result.report = prefill::median_report(runs[c]);
     if (job.args.check && comm.rank() == 0) {
-      if (!reference) reference = prefill::reference_prefill(job.spec, job.args.weights);
+      if (!reference) reference = prefill::reference_prefill(job.specs.front(), job.args.weights);
       result.max_error = prefill::max_relative_error(hidden[c], *reference);
     }
     results.push_back(std::move(result));
@@ -154,8 +210,9 @@ int report(const PrefillJob& job, const std::vector<PrefillConfigResult>& result
   int code = 0;
   for (const auto& r : results) {
     if (r.max_error && *r.max_error > job.args.max_error) {
-      std::fprintf(stderr, "fulcrum: error: prefill (WPR %d, CPIP %d): relative error %.2e exceeds max-error %.1e\n",
-                   r.wpr ? 1 : 0, r.cpip ? 1 : 0, *r.max_error, job.args.max_error);
+      std::fprintf(stderr,
+                   "fulcrum: error: prefill (%s, WPR %d, CPIP %d): relative error %.2e exceeds max-error %.1e\n",
+                   r.plan.solver.c_str(), r.wpr ? 1 : 0, r.cpip ? 1 : 0, *r.max_error, job.args.max_error);
       code = 1;
     }
   }
@@ -221,9 +278,17 @@ Action add_prefill_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--cpip", a->cpip, "background weight prefetch: 1, 0, or 0,1 (both, side by side)")
       ->capture_default_str();
-  cmd->add_option("--assignment", a->assignment, "JSON [layer][q head] -> rank (default: contiguous head blocks)");
-  cmd->add_option("--patterns", a->patterns, "mixed (full, A-shape, vslash, blocksparse cycling over heads) | full")
+  cmd->add_option("--solver", a->solver,
+                  "head solver(s) assigning heads to ranks per layer, comma-separated to run side by side: " +
+                      fmt::format("{}", fmt::join(heads::head_solver_names(), ", ")) +
+                      " (default lpt-ls; uniform = Megatron's contiguous blocks)");
+  cmd->add_option("--assignment", a->assignment, "JSON [layer][q head] -> rank, instead of --solver");
+  cmd->add_option("--patterns", a->patterns,
+                  "head pattern report (JSON; docs/cli.md) | mixed (full, A-shape, vertical-slash, block-sparse "
+                  "cycling over heads) | full")
       ->capture_default_str();
+  cmd->add_option("--profile", a->profile,
+                  "runtime profile (fulcrum profile --heads) for the solvers' costs; analytic FLOPs without");
   cmd->add_flag("--check", a->check, "compare the final hidden states with the fp64 single-process reference");
   cmd->add_option("--max-error", a->max_error, "--check fails above this relative error")->capture_default_str();
   cmd->add_option("--repeats", a->repeats, "runs of each configuration (times are medians)")->capture_default_str();

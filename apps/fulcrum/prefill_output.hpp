@@ -1,7 +1,9 @@
-// What `fulcrum prefill` prints and writes: per configuration (WPR, CPIP) a table per rank and layer, the
-// attention spread per layer, throughput, and a side-by-side comparison; the same as JSON.
+// What `fulcrum prefill` prints and writes: per configuration (solver, WPR, CPIP) a table per rank and layer,
+// per layer the solver's predicted T_layer beside the measured times and the attention spread, throughput,
+// and a side-by-side comparison; the same as JSON.
 #pragma once
 
+#include "fulcrum/prefill/head_plan.hpp"
 #include "fulcrum/prefill/prefill_report.hpp"
 
 #include <nlohmann/json.hpp>
@@ -13,6 +15,7 @@
 namespace fulcrum::cli {
 
 struct PrefillConfigResult {
+  prefill::HeadPlan plan;  // the solver, its assignment and predicted times
   bool wpr = true;
   bool cpip = true;
   int repeats = 1;
@@ -21,7 +24,7 @@ struct PrefillConfigResult {
 };
 
 struct PrefillRunInfo {
-  std::string model, patterns, assignment, weights;
+  std::string model, patterns, costs, weights;
   long tokens = 0;
   int ranks = 0;
   double tolerance = 0;

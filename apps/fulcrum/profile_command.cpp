@@ -1,9 +1,11 @@
-// `fulcrum profile`: measure the CPU kernels over a grid of shard shapes and write the ProfileTable.
+// `fulcrum profile`: measure the CPU kernels over a grid of shard shapes and write the ProfileTable; with
+// --heads, FlexAttn's runtime profile of one head per pattern key (profile_heads.hpp).
 #include "commands.hpp"
 
 #include "fulcrum/kernels/profile.hpp"
 #include "fulcrum/report/table.hpp"
 #include "json_output.hpp"
+#include "profile_heads.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -32,22 +34,37 @@ std::string grid_table(const char* pass, const ThroughputGrid& grid) {
 }  // namespace
 
 Action add_profile_command(CLI::App& app) {
-  auto* cmd =
-      app.add_subcommand("profile", "Measure the CPU kernels per shard shape; write the cost model's ProfileTable");
+  auto* cmd = app.add_subcommand("profile",
+                                 "Measure the CPU kernels per shard shape; write the cost model's ProfileTable "
+                                 "(--heads: FlexAttn's head profile)");
   auto config = std::make_shared<kernels::ProfileConfig>();
-  auto out = std::make_shared<std::string>("profile.json");
+  auto out = std::make_shared<std::string>();
   auto dtype = std::make_shared<std::string>("fp32");
-  cmd->add_option("--query-lengths", config->query_lengths, "query rows per shard")
-      ->delimiter(',')
-      ->capture_default_str();
-  cmd->add_option("--key-lengths", config->key_lengths, "key rows per shard")->delimiter(',')->capture_default_str();
-  cmd->add_option("--q-heads", config->shape.q_heads, "query heads")->capture_default_str();
-  cmd->add_option("--kv-heads", config->shape.kv_heads, "key/value heads (GQA)")->capture_default_str();
-  cmd->add_option("--head-dim", config->shape.head_dim, "head dimension")->capture_default_str();
-  cmd->add_option("--dtype", *dtype, "fp32 | bf16 storage")->capture_default_str();
+  auto heads = std::make_shared<bool>(false);
+  auto heads_args = std::make_shared<ProfileHeadsArgs>();
+  auto* heads_flag = cmd->add_flag("--heads", *heads,
+                                   "FlexAttn's runtime profile: one head's attention per pattern key and the per-head "
+                                   "projections over prompt lengths (the JSON `heads --profile` reads)");
+  // The shard-grid options mean nothing with --heads (the model gives the head shape): refused together.
+  for (auto* option :
+       {cmd->add_option("--query-lengths", config->query_lengths, "query rows per shard")
+            ->delimiter(',')
+            ->capture_default_str(),
+        cmd->add_option("--key-lengths", config->key_lengths, "key rows per shard")
+            ->delimiter(',')
+            ->capture_default_str(),
+        cmd->add_option("--q-heads", config->shape.q_heads, "query heads")->capture_default_str(),
+        cmd->add_option("--kv-heads", config->shape.kv_heads, "key/value heads (GQA)")->capture_default_str(),
+        cmd->add_option("--head-dim", config->shape.head_dim, "head dimension")->capture_default_str(),
+        cmd->add_option("--dtype", *dtype, "fp32 | bf16 storage")->capture_default_str()}) {
+    heads_flag->excludes(option);
+  }
   cmd->add_option("--repeats", config->repeats, "timed repeats per cell; the median is kept")->capture_default_str();
-  cmd->add_option("--out", *out, "where to write the ProfileTable JSON")->capture_default_str();
-  return [config, out, dtype] {
+  cmd->add_option("--out", *out, "where to write the JSON (default profile.json; heads_profile.json with --heads)");
+  add_profile_heads_options(*cmd, *heads_args, heads_flag);
+  return [config, out, dtype, heads, heads_args] {
+    if (*heads) return run_profile_heads(*heads_args, config->repeats, out->empty() ? "heads_profile.json" : *out);
+    if (out->empty()) *out = "profile.json";
     config->dtype = kernels::parse_dtype(*dtype);
     const auto table = kernels::profile_attention(*config, [](int done, int total) {
       std::fprintf(stderr, "\rprofiling %d/%d shapes", done, total);

@@ -83,8 +83,8 @@ std::uint64_t HeadColumns::row_bits(int tile, int chunk, Tokens source) const {
   const auto last = first + std::min<std::ptrdiff_t>(kTile, sources.end() - first);
   const auto seen = std::upper_bound(first, last, source) - first;
   const std::uint64_t bits = seen == kTile ? ~std::uint64_t{0} : (std::uint64_t{1} << seen) - 1;
-  return bits & ~on_grid[static_cast<std::size_t>(tile) * static_cast<std::size_t>(chunks) +
-                         static_cast<std::size_t>(chunk)];
+  return bits &
+         ~on_grid[static_cast<std::size_t>(tile) * static_cast<std::size_t>(chunks) + static_cast<std::size_t>(chunk)];
 }
 
 int HeadColumns::chunks_before(Tokens source) const {
@@ -112,16 +112,20 @@ CallColumns::CallColumns(std::span<const AttentionTask> tasks, int q_heads, int 
         c.q_begin = h;
         c.q_end = end;
         c.rest = split.rest;
-        for (Tokens row : rows) c.sources.push_back(task.mask_of(h).source_position(row - task.keys.row + task.keys.position, task.doc_len));
+        for (Tokens row : rows)
+          c.sources.push_back(task.mask_of(h).source_position(row - task.keys.row + task.keys.position, task.doc_len));
         c.rows = std::move(rows);
         c.chunks = static_cast<int>(tiles_of(static_cast<Tokens>(c.rows.size())));
-        for (int q = h; q < end; ++q) index_[t * static_cast<std::size_t>(q_heads) + static_cast<std::size_t>(q)] = static_cast<int>(sets_.size() - 1);
+        for (int q = h; q < end; ++q)
+          index_[t * static_cast<std::size_t>(q_heads) + static_cast<std::size_t>(q)] =
+              static_cast<int>(sets_.size() - 1);
       }
       h = end;
     }
   }
   std::vector<std::size_t> first_row(sets_.size() + 1, 0);
-  for (std::size_t i = 0; i < sets_.size(); ++i) first_row[i + 1] = first_row[i] + static_cast<std::size_t>(sets_[i].chunks) * kTile;
+  for (std::size_t i = 0; i < sets_.size(); ++i)
+    first_row[i + 1] = first_row[i] + static_cast<std::size_t>(sets_[i].chunks) * kTile;
   gathered_.assign(2 * first_row.back() * static_cast<std::size_t>(ld), 0.0f);
   const auto n = static_cast<std::ptrdiff_t>(sets_.size());
 #pragma omp parallel for schedule(dynamic, 1)

@@ -58,8 +58,8 @@ struct HeadColumns {
 class CallColumns {
  public:
   /// `k_rows`, `v_rows`: the call's head-major fp32 K and V (ld floats a row, kv_rows rows a head).
-  CallColumns(std::span<const AttentionTask> tasks, int q_heads, int kv_heads, const float* k_rows,
-              const float* v_rows, Tokens kv_rows, long ld);
+  CallColumns(std::span<const AttentionTask> tasks, int q_heads, int kv_heads, const float* k_rows, const float* v_rows,
+              Tokens kv_rows, long ld);
 
   /// The columns of task `task` under q head `head`'s mask; null when that mask has none among the
   /// task's keys (the grid then computes everything under the mask as it is).
@@ -77,7 +77,7 @@ class CallColumns {
  private:
   int q_heads_;
   std::vector<HeadColumns> sets_;
-  std::vector<int> index_;  // [task][q head] -> sets_ index, -1 for none
+  std::vector<int> index_;       // [task][q head] -> sets_ index, -1 for none
   std::vector<float> gathered_;  // not simd.hpp's aligned Floats: this header stays free of vector types
 };
 

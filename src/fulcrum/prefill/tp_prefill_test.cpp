@@ -6,8 +6,8 @@
 #include "fulcrum/prefill/tp_prefill.hpp"
 
 #include "fulcrum/core/error.hpp"
+#include "fulcrum/planners/heads/scenarios.hpp"
 #include "fulcrum/prefill/gemm.hpp"
-#include "fulcrum/prefill/head_patterns.hpp"
 #include "fulcrum/prefill/prefill_report.hpp"
 #include "fulcrum/prefill/reference.hpp"
 #include "fulcrum/prefill/test_model.hpp"
@@ -26,11 +26,16 @@ using testing::test_model;
 constexpr double kTolerance = 1e-5;
 constexpr Tokens kTokens = 80;
 
+// A built-in head pattern report's masks (heads::report_masks, as `fulcrum prefill --patterns` runs them).
+std::vector<std::vector<MaskSpec>> builtin_masks(const char* name, const ModelShape& shape) {
+  return heads::report_masks(heads::builtin_head_patterns(name, shape, kTokens), shape.layers, kTokens, 11);
+}
+
 PrefillSpec mixed_spec(const HeadAssignment& assignment) {
   PrefillSpec spec;
   spec.shape = test_model();
   spec.tokens = kTokens;
-  spec.head_masks = head_patterns("mixed", spec.shape, kTokens);
+  spec.head_masks = builtin_masks("mixed", spec.shape);
   spec.assignment = assignment;
   spec.seed = 11;
   return spec;
@@ -106,7 +111,7 @@ TEST(TensorParallelPrefill, MasksMatter) {
   const TempWeights weights(shape, 5, "tp-prefill-masks");
   const auto mixed = reference_prefill(mixed_spec(contiguous_assignment(shape, 1)), weights.path());
   PrefillSpec causal = mixed_spec(contiguous_assignment(shape, 2));
-  causal.head_masks = head_patterns("full", shape, kTokens);
+  causal.head_masks = builtin_masks("full", shape);
   PrefillOptions options;
   options.weights_path = weights.path();
   options.threads = 1;

@@ -232,6 +232,10 @@ void HeadPatternReport::check_model(const ModelShape& m) const {
   if (kv_heads != m.kv_heads) {
     fail("patterns.kv_heads = {}: must equal model {}'s kv_heads = {}", kv_heads, m.name, m.kv_heads);
   }
+  if (std::cmp_less(layers.size(), m.layers)) {
+    fail("patterns.layers = {} layers: must be at least model {}'s layers = {} (extra layers are ignored)",
+         layers.size(), m.name, m.layers);
+  }
 }
 
 HeadPatternReport head_patterns_from_json(const JsonValue& root) {
@@ -346,6 +350,21 @@ MaskSpec to_mask(const HeadPattern& pattern, Tokens prompt_len, std::uint64_t se
     case PatternKind::kBlockSparse: return block_sparse_mask(pattern, prompt_len, rng);
   }
   FULCRUM_CHECK(false, "pattern kind {}", static_cast<int>(pattern.kind));
+}
+
+std::vector<std::vector<MaskSpec>> report_masks(const HeadPatternReport& report, int layers, Tokens prompt_len,
+                                                std::uint64_t seed) {
+  FULCRUM_CHECK(layers >= 0 && std::cmp_less_equal(layers, report.layers.size()), "{} layers of a {}-layer report",
+                layers, report.layers.size());
+  std::vector<std::vector<MaskSpec>> out(static_cast<std::size_t>(layers));
+  for (int l = 0; l < layers; ++l) {
+    const auto& patterns = report.layers[static_cast<std::size_t>(l)];
+    for (std::size_t h = 0; h < patterns.size(); ++h) {
+      out[static_cast<std::size_t>(l)].push_back(
+          to_mask(patterns[h], prompt_len, head_mask_seed(seed, l, static_cast<int>(h))));
+    }
+  }
+  return out;
 }
 
 std::uint64_t head_mask_seed(std::uint64_t seed, int layer, int head) {

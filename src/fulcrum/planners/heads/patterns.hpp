@@ -76,7 +76,9 @@ struct HeadPatternReport {
   int kv_heads = 0;
   std::vector<LayerPatterns> layers;
 
-  /// Fails (naming `patterns.q_heads` / `patterns.kv_heads`) unless the report's heads are the model's.
+  /// Fails (naming `patterns.q_heads` / `patterns.kv_heads` / `patterns.layers`) unless the report's heads
+  /// are the model's and it has a layer for each of the model's (layer l runs the report's layer l; layers
+  /// past the model's are ignored, so a 32-layer report drives a shrunk model).
   void check_model(const ModelShape& model) const;
 };
 
@@ -102,5 +104,9 @@ nlohmann::json to_json(const HeadPattern& pattern);
 /// `head_mask_seed(seed, layer, head)`.
 MaskSpec to_mask(const HeadPattern& pattern, Tokens prompt_len, std::uint64_t seed);
 std::uint64_t head_mask_seed(std::uint64_t seed, int layer, int head);
+/// Every head's mask of the report's first `layers` layers: [layer][q head], by to_mask with head_mask_seed.
+/// The one mapping from patterns to masks the prefill runs (and `fulcrum profile --heads` times).
+std::vector<std::vector<MaskSpec>> report_masks(const HeadPatternReport& report, int layers, Tokens prompt_len,
+                                                std::uint64_t seed);
 
 }  // namespace fulcrum::heads

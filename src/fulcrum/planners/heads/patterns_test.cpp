@@ -2,10 +2,12 @@
 
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/planners/heads/scenarios.hpp"
+#include "fulcrum/workload/head_masks.hpp"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cstdio>
 #include <set>
 
 namespace fulcrum::heads {
@@ -66,6 +68,14 @@ TEST(HeadPatterns, ReportRoundTripsThroughJson) {
   EXPECT_EQ(again.model, "tiny");
   EXPECT_NO_THROW(r.check_model(ModelShape{"t", 1, 64, 4, 2, 16, 64, 2}));
   EXPECT_THROW(r.check_model(model_shape_preset("llama3-8b")), Error);
+  try {
+    r.check_model(ModelShape{"t", 3, 64, 4, 2, 16, 64, 2});  // 3 layers, the report has 2
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("patterns.layers = 2 layers: must be at least model t's layers = 3"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(HeadPatterns, BadInputNamesTheFieldAndRange) {
@@ -156,6 +166,77 @@ TEST(HeadPatterns, HeadSeedsDifferPerHeadAndLayer) {
     for (int head = 0; head < 8; ++head) seeds.insert(head_mask_seed(1, layer, head));
   }
   EXPECT_EQ(seeds.size(), 32u);
+}
+
+TEST(HeadPatterns, ReportMasksAreToMaskWithTheHeadSeeds) {
+  const HeadPatternReport r = head_patterns_from_json(small_report());
+  const auto masks = report_masks(r, 1, 100, 9);  // the first layer only
+  ASSERT_EQ(masks.size(), 1u);
+  ASSERT_EQ(masks[0].size(), 4u);
+  for (int h = 0; h < 4; ++h) {
+    EXPECT_EQ(masks[0][static_cast<std::size_t>(h)],
+              to_mask(r.layers[0][static_cast<std::size_t>(h)], 100, head_mask_seed(9, 0, h)));
+  }
+}
+
+TEST(HeadBuiltins, MixedCyclesTheFourKindsOverHeadsShiftedPerLayer) {
+  const ModelShape shape = model_shape_preset("small-gqa");
+  const HeadPatternReport mixed = load_head_patterns("mixed", shape, 512);
+  ASSERT_EQ(mixed.layers.size(), static_cast<std::size_t>(shape.layers));
+  EXPECT_EQ(mixed.q_heads, shape.q_heads);
+  EXPECT_EQ(mixed.kv_heads, shape.kv_heads);
+  const PatternKind kinds[] = {PatternKind::kFull, PatternKind::kAShape, PatternKind::kVerticalSlash,
+                               PatternKind::kBlockSparse};
+  for (std::size_t l = 0; l < mixed.layers.size(); ++l) {
+    ASSERT_EQ(mixed.layers[l].size(), static_cast<std::size_t>(shape.q_heads));
+    for (std::size_t h = 0; h < mixed.layers[l].size(); ++h) EXPECT_EQ(mixed.layers[l][h].kind, kinds[(h + l) % 4]);
+  }
+  EXPECT_EQ(mixed.layers[0][1], HeadPattern::a_shape(16, 64));
+  EXPECT_EQ(mixed.layers[0][2], HeadPattern::vertical_slash(64, 32));
+  EXPECT_EQ(mixed.layers[0][3], HeadPattern::block_sparse_blocks(64, 4));
+  const HeadPatternReport full = load_head_patterns("full", shape, 512);
+  for (const auto& p : full.layers[2]) EXPECT_EQ(p, HeadPattern::full());
+  EXPECT_FALSE(is_builtin_head_patterns("sparse"));
+}
+
+TEST(HeadBuiltins, EveryMixedMaskFitsThePromptAndIsSparserThanCausal) {
+  const ModelShape shape = model_shape_preset("tiny");  // 4 heads: each layer has every kind
+  for (Tokens t : {1, 2, 7, 80, 300, 4096}) {
+    const auto masks = report_masks(builtin_head_patterns("mixed", shape, t), shape.layers, t, 1);
+    const double causal = static_cast<double>(MaskSpec::causal().document_pairs(t));
+    for (const auto& m : masks[0]) {
+      EXPECT_NO_THROW(check_mask_reach(m, t, "mask")) << t;
+      EXPECT_NO_THROW(m.check_length(t)) << t;
+      const double pairs = static_cast<double>(m.document_pairs(t));
+      EXPECT_GT(pairs, 0);
+      EXPECT_LE(pairs, causal);
+      if (m.kind != MaskKind::kCausal && t >= 4096) {
+        EXPECT_LT(pairs, 0.6 * causal) << t;
+      }
+    }
+  }
+}
+
+TEST(HeadBuiltins, AReportFileMustMatchTheModel) {
+  const std::string path = ::testing::TempDir() + "heads_builtin_report.json";
+  {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    const std::string text = small_report().dump();
+    std::fwrite(text.data(), 1, text.size(), f);
+    std::fclose(f);
+  }
+  EXPECT_EQ(load_head_patterns(path, ModelShape{"t", 2, 64, 4, 2, 16, 64, 2}, 64).layers.size(), 2u);
+  try {
+    load_head_patterns(path, model_shape_preset("small-gqa"), 64);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
+    EXPECT_NE(std::string(e.what()).find("patterns.q_heads = 4: must equal model small-gqa's q_heads = 16"),
+              std::string::npos)
+        << e.what();
+  }
+  std::remove(path.c_str());
 }
 
 TEST(HeadScenarios, MatchThePublishedTable) {

@@ -3,8 +3,10 @@
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/core/random.hpp"
 
+#include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <array>
 
 namespace fulcrum::heads {
@@ -69,6 +71,38 @@ Scenario scenario(std::string_view name, std::uint64_t seed) {
     return s;
   }
   fail("scenario = '{}': unknown; choose from {}", name, fmt::join(scenario_names(), ", "));
+}
+
+bool is_builtin_head_patterns(std::string_view name) { return name == "mixed" || name == "full"; }
+
+HeadPatternReport builtin_head_patterns(std::string_view name, const ModelShape& model, Tokens prompt_len) {
+  FULCRUM_CHECK(is_builtin_head_patterns(name), "built-in head patterns '{}'", name);
+  FULCRUM_CHECK(prompt_len >= 1, "prompt of {} tokens", prompt_len);
+  const Tokens t = prompt_len;
+  const std::array<HeadPattern, 4> kinds = {
+      HeadPattern::full(), HeadPattern::a_shape(std::max<Tokens>(1, t / 32), std::max<Tokens>(1, t / 8)),
+      HeadPattern::vertical_slash(std::max<Tokens>(1, t / 8), std::max<Tokens>(1, t / 16)),
+      HeadPattern::block_sparse_blocks(std::min<Tokens>(64, std::max<Tokens>(1, t / 8)), 4)};
+  HeadPatternReport r;
+  r.model = model.name;
+  r.description = fmt::format("built-in '{}' for {} tokens", name, prompt_len);
+  r.q_heads = model.q_heads;
+  r.kv_heads = model.kv_heads;
+  r.layers.resize(static_cast<std::size_t>(model.layers));
+  for (int l = 0; l < model.layers; ++l) {
+    for (int h = 0; h < model.q_heads; ++h) {
+      const auto kind = name == "full" ? 0 : static_cast<std::size_t>((h + l) % 4);
+      r.layers[static_cast<std::size_t>(l)].push_back(kinds[kind]);
+    }
+  }
+  return r;
+}
+
+HeadPatternReport load_head_patterns(const std::string& source, const ModelShape& model, Tokens prompt_len) {
+  HeadPatternReport r =
+      is_builtin_head_patterns(source) ? builtin_head_patterns(source, model, prompt_len) : read_head_patterns(source);
+  r.check_model(model);
+  return r;
 }
 
 }  // namespace fulcrum::heads

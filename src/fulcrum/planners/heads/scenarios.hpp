@@ -31,4 +31,18 @@ HeadPattern scenario_pattern(char type);
 Scenario scenario(std::string_view name, std::uint64_t seed);
 std::vector<std::string> scenario_names();
 
+/// Built-in head pattern reports for a model's layers and heads (`fulcrum prefill --patterns`, `fulcrum
+/// profile --heads`), their parameters scaled to the prompt length T so every kind stays what it is (sparse,
+/// and not all of the prompt) at any length, 96 tokens in tests or 128K:
+///  - "full": every head full.
+///  - "mixed": head h of layer l is kind (h + l) mod 4 of full; a-shape sink max(1, T/32), window
+///    max(1, T/8); vertical-slash budgets (max(1, T/8), max(1, T/16)); block-sparse blocks of
+///    min(64, max(1, T/8)) tokens, 4 key blocks per query block. So every rank of a contiguous assignment
+///    gets the same mix, and KV groups mix kinds.
+/// Returns false for another name (a report file, then).
+bool is_builtin_head_patterns(std::string_view name);
+HeadPatternReport builtin_head_patterns(std::string_view name, const ModelShape& model, Tokens prompt_len);
+/// `source` a built-in name or a report file (read_head_patterns), checked against the model (check_model).
+HeadPatternReport load_head_patterns(const std::string& source, const ModelShape& model, Tokens prompt_len);
+
 }  // namespace fulcrum::heads
