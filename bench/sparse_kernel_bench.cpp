@@ -4,10 +4,12 @@
 // token-striped: block 1, block-striped: block G), with the buffers permuted into slot order. Every
 // case is one task over the whole document; cases are timed in turn within each repetition.
 //
-// Active-tile FLOPs: 4 * head_dim * (rows x keys of every 64 x 64 tile that classify() does not call
-// empty), over heads; backward 2.5x that. That is the work the kernel does for the tiles it does not
-// skip (a partial tile costs a full one), so the ratio to the dense kernel measures the kernel, not
-// the mask. The useful rate (4 * head_dim * visible pairs) is printed beside it.
+// Active-tile FLOPs: 4 * head_dim * (rows x keys of every tile the kernel computes: the grid's 64 x 64
+// tiles that the mask without its columns keeps, and the gathered-column tiles; mtraining_problem's
+// active_tiles), over heads; backward 2.5x that. That is the work the kernel does (a partial tile
+// costs a full one), so the ratio to the dense kernel measures the kernel, not the mask. The useful
+// rate (4 * head_dim * visible pairs) is printed beside it. --clock cpu with OMP_NUM_THREADS=1 measures
+// the process's CPU time: what the kernel takes on a machine that others share.
 // Run: build/release/bin/sparse_kernel_bench --json sparse_kernel.json
 #include "mtraining_problem.hpp"
 
