@@ -125,6 +125,11 @@ double split_lower_bound(const LayerCosts& costs, int devices) {
 }
 
 double lower_bound(const LayerCosts& costs, int devices) {
+  const double quick = lower_bound_quick(costs, devices);
+  return std::max(quick, pieces_lower_bound(costs, devices, quick));
+}
+
+double lower_bound_quick(const LayerCosts& costs, int devices) {
   std::vector<double> items;
   items.reserve(costs.attention_s.size());
   for (double a : costs.attention_s) items.push_back(a + costs.qo_s);

@@ -64,10 +64,12 @@ double layer_time(const LayerCosts& costs, std::span<const int> assignment, int 
 /// the max(max head, Σ / D) with the GQA rule (every group pays its K/V projection at least once,
 /// a device holding head i pays t_qkvo for i or for an earlier head of its group).
 double lower_bound_simple(const LayerCosts& costs, int devices);
+/// The simple, pigeonhole and split bounds (below), cheap enough to compute inside every solve.
+double lower_bound_quick(const LayerCosts& costs, int devices);
 /// The simple bound and the pigeonhole bounds: among the k·D + 1 costliest heads (by t_attn + t_qo) some
 /// device holds k + 1, so it takes at least the k + 1 cheapest of them plus one K/V projection. Tighter
 /// when a few heavy heads do not divide evenly over the devices (9 full heads on 4 devices).
-/// ... and the split bound (split_lower_bound).
+/// ... and the split bound (split_lower_bound), and the pieces bound (pieces_lower_bound).
 double lower_bound(const LayerCosts& costs, int devices);
 /// Splitting KV groups costs K/V projections, and keeping them whole may not balance. In any assignment
 /// with s extra pieces (group-device pairs beyond one per group): the total is work + s x (t_qkvo - t_qo);
@@ -77,6 +79,19 @@ double lower_bound(const LayerCosts& costs, int devices);
 /// bisection; every test grows with T). Tight where whole groups do not divide over the devices (9 groups
 /// on 4 devices).
 double split_lower_bound(const LayerCosts& costs, int devices);
+
+/// Heavy heads (those above the steepest drop, at least 2x, in t_attn + t_qo among the 3·D heaviest: FULL
+/// among sparse heads) fix how many pieces (KV group x device) each device pays. Per device: f heavy heads
+/// in q pieces (q <= f <= q x the most heavy heads of one group), p >= q pieces in all, holding at most
+/// p x group_size heads; its compute is at least the f lightest heavy heads + the lightest light ones + p x
+/// (t_qkvo - t_qo). Over devices: f sums to the heavy heads, Σ (f - q) <= heavy heads - groups holding one
+/// (each such group is on at least one device), every light head is held, and the total work plus
+/// max(Σ p, groups) K/V projections fits D x T. pieces_allow: whether this relaxation admits T (a DP over
+/// devices: heavy heads, savings f - q, pieces -> most light heads held); false proves every assignment
+/// slower than T. pieces_lower_bound: the least T it admits, bisected from `floor` (a known lower bound) to a
+/// relative 1e-6, rounded down.
+bool pieces_allow(const LayerCosts& costs, int devices, double t);
+double pieces_lower_bound(const LayerCosts& costs, int devices, double floor);
 
 /// Measured head times on a grid of prompt lengths (JSON, written by profiling, read by `--profile`):
 ///   { "device": "...",                       optional, what was measured

@@ -119,6 +119,55 @@ TEST(HeadCostModel, LowerBoundsAreLowerBoundsOfTheExhaustiveOptimum) {
   EXPECT_GT(tight, 10);  // the bound is often the optimum, so it is worth stopping at
 }
 
+// The pieces relaxation admits every real assignment's time, on tiny layers shaped like the scenarios (a few
+// FULL-like heads among light ones, GQA groups of 2-4, K/V projections not negligible), so its bound is
+// below the exhaustive optimum; and it is tighter than the quick bounds on some of them (else it is useless).
+TEST(HeadCostModel, PiecesBoundIsALowerBoundOfTheExhaustiveOptimum) {
+  Rng rng(17);
+  int tighter = 0;
+  for (int trial = 0; trial < 120; ++trial) {
+    LayerCosts c;
+    c.group_size = static_cast<int>(rng.uniform_int(2, 4));
+    const int heads = c.group_size * static_cast<int>(rng.uniform_int(1, 9 / c.group_size));
+    for (int h = 0; h < heads; ++h) {
+      c.attention_s.push_back(rng.uniform() < 0.3 ? 8 + 2 * rng.uniform() : 0.5 + rng.uniform());
+    }
+    c.qo_s = rng.uniform() * 0.5;
+    c.qkvo_s = c.qo_s + rng.uniform() * (trial % 2 == 0 ? 0.5 : 2.0);
+    c.offload_per_group_s = trial % 5 == 2 ? rng.uniform() : 0;
+    const int devices = static_cast<int>(rng.uniform_int(1, std::min(3, heads)));
+    double best = std::numeric_limits<double>::infinity();
+    for_each_assignment(c, devices, [&](const HeadAssignment& a) { best = std::min(best, layer_time(c, a, devices)); });
+    const double quick = lower_bound_quick(c, devices);
+    EXPECT_TRUE(pieces_allow(c, devices, best)) << "trial " << trial;
+    const double pieces = pieces_lower_bound(c, devices, quick);
+    EXPECT_LE(pieces, best * (1 + 1e-12)) << "trial " << trial;
+    EXPECT_LE(lower_bound(c, devices), best * (1 + 1e-12)) << "trial " << trial;
+    EXPECT_GE(lower_bound(c, devices), quick);
+    tighter += pieces > quick * (1 + 1e-6);
+  }
+  EXPECT_GT(tighter, 5);
+}
+
+// S10 (seed 1: 13 FULL heads in 11 of 18 KV groups on 8 GPUs): the quick bounds charge each group's K/V
+// projection once; two FULL heads per GPU at most and 9 groups with one FULL head force more pieces.
+TEST(HeadCostModel, PiecesBoundChargesTheSplitsFullHeadsForce) {
+  LayerCosts c;
+  c.group_size = 4;
+  c.qo_s = 1;
+  c.qkvo_s = 2;
+  const char* groups[] = {"XYFZ", "ZFZF", "FYZX", "XXFZ", "FZZX", "XXXZ", "XZZY", "YFYX", "XFXX",
+                          "ZYZX", "FZXY", "ZXZX", "YFXF", "XYYF", "YFYZ", "YXXY", "YXZZ", "XYZY"};
+  for (const char* g : groups) {
+    for (const char* t = g; *t != 0; ++t)
+      c.attention_s.push_back(*t == 'F' ? 32 : *t == 'X' ? 3.2 : *t == 'Y' ? 2.5 : 2);
+  }
+  const double quick = lower_bound_quick(c, 8);
+  const double strong = lower_bound(c, 8);
+  EXPECT_GT(strong, quick * 1.002);
+  EXPECT_FALSE(pieces_allow(c, 8, quick * 1.001));
+}
+
 TEST(HeadCostModel, PigeonholeBoundSeesHeavyHeadsThatDoNotDivide) {
   LayerCosts c;
   c.attention_s.assign(9, 1.0);  // 9 equal heads, each its own group, on 4 devices: some device holds 3

@@ -37,12 +37,13 @@ HeadAssignment group_lpt(const LayerCosts& costs, int devices) {
   return device;
 }
 
-// Heads leaving device c for device d (one head, or all of c's heads of one KV group), and maybe one head
-// coming back from d.
+// Heads leaving device c for device d and heads coming back from d: each side one head, every head of one KV
+// group on that device (its "part"), or nothing.
 struct Move {
-  int head = -1;   // a head c -> d, or -1
-  int group = -1;  // every head of this group on c -> d, or -1
-  int back = -1;   // a head d -> c (a swap), or -1
+  int head = -1;        // a head c -> d, or -1
+  int group = -1;       // every head of this group on c -> d, or -1
+  int back = -1;        // a head d -> c, or -1
+  int back_group = -1;  // every head of this group on d -> c, or -1
   int d = -1;
   double value = 0;  // the score after the move
 };
@@ -64,12 +65,18 @@ class Descent {
     }
   }
 
-  void perturb(Rng& rng, int moves) {
+  // A kick: a few heads, or one device's part of a KV group, to other devices.
+  void perturb(Rng& rng, int moves, bool part) {
     for (int k = 0; k < moves; ++k) {
       const int h = static_cast<int>(rng.uniform_int(0, costs_.heads() - 1));
       const int from = device_[static_cast<std::size_t>(h)];
       const int to = (from + 1 + static_cast<int>(rng.uniform_int(0, devices_ - 2))) % devices_;
-      apply(from, Move{h, -1, -1, to, 0});
+      Move m;
+      (part ? m.group : m.head) = part ? costs_.group_of(h) : h;
+      m.d = to;
+      collect(m, from);
+      transfer(from, to);
+      if (part) return;
     }
   }
 
@@ -110,91 +117,114 @@ class Descent {
     return moved;
   }
 
-  // Every move of heads from c to d (one head, c's part of a KV group, or one head swapped for one of d's),
-  // scored by `score(time c, time d)` after the move; keeps the lowest below best.value.
+  // Every move between c and d: out of c one head or c's part of a group (or nothing), back from d one
+  // head or d's part of a group (or nothing), scored by `score(time c, time d)` after the move; keeps the
+  // lowest below best.value. Moving parts saves K/V projections where a group gets whole again.
   template <class Score>
   void search_pair(Move& best, int c, int d, Score score) {
-    on_c_.clear();
-    on_d_.clear();
-    for (int h = 0; h < costs_.heads(); ++h) {
-      if (device_[static_cast<std::size_t>(h)] == c) on_c_.push_back(h);
-      if (device_[static_cast<std::size_t>(h)] == d) on_d_.push_back(h);
+    items(c, on_c_);
+    items(d, on_d_);
+    const Item none{-1, -1, 0, 0.0};
+    for (const Item& out : on_c_) {
+      try_move(best, c, d, out, none, score);
+      for (const Item& in : on_d_) {
+        if (out.head < 0 && in.head < 0 && out.group == in.group) continue;  // a group's parts trading places
+        try_move(best, c, d, out, in, score);
+      }
     }
-    for (int h : on_c_) {
-      try_move(best, c, Move{h, -1, -1, d, 0}, score);
-      for (int h2 : on_d_) try_move(best, c, Move{h, -1, h2, d, 0}, score);
-    }
-    // c's part of a KV group, moved together (saves its K/V projection once the group is whole).
+  }
+
+  // What can leave a device: each head, and each group part of two heads or more.
+  struct Item {
+    int head;  // >= 0: this head alone; -1: every head of `group` on the device
+    int group;
+    int n;        // heads moved
+    double attn;  // their Σ t_attn
+  };
+  void items(int dev, std::vector<Item>& out) {
+    out.clear();
     for (int g = 0; g < costs_.groups(); ++g) {
-      if (loads_.count(c, g) >= 2) try_move(best, c, Move{-1, g, -1, d, 0}, score);
-    }
-  }
-
-  // Moves the move's heads from `from` to `to` (and its swapped head back); apply(c, m) then undo = the
-  // same with from and to exchanged.
-  void shift(const Move& m, int from, int to) {
-    auto move_head = [&](int h) {
-      loads_.remove(h, from);
-      loads_.add(h, to);
-      device_[static_cast<std::size_t>(h)] = to;
-    };
-    if (m.head >= 0) move_head(m.head);
-    if (m.group >= 0) {
-      for (int h = m.group * costs_.group_size; h < (m.group + 1) * costs_.group_size; ++h) {
-        if (device_[static_cast<std::size_t>(h)] == from) move_head(h);
+      const int n = loads_.count(dev, g);
+      if (n == 0) continue;
+      double sum = 0;
+      for (int h = g * costs_.group_size; h < (g + 1) * costs_.group_size; ++h) {
+        if (device_[static_cast<std::size_t>(h)] != dev) continue;
+        sum += costs_.attention_s[static_cast<std::size_t>(h)];
+        out.push_back({h, g, 1, costs_.attention_s[static_cast<std::size_t>(h)]});
       }
-    }
-    if (m.back >= 0) {
-      loads_.remove(m.back, to);
-      loads_.add(m.back, from);
-      device_[static_cast<std::size_t>(m.back)] = from;
+      if (n >= 2) out.push_back({-1, g, n, sum});
     }
   }
-  void apply(int c, const Move& m) { shift(m, c, m.d); }
+  // dev's time once `out` (on dev) left and `in` (not on dev) arrived, priced without moving them.
+  double time_after(int dev, const Item& out, const Item& in) const {
+    double compute = loads_.compute(dev) - out.attn - out.n * costs_.qo_s + in.attn + in.n * costs_.qo_s;
+    int groups = loads_.groups_on(dev);
+    const bool out_whole = out.n > 0 && loads_.count(dev, out.group) == out.n;  // its last heads leave
+    if (out_whole) {
+      compute -= costs_.kv_s();
+      --groups;
+    }
+    if (in.n > 0 && loads_.count(dev, in.group) - (in.group == out.group ? out.n : 0) == 0) {
+      compute += costs_.kv_s();
+      ++groups;
+    }
+    return std::max(compute, groups * costs_.offload_per_group_s);
+  }
   template <class Score>
-  void try_move(Move& best, int c, Move m, Score score) {
-    if (m.group < 0) {  // one head, maybe swapped for one of d's: priced without moving anything
-      m.value = score(loads_.time_exchanging(c, m.head, m.back), loads_.time_exchanging(m.d, m.back, m.head));
-      if (m.value < best.value) best = m;
-      return;
+  void try_move(Move& best, int c, int d, const Item& out, const Item& in, Score score) {
+    const double value = score(time_after(c, out, in), time_after(d, in, out));
+    if (value < best.value) {
+      best = Move{
+          out.head, out.head < 0 ? out.group : -1, in.n > 0 ? in.head : -1, in.n > 0 && in.head < 0 ? in.group : -1, d,
+          value};
     }
-    // A group move's heads are exactly the group's heads on c before, and on d after (d held none of
-    // them only if count(d, g) was 0; otherwise undo would take d's own heads too), so undo by head list.
-    if (m.group >= 0 && loads_.count(m.d, m.group) > 0) {
-      moved_.clear();
-      for (int h = m.group * costs_.group_size; h < (m.group + 1) * costs_.group_size; ++h) {
-        if (device_[static_cast<std::size_t>(h)] == c) moved_.push_back(h);
-      }
-      for (int h : moved_) {
-        loads_.remove(h, c);
-        loads_.add(h, m.d);
-      }
-      m.value = score(loads_.time(c), loads_.time(m.d));
-      for (int h : moved_) {
-        loads_.remove(h, m.d);
-        loads_.add(h, c);
-      }
-    } else {
-      shift(m, c, m.d);
-      m.value = score(loads_.time(c), loads_.time(m.d));
-      shift(m, m.d, c);
-    }
-    if (m.value < best.value) best = m;
   }
 
+  // The heads a move takes out of c (out_) and back from d (in_), as the assignment stands.
+  void collect(const Move& m, int c) {
+    out_.clear();
+    in_.clear();
+    auto part = [&](std::vector<int>& list, int g, int on) {
+      for (int h = g * costs_.group_size; h < (g + 1) * costs_.group_size; ++h) {
+        if (device_[static_cast<std::size_t>(h)] == on) list.push_back(h);
+      }
+    };
+    if (m.head >= 0) out_.push_back(m.head);
+    if (m.group >= 0) part(out_, m.group, c);
+    if (m.back >= 0) in_.push_back(m.back);
+    if (m.back_group >= 0) part(in_, m.back_group, m.d);
+  }
+  // Moves out_ from c to d and in_ from d to c; transfer(d, c) then undoes it.
+  void transfer(int c, int d) {
+    for (int h : out_) {
+      loads_.remove(h, c);
+      loads_.add(h, d);
+      device_[static_cast<std::size_t>(h)] = d;
+    }
+    for (int h : in_) {
+      loads_.remove(h, d);
+      loads_.add(h, c);
+      device_[static_cast<std::size_t>(h)] = c;
+    }
+  }
+  void apply(int c, const Move& m) {
+    collect(m, c);
+    transfer(c, m.d);
+  }
   const LayerCosts& costs_;
   int devices_;
   HeadAssignment& device_;
   Loads loads_;
-  std::vector<int> on_c_;
-  std::vector<int> on_d_;
-  std::vector<int> moved_;
+  std::vector<Item> on_c_;
+  std::vector<Item> on_d_;
+  std::vector<int> out_;
+  std::vector<int> in_;
 };
 
 }  // namespace
 
 HeadSolution solve_lpt_ls(const LayerCosts& costs, int devices, std::uint64_t seed, const LptLsOptions& options) {
-  const double bound = lower_bound(costs, devices);
+  const double bound = lower_bound_quick(costs, devices);
   const double target = bound * (1 + options.target_gap + 1e-12);
   HeadAssignment best;
   double best_t = 0;
@@ -206,14 +236,18 @@ HeadSolution solve_lpt_ls(const LayerCosts& costs, int devices, std::uint64_t se
       best_t = t;
     }
   }
-  // Iterated local search: kick a few heads elsewhere, descend again, keep what is no worse.
+  // Nothing is faster than what the pieces relaxation refutes just below it (one DP, no bisection).
+  auto refuted_below = [&](double t) { return !pieces_allow(costs, devices, t * (1 - 1e-11)); };
+  if (best_t > target && refuted_below(best_t)) return {best, true};
+  // Iterated local search: kick a few heads, or a group's part, elsewhere, descend again, keep what is no worse.
+  const double start_t = best_t;
   Rng rng(mix64(seed) ^ 0x4c50u);
   HeadAssignment current = best;
   double current_t = best_t;
   for (int round = 0; round < options.kicks && best_t > target && devices > 1; ++round) {
     HeadAssignment trial = current;
     Descent descent(costs, devices, trial);
-    descent.perturb(rng, 2 + round % 3);
+    descent.perturb(rng, 2 + round % 3, round % 2 == 1);
     descent.run();
     const double t = descent.max_time();
     if (t <= current_t) {
@@ -226,6 +260,7 @@ HeadSolution solve_lpt_ls(const LayerCosts& costs, int devices, std::uint64_t se
     }
   }
   if (best_t <= target) return {best, best_t <= bound * (1 + 1e-12)};
+  if (best_t < start_t && refuted_below(best_t)) return {best, true};
   const BranchAndBoundResult exact =
       branch_and_bound(costs, devices, best, bound * (1 + options.target_gap), options.node_limit);
   const bool at_bound = exact.time <= bound * (1 + 1e-12);

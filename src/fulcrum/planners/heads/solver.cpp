@@ -54,8 +54,8 @@ HeadSolution solve_heads(const HeadSolverRegistration& solver, const LayerCosts&
   FULCRUM_CHECK(solver.can_prove_optimal || !s.proven_optimal, "solver {} claims a proof it cannot give", solver.name);
   if (s.proven_optimal) {
     const double t = layer_time(costs, s.device, devices);
-    FULCRUM_CHECK(t >= lower_bound(costs, devices) * (1 - 1e-9), "solver {}: optimum {} below the lower bound {}",
-                  solver.name, t, lower_bound(costs, devices));
+    FULCRUM_CHECK(t >= lower_bound_quick(costs, devices) * (1 - 1e-9), "solver {}: optimum {} below the lower bound {}",
+                  solver.name, t, lower_bound_quick(costs, devices));
   }
   return s;
 }

@@ -78,8 +78,9 @@ TEST(HeadSolvers, SameSeedSameAssignment) {
   }
 }
 
-// Every solver stays above the lower bound; ours beats every other solver and stays within 3% of the bound
-// (within 1% or proven optimal on most scenarios: docs/experiments.md lists where it is not).
+// Every solver stays above the lower bound; ours beats every other solver, is within 1% of the bound or
+// proven optimal on all ten scenarios for seed 1 (the acceptance point), and within 3% on seeds 2 and 3
+// (docs/experiments.md lists those above 1%).
 TEST(HeadSolvers, OursBeatsTheOthersNearTheBoundOnEveryScenario) {
   int within_one_percent = 0;
   for (std::uint64_t seed : {1u, 2u, 3u}) {
@@ -96,11 +97,13 @@ TEST(HeadSolvers, OursBeatsTheOthersNearTheBoundOnEveryScenario) {
         EXPECT_GE(t, bound * (1 - 1e-12)) << name << " " << r.name;
         EXPECT_LE(t_ours, t * (1 + 1e-12)) << name << " seed " << seed << ": lpt-ls worse than " << r.name;
       }
+      const bool within = ours.proven_optimal || t_ours <= 1.01 * bound;
+      EXPECT_TRUE(within || seed != 1) << name << ": " << t_ours / bound - 1 << " above the bound, not proven";
       EXPECT_LE(t_ours, 1.03 * bound) << name << " seed " << seed;
-      within_one_percent += ours.proven_optimal || t_ours <= 1.01 * bound;
+      within_one_percent += within;
     }
   }
-  EXPECT_GE(within_one_percent, 24);  // of 30
+  EXPECT_GE(within_one_percent, 28);  // of 30: seed 3's S7 and S10 are 1.1-1.2% above, unproven
 }
 
 TEST(HeadSolvers, BaselinesLayOutAsPublished) {

@@ -37,9 +37,9 @@ struct GaOptions {  // the published parameters
 HeadSolution solve_ga(const LayerCosts& costs, int devices, std::uint64_t seed, const GaOptions& options = {});
 
 struct LptLsOptions {
-  int kicks = 20;                   // iterated local search: perturb-and-descend rounds
-  std::int64_t node_limit = 20000;  // branch-and-bound nodes before giving up a proof
-  double target_gap = 0.0;          // stop once T_layer <= (1 + gap) x lower_bound
+  int kicks = 20;                  // iterated local search: perturb-and-descend rounds
+  std::int64_t node_limit = 5000;  // branch-and-bound nodes before giving up a proof
+  double target_gap = 0.0;         // stop once T_layer <= (1 + gap) x lower_bound
 };
 /// Ours: KV-group-aware LPT (whole groups as items, and head by head; the better start), descent on the
 /// critical device (move a head, move the device's part of a KV group, swap two heads) alternating with
