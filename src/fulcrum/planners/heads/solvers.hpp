@@ -42,10 +42,12 @@ struct LptLsOptions {
   double target_gap = 0.0;         // stop once T_layer <= (1 + gap) x lower_bound
 };
 /// Ours: KV-group-aware LPT (whole groups as items, and head by head; the better start), descent on the
-/// critical device (move a head, move the device's part of a KV group, swap two heads) alternating with
-/// pairwise balancing, iterated with seeded kicks, then a
-/// branch-and-bound over heads in descending cost that proves optimality or improves the incumbent within
-/// `node_limit` nodes (device symmetry broken; bounded by the loads plus the remaining work over D).
+/// critical device alternating with pairwise balancing (moves between two devices: one head or one device's
+/// part of a KV group out, one head or one part back, or nothing back; all priced in O(1)), iterated with
+/// seeded kicks (a few heads, or one group's part), then a branch-and-bound over heads in descending cost
+/// that proves optimality or improves the incumbent within `node_limit` nodes (device symmetry broken;
+/// bounded by the loads plus the remaining work over D). Stops, proven optimal, where its time reaches
+/// lower_bound_quick or the pieces relaxation refutes every time below it (pieces_allow).
 HeadSolution solve_lpt_ls(const LayerCosts& costs, int devices, std::uint64_t seed, const LptLsOptions& options = {});
 
 }  // namespace fulcrum::heads
