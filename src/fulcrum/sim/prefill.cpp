@@ -27,6 +27,7 @@ std::vector<heads::LayerCosts> model_layer_costs(const heads::HeadPatternReport&
                                                  Tokens tokens, const heads::HeadCostModel& model) {
   report.check_model(shape);
   std::vector<heads::LayerCosts> costs;
+  costs.reserve(static_cast<std::size_t>(shape.layers));
   for (int l = 0; l < shape.layers; ++l) {
     costs.push_back(model.layer(report.layers[static_cast<std::size_t>(l)], shape.kv_heads, tokens));
   }
