@@ -181,7 +181,7 @@ void HardwareModel::validate() const {
   positive("memory_bandwidth", memory_bandwidth);
   check_link("intra_node", intra_node);
   check_link("inter_node", inter_node);
-  check_link("host_link", host_link);
+  if (has_host_link()) check_link("host_link", host_link);
   if (!(linear_mfu > 0 && linear_mfu <= 1)) fail("hardware.linear_mfu = {}: must be in (0, 1]", linear_mfu);
   if (compute_slots_per_node < 0) fail("hardware.compute_slots_per_node = {}: must be >= 0", compute_slots_per_node);
   attention.forward().validate("hardware.attention.forward");
@@ -194,17 +194,18 @@ const LinkSpec& HardwareModel::link(int rank_a, int rank_b) const {
 }
 
 nlohmann::json HardwareModel::to_json() const {
-  return {{"name", name},
-          {"devices_per_node", devices_per_node},
-          {"peak_flops", peak_flops},
-          {"memory_bytes", memory_bytes},
-          {"memory_bandwidth", memory_bandwidth},
-          {"intra_node", link_to_json(intra_node)},
-          {"inter_node", link_to_json(inter_node)},
-          {"host_link", link_to_json(host_link)},
-          {"linear_mfu", linear_mfu},
-          {"compute_slots_per_node", compute_slots_per_node},
-          {"attention", attention.to_json()}};
+  nlohmann::json json = {{"name", name},
+                         {"devices_per_node", devices_per_node},
+                         {"peak_flops", peak_flops},
+                         {"memory_bytes", memory_bytes},
+                         {"memory_bandwidth", memory_bandwidth},
+                         {"intra_node", link_to_json(intra_node)},
+                         {"inter_node", link_to_json(inter_node)},
+                         {"linear_mfu", linear_mfu},
+                         {"compute_slots_per_node", compute_slots_per_node},
+                         {"attention", attention.to_json()}};
+  if (has_host_link()) json["host_link"] = link_to_json(host_link);
+  return json;
 }
 
 HardwareModel HardwareModel::from_json(const JsonValue& json) {
@@ -219,8 +220,8 @@ HardwareModel HardwareModel::from_json(const JsonValue& json) {
   hw.memory_bandwidth = json.at("memory_bandwidth").positive();
   hw.intra_node = link_from_json(json.at("intra_node"));
   hw.inter_node = link_from_json(json.at("inter_node"));
-  // Optional (older calibrations lack it): a CPU box reads weights from its own memory.
-  hw.host_link = json.has("host_link") ? link_from_json(json.at("host_link")) : LinkSpec{hw.memory_bandwidth, 0};
+  // Optional (calibrations of CPU boxes lack it): {0, 0}, not given.
+  if (json.has("host_link")) hw.host_link = link_from_json(json.at("host_link"));
   const JsonValue mfu = json.at("linear_mfu");
   hw.linear_mfu = mfu.number();
   if (!(hw.linear_mfu > 0 && hw.linear_mfu <= 1)) mfu.fail_must("in (0, 1]");

@@ -18,8 +18,9 @@
 //   }
 //   GRID = {"query_lengths": [...], "key_lengths": [...], "flops_per_s": [row-major q x k]}
 // `HardwareModel::to_json` writes exactly this, so `from_json(to_json())` is the identity. The one optional
-// field, host_link (what the prefill simulator streams weights over), defaults to memory_bandwidth: a file
-// without it describes a CPU box whose "device" memory is host memory.
+// field, host_link (what the prefill simulator streams weights over), stays {0, 0} ("not given") when absent,
+// and to_json then leaves it out; the prefill simulator reads such a machine's weights at memory_bandwidth
+// (a CPU box whose "device" memory is host memory).
 #pragma once
 
 #include "fulcrum/core/interval.hpp"
@@ -49,7 +50,7 @@ struct HardwareModel {
   double memory_bandwidth = 0;  // bytes/s per device
   LinkSpec intra_node;          // NVLink/NVSwitch per GPU (shared memory for a CPU box)
   LinkSpec inter_node;          // the NIC share of one GPU (a CPU box: same as intra)
-  LinkSpec host_link;           // host memory -> device, one direction (PCIe for a GPU)
+  LinkSpec host_link;           // host memory -> device, one direction (PCIe for a GPU); {0, 0}: not given
   double linear_mfu = 0.5;      // model FLOP utilisation of the matrix layers (QKV, O, MLP)
   /// 0: every device computes on its own (GPUs). n > 0: the devices of a node share n compute units, so
   /// k busy devices each run at min(1, n / k) of their speed (MPI ranks oversubscribing a CPU's cores).
@@ -65,6 +66,7 @@ struct HardwareModel {
   double attention_backward_s(Tokens q_len, Tokens k_len, double flops) const {
     return attention.backward_s(q_len, k_len, flops);
   }
+  bool has_host_link() const { return host_link.bandwidth_bytes_per_s != 0 || host_link.latency_s != 0; }
   double linear_s(double flops) const { return flops / (peak_flops * linear_mfu); }
   /// `bytes` is memory traffic: a copy of n bytes reads n and writes n, so the caller passes 2n.
   double copy_s(double bytes) const { return bytes / memory_bandwidth; }

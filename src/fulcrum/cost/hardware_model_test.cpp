@@ -56,6 +56,7 @@ TEST(HardwareModel, PresetsAreValidAndSplitLinksByNode) {
     EXPECT_GT(hw.attention_forward_s(8192, 8192, 1e12), 1e12 / hw.peak_flops);
     EXPECT_GT(hw.attention_backward_s(8192, 8192, 1e12), hw.attention_forward_s(8192, 8192, 1e12));
     // Every GPU streams host weights over PCIe, slower than its own memory.
+    EXPECT_TRUE(hw.has_host_link());
     EXPECT_LT(hw.host_link.bandwidth_bytes_per_s, hw.memory_bandwidth);
   }
   // Per-direction conversions: 900 GB/s and 600 GB/s bidirectional NVLink; 400 Gb/s NIC per GPU on the
@@ -158,10 +159,14 @@ TEST(HardwareModel, JsonRoundTripsThroughObjectsAndFiles) {
   std::ofstream(path) << cpu_local_json().dump(2);
   const HardwareModel loaded = load_hardware(path);
   EXPECT_EQ(loaded.name, "cpu-local");
-  // Without host_link the weights stream at the box's own memory bandwidth (a CPU's "device" is the host).
-  nlohmann::json expected = cpu_local_json();
-  expected["host_link"] = {{"bandwidth_bytes_per_s", 2.0e10}, {"latency_s", 0.0}};
-  EXPECT_EQ(loaded.to_json(), expected);
+  // host_link is optional: absent, it stays not given (and out of the JSON); given, it round-trips.
+  EXPECT_FALSE(loaded.has_host_link());
+  EXPECT_EQ(loaded.to_json(), cpu_local_json());
+  nlohmann::json with_link = cpu_local_json();
+  with_link["host_link"] = {{"bandwidth_bytes_per_s", 3.2e10}, {"latency_s", 1e-6}};
+  const HardwareModel linked = HardwareModel::from_json(with_link);
+  EXPECT_DOUBLE_EQ(linked.host_link.bandwidth_bytes_per_s, 3.2e10);
+  EXPECT_EQ(linked.to_json(), with_link);
   EXPECT_EQ(load_hardware("a100-p4de").to_json(), hardware_preset("a100-p4de").to_json());
 
   const auto garbage = (dir / "garbage.json").string();

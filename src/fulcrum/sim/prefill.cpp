@@ -108,7 +108,9 @@ PrefillSimResult simulate_prefill(const ModelShape& shape, const HardwareModel& 
   result.cpip = options.cpip;
   result.solve_s = solved.solve_s;
   const double mlp_s = hw.linear_s(6.0 * tokens * shape.hidden * ffn_per_device);
-  const double mlp_weights_s = hw.host_link.transfer_s(3.0 * shape.hidden * ffn_per_device * shape.dtype_bytes);
+  // A machine without a host link (a CPU calibration) reads the weights from its own memory.
+  const LinkSpec host = hw.has_host_link() ? hw.host_link : LinkSpec{hw.memory_bandwidth, 0};
+  const double mlp_weights_s = host.transfer_s(3.0 * shape.hidden * ffn_per_device * shape.dtype_bytes);
   const double all_reduce_s =
       dp_gradient_sync_s(hw, devices, devices > hw.devices_per_node, tokens * shape.hidden * shape.dtype_bytes);
 
@@ -116,7 +118,7 @@ PrefillSimResult simulate_prefill(const ModelShape& shape, const HardwareModel& 
   for (const auto& assignment : solved.assignment) {
     std::vector<double> per_device;
     for (double b : attention_weight_bytes(shape, assignment, devices, options.wpr)) {
-      per_device.push_back(hw.host_link.transfer_s(b));
+      per_device.push_back(host.transfer_s(b));
     }
     weights_s.push_back(std::move(per_device));
   }

@@ -6,7 +6,8 @@
 //   block_d   = the heads cost model's device time (cost_model.hpp): Σ t_attn of d's heads + t_qo per head
 //               + (t_qkvo - t_qo) per KV group with a head on d (the GQA leader rule);
 //   mlp       = 6 T hidden ffn / D FLOPs (gate, up, down GEMMs, tensor-parallel) at peak x linear_mfu;
-//   weights   = host memory -> device over hw.host_link: attention part (WPR: d's W_Q columns and W_O rows,
+//   weights   = host memory -> device over hw.host_link (without one, at memory_bandwidth): attention part (WPR: d's
+//   W_Q columns and W_O rows,
 //               the W_K / W_V of its KV groups; without WPR the full four matrices) and MLP part (3 hidden
 //               ffn / D); bf16 (shape.dtype_bytes);
 //   phases    = CPIP: attention phase max(block_d, MLP weights of l), MLP phase max(mlp, attention weights of
