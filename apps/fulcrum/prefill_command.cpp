@@ -6,6 +6,7 @@
 
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/core/text.hpp"
+#include "fulcrum/cost/hardware_model.hpp"
 #include "fulcrum/planners/heads/scenarios.hpp"
 #include "fulcrum/planners/heads/solver.hpp"
 #include "fulcrum/prefill/gemm.hpp"
@@ -18,6 +19,7 @@
 #include "job_session.hpp"
 #include "json_output.hpp"
 #include "prefill_output.hpp"
+#include "prefill_simulate.hpp"
 
 #include <fmt/ranges.h>
 
@@ -29,6 +31,28 @@
 #include <thread>
 
 namespace fulcrum::cli {
+
+std::vector<bool> switches(const std::string& text, const char* field) {
+  std::vector<bool> out;
+  for (auto f : split_fields(text, ',')) {
+    if (f != "0" && f != "1") fail("{} = '{}': must be 0, 1 or 0,1", field, text);
+    const bool value = f == "1";
+    if (std::find(out.begin(), out.end(), value) == out.end()) out.push_back(value);
+  }
+  if (out.empty()) fail("{} = '{}': must be 0, 1 or 0,1", field, text);
+  return out;
+}
+
+std::vector<std::string> solver_names(const std::string& text) {
+  std::vector<std::string> out;
+  for (auto f : split_fields(text, ',')) {
+    std::string name(heads::find_head_solver(f).name);
+    if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(std::move(name));
+  }
+  if (out.empty()) fail("solver = '{}': name at least one of {}", text, fmt::join(heads::head_solver_names(), ", "));
+  return out;
+}
+
 namespace {
 
 struct PrefillArgs {
@@ -50,19 +74,8 @@ struct PrefillArgs {
   double timeout_s = 120;
   std::string json;
   int inject_failure = -1;  // testing: this rank's read of layer 1's attention weights fails
+  std::string simulate;     // a GPU preset or hardware file: simulate instead of running ranks
 };
-
-// "0", "1" or "0,1": the values of an on/off option to run side by side.
-std::vector<bool> switches(const std::string& text, const char* field) {
-  std::vector<bool> out;
-  for (auto f : split_fields(text, ',')) {
-    if (f != "0" && f != "1") fail("{} = '{}': must be 0, 1 or 0,1", field, text);
-    const bool value = f == "1";
-    if (std::find(out.begin(), out.end(), value) == out.end()) out.push_back(value);
-  }
-  if (out.empty()) fail("{} = '{}': must be 0, 1 or 0,1", field, text);
-  return out;
-}
 
 // One configuration run side by side: which head plan (solver), WPR and CPIP.
 struct PrefillConfig {
@@ -79,17 +92,6 @@ struct PrefillJob {
   std::vector<PrefillConfig> configs;
   PrefillRunInfo info;
 };
-
-// The comma list of --solver, each a registered head solver (bad input naming `solver` otherwise), once each.
-std::vector<std::string> solver_names(const std::string& text) {
-  std::vector<std::string> out;
-  for (auto f : split_fields(text, ',')) {
-    std::string name(heads::find_head_solver(f).name);
-    if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(std::move(name));
-  }
-  if (out.empty()) fail("solver = '{}': name at least one of {}", text, fmt::join(heads::head_solver_names(), ", "));
-  return out;
-}
 
 PrefillJob make_job(const PrefillArgs& requested) {
   PrefillJob job;
@@ -297,7 +299,15 @@ Action add_prefill_command(CLI::App& app) {
   cmd->add_option("--timeout", a->timeout_s, "watchdog: seconds any rank may wait for another")->capture_default_str();
   cmd->add_option("--json", a->json, "write the results as JSON to this path");
   cmd->add_option("--inject-failure", a->inject_failure, "testing: this rank's read of layer 1's weights fails");
+  cmd->add_option("--simulate", a->simulate,
+                  "simulate on a GPU preset (" + fmt::format("{}", fmt::join(hardware_preset_names(), " | ")) +
+                      ") or hardware JSON instead of running ranks (--ranks: devices, default the preset's node)");
   return [a] {
+    if (!a->simulate.empty()) {
+      if (!a->assignment.empty()) fail("assignment = '{}': not supported with --simulate; use --solver", a->assignment);
+      return run_prefill_simulation({a->simulate, a->ranks, a->model, a->patterns, a->profile, a->solver, a->wpr,
+                                     a->cpip, a->tokens, a->seed, a->json});
+    }
     const PrefillJob job = make_job(*a);
     if (job.args.backend == "local") {
       ensure_weights(job);

@@ -23,6 +23,12 @@ namespace {
 constexpr Tokens kGpuTile = 128;
 // The longest shard the GPU presets tabulate: DistCA-scale documents (the grid saturates past it).
 constexpr Tokens kLongestShard = 131072;
+// One direction of an x16 slot as the GPU datasheets count it (both directions: 64 GB/s for Gen4, 128 GB/s
+// for Gen5); the host-to-device weight stream of the prefill simulator's CPIP.
+constexpr double kPcie4x16 = 32e9;
+constexpr double kPcie5x16 = 64e9;
+// NCCL's per-step latency of a ring/Simple over PCIe (src/graph/tuning.cc, hwLat[PCI][Ring][Simple]).
+constexpr double kPcieHopLatency = 5.7e-6;
 
 HardwareModel h200_dgx() {
   HardwareModel hw;
@@ -44,6 +50,8 @@ HardwareModel h200_dgx() {
   // 400e9 / 8 = 50 GB/s each way. Latency: NCCL's network hop for ring/Simple, 9.6 us (tuning.cc,
   // hwLat[NET][Ring][Simple]).
   hw.inter_node = {400e9 / 8, 9.6e-6};
+  // H200 SXM datasheet: PCIe Gen5 128 GB/s, both directions: 64 GB/s host to device.
+  hw.host_link = {kPcie5x16, 0};
   // Llama 3 (arXiv 2407.21783, Table 4): 380-430 TFLOP/s per H100, 38-43% BF16 MFU end to end, which also
   // pays for attention, communication and pipeline bubbles; the matrix layers alone run above that.
   hw.linear_mfu = 0.5;
@@ -73,6 +81,8 @@ HardwareModel a100_p4de() {
   // p4de: 4 x 100 Gbps EFA = 400 Gbps per instance, shared by 8 GPUs: 50 Gb/s = 6.25 GB/s each.
   // Latency: NCCL's generic network hop (9.6 us, as above); we found no EFA-specific figure.
   hw.inter_node = {400e9 / 8 / 8, 9.6e-6};
+  // A100 datasheet: PCIe Gen4 64 GB/s, both directions: 32 GB/s host to device.
+  hw.host_link = {kPcie4x16, 0};
   // Megatron-LM (Narayanan et al., arXiv 2104.04473, Table 1 / abstract): 44-52% of A100 peak end to end
   // (163 TFLOP/s per GPU, 502 PFLOP/s on 3072 GPUs for the 1T model); the matrix layers are its bulk.
   hw.linear_mfu = 0.5;
@@ -94,12 +104,52 @@ HardwareModel a100_40g_ib() {
   return hw;
 }
 
+// A800 80GB SXM: the A100 80GB SXM with NVLink cut to 400 GB/s, both directions (NVIDIA A800 product
+// brief: BF16 312 TFLOPS dense, 80 GB HBM2e at 2,039 GB/s, NVLink 400 GB/s, PCIe Gen4 64 GB/s), so 200 GB/s
+// one way; 8 per HGX node. Compute, kernel efficiency and latencies as a100_p4de (same GA100 chip). The
+// inter-node link is not part of the GPU: we assume one 200 Gb/s HDR InfiniBand NIC per GPU (25 GB/s), as
+// a100-40g-ib.
+HardwareModel a800_sxm() {
+  HardwareModel hw = a100_p4de();
+  hw.name = "a800-sxm";
+  hw.intra_node = {200e9, 3.4e-6};
+  hw.inter_node = {25e9, 9.6e-6};
+  return hw;
+}
+
+// A workstation of 4 GeForce RTX 3090 on PCIe 4.0 x16, no NVLink bridge: GPU-to-GPU traffic and the weight
+// stream both cross PCIe. NVIDIA Ampere GA102 whitepaper (Appendix A, RTX 3090): peak BF16 Tensor TFLOPS
+// with FP32 accumulate 71 dense (142 sparse); 24 GB GDDR6X at 936 GB/s; PCIe 4.0 x16.
+HardwareModel rtx3090x4_pcie() {
+  HardwareModel hw;
+  hw.name = "rtx3090x4-pcie";
+  hw.devices_per_node = 4;
+  hw.peak_flops = 71e12;
+  hw.memory_bytes = 24e9;
+  hw.memory_bandwidth = 936e9;
+  hw.intra_node = {kPcie4x16, kPcieHopLatency};
+  // One 100 Gb/s Ethernet port per workstation, shared by its 4 GPUs: 3.125 GB/s each (an assumption: a
+  // workstation's NIC is not part of any datasheet); NCCL's network hop latency as above.
+  hw.inter_node = {100e9 / 8 / 4, 9.6e-6};
+  hw.host_link = {kPcie4x16, 0};
+  // No published end-to-end MFU for the 3090: the A100's 0.5 (same Ampere tensor cores per SM).
+  hw.linear_mfu = 0.5;
+  // No published FlashAttention-2 TFLOP/s for the 3090 either: the fraction of peak FA2 reaches on the A100
+  // (0.73 forward, 0.63 backward; a100_p4de), assumed for the same kernel on the same architecture.
+  hw.attention = tiled_attention_table(hw.peak_flops, 0.73, 0.63, kGpuTile);
+  return hw;
+}
+
 using PresetFactory = HardwareModel (*)();
 struct Preset {
   const char* name;
   PresetFactory make;
 };
-constexpr Preset kPresets[] = {{"h200-dgx", h200_dgx}, {"a100-p4de", a100_p4de}, {"a100-40g-ib", a100_40g_ib}};
+constexpr Preset kPresets[] = {{"h200-dgx", h200_dgx},
+                               {"a100-p4de", a100_p4de},
+                               {"a100-40g-ib", a100_40g_ib},
+                               {"a800-sxm", a800_sxm},
+                               {"rtx3090x4-pcie", rtx3090x4_pcie}};
 
 void positive(std::string_view field, double value) {
   if (!(value > 0) || !std::isfinite(value)) fail("hardware.{} = {}: must be finite and > 0", field, value);
@@ -131,6 +181,7 @@ void HardwareModel::validate() const {
   positive("memory_bandwidth", memory_bandwidth);
   check_link("intra_node", intra_node);
   check_link("inter_node", inter_node);
+  if (has_host_link()) check_link("host_link", host_link);
   if (!(linear_mfu > 0 && linear_mfu <= 1)) fail("hardware.linear_mfu = {}: must be in (0, 1]", linear_mfu);
   if (compute_slots_per_node < 0) fail("hardware.compute_slots_per_node = {}: must be >= 0", compute_slots_per_node);
   attention.forward().validate("hardware.attention.forward");
@@ -143,21 +194,23 @@ const LinkSpec& HardwareModel::link(int rank_a, int rank_b) const {
 }
 
 nlohmann::json HardwareModel::to_json() const {
-  return {{"name", name},
-          {"devices_per_node", devices_per_node},
-          {"peak_flops", peak_flops},
-          {"memory_bytes", memory_bytes},
-          {"memory_bandwidth", memory_bandwidth},
-          {"intra_node", link_to_json(intra_node)},
-          {"inter_node", link_to_json(inter_node)},
-          {"linear_mfu", linear_mfu},
-          {"compute_slots_per_node", compute_slots_per_node},
-          {"attention", attention.to_json()}};
+  nlohmann::json json = {{"name", name},
+                         {"devices_per_node", devices_per_node},
+                         {"peak_flops", peak_flops},
+                         {"memory_bytes", memory_bytes},
+                         {"memory_bandwidth", memory_bandwidth},
+                         {"intra_node", link_to_json(intra_node)},
+                         {"inter_node", link_to_json(inter_node)},
+                         {"linear_mfu", linear_mfu},
+                         {"compute_slots_per_node", compute_slots_per_node},
+                         {"attention", attention.to_json()}};
+  if (has_host_link()) json["host_link"] = link_to_json(host_link);
+  return json;
 }
 
 HardwareModel HardwareModel::from_json(const JsonValue& json) {
   json.only_keys({"name", "devices_per_node", "peak_flops", "memory_bytes", "memory_bandwidth", "intra_node",
-                  "inter_node", "linear_mfu", "compute_slots_per_node", "attention"});
+                  "inter_node", "host_link", "linear_mfu", "compute_slots_per_node", "attention"});
   HardwareModel hw;
   hw.name = json.at("name").string();
   if (hw.name.empty()) json.at("name").fail_must("a non-empty string");
@@ -167,6 +220,8 @@ HardwareModel HardwareModel::from_json(const JsonValue& json) {
   hw.memory_bandwidth = json.at("memory_bandwidth").positive();
   hw.intra_node = link_from_json(json.at("intra_node"));
   hw.inter_node = link_from_json(json.at("inter_node"));
+  // Optional (calibrations of CPU boxes lack it): {0, 0}, not given.
+  if (json.has("host_link")) hw.host_link = link_from_json(json.at("host_link"));
   const JsonValue mfu = json.at("linear_mfu");
   hw.linear_mfu = mfu.number();
   if (!(hw.linear_mfu > 0 && hw.linear_mfu <= 1)) mfu.fail_must("in (0, 1]");

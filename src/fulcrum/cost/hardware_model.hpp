@@ -12,11 +12,15 @@
 //     "memory_bandwidth": 5.0e10,             // bytes/s per device, for copies and reductions
 //     "intra_node": {"bandwidth_bytes_per_s": 1e10, "latency_s": 1e-6},  // one direction, per device
 //     "inter_node": {"bandwidth_bytes_per_s": 1e10, "latency_s": 1e-6},  // CPU-local: same as intra
+//     "host_link": {"bandwidth_bytes_per_s": 3.2e10, "latency_s": 0},    // optional: host memory to device
 //     "linear_mfu": 0.5,                      // fraction of peak the QKV/O/MLP matrices achieve
 //     "attention": {"forward": GRID, "backward": GRID}  // ProfileTable JSON, as `fulcrum profile` writes
 //   }
 //   GRID = {"query_lengths": [...], "key_lengths": [...], "flops_per_s": [row-major q x k]}
-// `HardwareModel::to_json` writes exactly this, so `from_json(to_json())` is the identity.
+// `HardwareModel::to_json` writes exactly this, so `from_json(to_json())` is the identity. The one optional
+// field, host_link (what the prefill simulator streams weights over), stays {0, 0} ("not given") when absent,
+// and to_json then leaves it out; the prefill simulator reads such a machine's weights at memory_bandwidth
+// (a CPU box whose "device" memory is host memory).
 #pragma once
 
 #include "fulcrum/core/interval.hpp"
@@ -46,6 +50,7 @@ struct HardwareModel {
   double memory_bandwidth = 0;  // bytes/s per device
   LinkSpec intra_node;          // NVLink/NVSwitch per GPU (shared memory for a CPU box)
   LinkSpec inter_node;          // the NIC share of one GPU (a CPU box: same as intra)
+  LinkSpec host_link;           // host memory -> device, one direction (PCIe for a GPU); {0, 0}: not given
   double linear_mfu = 0.5;      // model FLOP utilisation of the matrix layers (QKV, O, MLP)
   /// 0: every device computes on its own (GPUs). n > 0: the devices of a node share n compute units, so
   /// k busy devices each run at min(1, n / k) of their speed (MPI ranks oversubscribing a CPU's cores).
@@ -61,6 +66,7 @@ struct HardwareModel {
   double attention_backward_s(Tokens q_len, Tokens k_len, double flops) const {
     return attention.backward_s(q_len, k_len, flops);
   }
+  bool has_host_link() const { return host_link.bandwidth_bytes_per_s != 0 || host_link.latency_s != 0; }
   double linear_s(double flops) const { return flops / (peak_flops * linear_mfu); }
   /// `bytes` is memory traffic: a copy of n bytes reads n and writes n, so the caller passes 2n.
   double copy_s(double bytes) const { return bytes / memory_bandwidth; }
@@ -74,7 +80,8 @@ struct HardwareModel {
   static HardwareModel from_json(const JsonValue& json);
 };
 
-/// "h200-dgx", "a100-p4de"; an unknown name throws an Error listing the presets.
+/// "h200-dgx", "a100-p4de", "a100-40g-ib", "a800-sxm", "rtx3090x4-pcie"; an unknown name throws an Error listing the
+/// presets.
 HardwareModel hardware_preset(std::string_view name);
 std::vector<std::string> hardware_preset_names();
 /// A preset name, else the path of a JSON file in the schema above (e.g. a cpu-local calibration).

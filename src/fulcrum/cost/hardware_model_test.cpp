@@ -38,21 +38,26 @@ nlohmann::json cpu_local_json() {
 }
 
 TEST(HardwareModel, PresetsAreValidAndSplitLinksByNode) {
-  EXPECT_EQ(hardware_preset_names(), (std::vector<std::string>{"h200-dgx", "a100-p4de", "a100-40g-ib"}));
+  EXPECT_EQ(hardware_preset_names(),
+            (std::vector<std::string>{"h200-dgx", "a100-p4de", "a100-40g-ib", "a800-sxm", "rtx3090x4-pcie"}));
   for (const auto& name : hardware_preset_names()) {
     const HardwareModel hw = hardware_preset(name);
     EXPECT_EQ(hw.name, name);
     EXPECT_NO_THROW(hw.validate());
-    ASSERT_EQ(hw.devices_per_node, 8);
-    EXPECT_EQ(&hw.link(0, 7), &hw.intra_node);
-    EXPECT_EQ(&hw.link(0, 8), &hw.inter_node);
-    EXPECT_EQ(&hw.link(7, 8), &hw.inter_node);
-    EXPECT_EQ(&hw.link(9, 15), &hw.intra_node);
+    const int n = hw.devices_per_node;
+    ASSERT_EQ(n, name == "rtx3090x4-pcie" ? 4 : 8);
+    EXPECT_EQ(&hw.link(0, n - 1), &hw.intra_node);
+    EXPECT_EQ(&hw.link(0, n), &hw.inter_node);
+    EXPECT_EQ(&hw.link(n - 1, n), &hw.inter_node);
+    EXPECT_EQ(&hw.link(n + 1, 2 * n - 1), &hw.intra_node);
     EXPECT_EQ(&hw.link(3, 3), &hw.intra_node);
     // The fast link is the fast one, and full-tile attention is slower than the dense peak.
     EXPECT_GT(hw.intra_node.bandwidth_bytes_per_s, 5 * hw.inter_node.bandwidth_bytes_per_s);
     EXPECT_GT(hw.attention_forward_s(8192, 8192, 1e12), 1e12 / hw.peak_flops);
     EXPECT_GT(hw.attention_backward_s(8192, 8192, 1e12), hw.attention_forward_s(8192, 8192, 1e12));
+    // Every GPU streams host weights over PCIe, slower than its own memory.
+    EXPECT_TRUE(hw.has_host_link());
+    EXPECT_LT(hw.host_link.bandwidth_bytes_per_s, hw.memory_bandwidth);
   }
   // Per-direction conversions: 900 GB/s and 600 GB/s bidirectional NVLink; 400 Gb/s NIC per GPU on the
   // DGX, 400 Gb/s EFA per 8-GPU instance on p4de.
@@ -63,6 +68,22 @@ TEST(HardwareModel, PresetsAreValidAndSplitLinksByNode) {
   const HardwareModel a100 = hardware_preset("a100-p4de");
   EXPECT_DOUBLE_EQ(a100.intra_node.bandwidth_bytes_per_s, 300e9);
   EXPECT_DOUBLE_EQ(a100.inter_node.bandwidth_bytes_per_s, 6.25e9);
+  EXPECT_DOUBLE_EQ(h200.host_link.bandwidth_bytes_per_s, 64e9);  // PCIe Gen5 x16, one way
+  EXPECT_DOUBLE_EQ(a100.host_link.bandwidth_bytes_per_s, 32e9);  // PCIe Gen4 x16, one way
+  // A800: the A100 80GB with NVLink at 400 GB/s both ways; the 3090 node: PCIe 4.0 between GPUs.
+  const HardwareModel a800 = hardware_preset("a800-sxm");
+  EXPECT_DOUBLE_EQ(a800.peak_flops, 312e12);
+  EXPECT_DOUBLE_EQ(a800.memory_bytes, 80e9);
+  EXPECT_DOUBLE_EQ(a800.memory_bandwidth, 2039e9);
+  EXPECT_DOUBLE_EQ(a800.intra_node.bandwidth_bytes_per_s, 200e9);
+  EXPECT_DOUBLE_EQ(a800.host_link.bandwidth_bytes_per_s, 32e9);
+  const HardwareModel rtx = hardware_preset("rtx3090x4-pcie");
+  EXPECT_DOUBLE_EQ(rtx.peak_flops, 71e12);
+  EXPECT_DOUBLE_EQ(rtx.memory_bytes, 24e9);
+  EXPECT_DOUBLE_EQ(rtx.memory_bandwidth, 936e9);
+  EXPECT_DOUBLE_EQ(rtx.intra_node.bandwidth_bytes_per_s, 32e9);
+  EXPECT_DOUBLE_EQ(rtx.intra_node.latency_s, 5.7e-6);
+  EXPECT_NEAR(rtx.attention_forward_s(16384, 16384, 0.73 * 71e12), 1.0, 1e-12);
   // FA3's 648 TFLOP/s forward at full tiles on the H200.
   EXPECT_NEAR(h200.attention_forward_s(16384, 16384, 648e12), 1.0, 1e-12);
 }
@@ -138,7 +159,14 @@ TEST(HardwareModel, JsonRoundTripsThroughObjectsAndFiles) {
   std::ofstream(path) << cpu_local_json().dump(2);
   const HardwareModel loaded = load_hardware(path);
   EXPECT_EQ(loaded.name, "cpu-local");
+  // host_link is optional: absent, it stays not given (and out of the JSON); given, it round-trips.
+  EXPECT_FALSE(loaded.has_host_link());
   EXPECT_EQ(loaded.to_json(), cpu_local_json());
+  nlohmann::json with_link = cpu_local_json();
+  with_link["host_link"] = {{"bandwidth_bytes_per_s", 3.2e10}, {"latency_s", 1e-6}};
+  const HardwareModel linked = HardwareModel::from_json(with_link);
+  EXPECT_DOUBLE_EQ(linked.host_link.bandwidth_bytes_per_s, 3.2e10);
+  EXPECT_EQ(linked.to_json(), with_link);
   EXPECT_EQ(load_hardware("a100-p4de").to_json(), hardware_preset("a100-p4de").to_json());
 
   const auto garbage = (dir / "garbage.json").string();
@@ -180,6 +208,11 @@ TEST(HardwareModel, BadFieldsAreNamed) {
   expect_error([](J& j) { j.erase("memory_bytes"); }, "hardware.memory_bytes: missing");
   expect_error([](J& j) { j["peak_flop"] = 1.0; }, "hardware.peak_flop: unknown field");
   expect_error([](J& j) { j["intra_node"]["bandwidth"] = 1.0; }, "hardware.intra_node.bandwidth: unknown field");
+  expect_error(
+      [](J& j) {
+        j["host_link"] = {{"bandwidth_bytes_per_s", 0.0}, {"latency_s", 0.0}};
+      },
+      "hardware.host_link.bandwidth_bytes_per_s = 0");
   expect_error([](J& j) { j["name"] = ""; }, "hardware.name = \"\": must be a non-empty string");
   expect_error(
       [](J& j) {
