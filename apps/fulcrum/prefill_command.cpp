@@ -87,7 +87,7 @@ struct PrefillConfig {
 // Everything every rank needs, checked once in the launching process (and again, cheaply, on each rank).
 struct PrefillJob {
   PrefillArgs args;
-  std::vector<prefill::HeadPlan> plans;     // one per solver (or the assignment file)
+  std::vector<heads::ModelPlan> plans;      // one per solver (or the assignment file)
   std::vector<prefill::PrefillSpec> specs;  // per plan: the same masks, that plan's assignment
   std::vector<PrefillConfig> configs;
   PrefillRunInfo info;
@@ -126,13 +126,13 @@ PrefillJob make_job(const PrefillArgs& requested) {
   std::optional<heads::RuntimeProfile> profile;
   if (!a.profile.empty()) profile = heads::RuntimeProfile::load(a.profile);
   const auto costs =
-      prefill::prefill_layer_costs(report, spec.shape, a.tokens, prefill::head_cost_model(spec.shape, profile));
+      heads::model_layer_costs(report, spec.shape, a.tokens, prefill::head_cost_model(spec.shape, profile));
   if (!a.assignment.empty()) {
-    job.plans.push_back(prefill::fixed_head_plan(
+    job.plans.push_back(heads::price_model(
         a.assignment, prefill::read_assignment_file(a.assignment, spec.shape, a.ranks), costs, a.ranks));
   } else {
     for (const auto& name : solver_names(a.solver.empty() ? "lpt-ls" : a.solver)) {
-      job.plans.push_back(prefill::solve_head_plan(name, costs, a.ranks, a.seed));
+      job.plans.push_back(heads::solve_model(name, costs, a.ranks, a.seed));
     }
   }
   for (const auto& plan : job.plans) {

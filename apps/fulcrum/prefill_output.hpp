@@ -15,7 +15,7 @@
 namespace fulcrum::cli {
 
 struct PrefillConfigResult {
-  prefill::HeadPlan plan;  // the solver, its assignment and predicted times
+  heads::ModelPlan plan;  // the solver, its assignment and predicted times
   bool wpr = true;
   bool cpip = true;
   int repeats = 1;

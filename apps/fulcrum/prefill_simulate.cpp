@@ -80,11 +80,11 @@ int run_prefill_simulation(const PrefillSimArgs& args) {
   std::optional<heads::RuntimeProfile> profile;
   if (!args.profile.empty()) profile = heads::RuntimeProfile::load(args.profile);
   const auto costs =
-      sim::model_layer_costs(report, shape, tokens, sim::preset_head_cost_model(shape, hw, tokens, profile));
+      heads::model_layer_costs(report, shape, tokens, sim::preset_head_cost_model(shape, hw, tokens, profile));
 
   std::vector<sim::PrefillSimResult> results;
   for (const auto& name : solvers) {
-    const sim::SolvedLayers solved = sim::solve_layers(name, costs, devices, args.seed);
+    const heads::ModelPlan solved = heads::solve_model(name, costs, devices, args.seed);
     for (bool wpr : wprs) {
       for (bool cpip : cpips)
         results.push_back(sim::simulate_prefill(shape, hw, costs, solved, {tokens, devices, wpr, cpip}));

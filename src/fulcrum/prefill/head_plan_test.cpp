@@ -26,7 +26,7 @@ constexpr Tokens kTokens = 80;
 
 std::vector<heads::LayerCosts> mixed_costs(const ModelShape& shape) {
   const auto report = heads::builtin_head_patterns("mixed", shape, kTokens);
-  return prefill_layer_costs(report, shape, kTokens, head_cost_model(shape, std::nullopt));
+  return heads::model_layer_costs(report, shape, kTokens, head_cost_model(shape, std::nullopt));
 }
 
 TEST(HeadPlan, EverySolverGivesAValidAssignmentPricedByTheCostModel) {
@@ -36,7 +36,7 @@ TEST(HeadPlan, EverySolverGivesAValidAssignmentPricedByTheCostModel) {
   for (int ranks : {2, 3, 4}) {
     for (const auto& name : heads::head_solver_names()) {
       SCOPED_TRACE(fmt::format("{} on {} ranks", name, ranks));
-      const HeadPlan plan = solve_head_plan(name, costs, ranks, 7);
+      const heads::ModelPlan plan = heads::solve_model(name, costs, ranks, 7);
       EXPECT_EQ(plan.solver, name);
       EXPECT_NO_THROW(validate_assignment(plan.assignment, shape, ranks, "assignment"));
       ASSERT_EQ(plan.predicted.size(), 2U);
@@ -48,12 +48,12 @@ TEST(HeadPlan, EverySolverGivesAValidAssignmentPricedByTheCostModel) {
         total += want;
       }
       EXPECT_DOUBLE_EQ(plan.predicted_total_s(), total);
-      EXPECT_EQ(solve_head_plan(name, costs, ranks, 7).assignment, plan.assignment) << "seeded";
+      EXPECT_EQ(heads::solve_model(name, costs, ranks, 7).assignment, plan.assignment) << "seeded";
     }
   }
   // Megatron's blocks are the prefill's contiguous assignment.
-  EXPECT_EQ(solve_head_plan("uniform", costs, 4, 1).assignment, contiguous_assignment(shape, 4));
-  const HeadPlan fixed = fixed_head_plan("file", contiguous_assignment(shape, 2), costs, 2);
+  EXPECT_EQ(heads::solve_model("uniform", costs, 4, 1).assignment, contiguous_assignment(shape, 4));
+  const heads::ModelPlan fixed = heads::price_model("file", contiguous_assignment(shape, 2), costs, 2);
   EXPECT_DOUBLE_EQ(fixed.predicted[1].layer_s(), heads::layer_time(costs[1], fixed.assignment[1], 2));
 }
 
@@ -80,12 +80,12 @@ TEST(HeadPlan, BadInputNamesTheField) {
     }
     return std::string();
   };
-  EXPECT_NE(message([&] { solve_head_plan("magic", costs, 2, 1); }).find("solver = 'magic'"), std::string::npos);
-  EXPECT_NE(message([&] { solve_head_plan("lpt-ls", costs, 9, 1); }).find("devices = 9"), std::string::npos);
+  EXPECT_NE(message([&] { heads::solve_model("magic", costs, 2, 1); }).find("solver = 'magic'"), std::string::npos);
+  EXPECT_NE(message([&] { heads::solve_model("lpt-ls", costs, 9, 1); }).find("devices = 9"), std::string::npos);
   auto report = heads::builtin_head_patterns("mixed", shape, kTokens);
   report.layers.pop_back();
   EXPECT_NE(message([&] {
-              prefill_layer_costs(report, shape, kTokens, head_cost_model(shape, std::nullopt));
+              heads::model_layer_costs(report, shape, kTokens, head_cost_model(shape, std::nullopt));
             }).find("patterns.layers = 1 layers"),
             std::string::npos);
 }
@@ -99,14 +99,14 @@ TEST(HeadPlan, EverySolversPlanPrefillsToTheReference) {
   spec.tokens = kTokens;
   spec.seed = 4;
   spec.head_masks = heads::report_masks(report, shape.layers, kTokens, spec.seed);
-  const auto costs = prefill_layer_costs(report, shape, kTokens, head_cost_model(shape, std::nullopt));
+  const auto costs = heads::model_layer_costs(report, shape, kTokens, head_cost_model(shape, std::nullopt));
   spec.assignment = contiguous_assignment(shape, 1);
   const auto want = reference_prefill(spec, weights.path());
   set_blas_threads(1);
   for (int ranks : {2, 3}) {
     for (const auto& name : heads::head_solver_names()) {
       SCOPED_TRACE(fmt::format("{} on {} ranks", name, ranks));
-      spec.assignment = solve_head_plan(name, costs, ranks, 2).assignment;
+      spec.assignment = heads::solve_model(name, costs, ranks, 2).assignment;
       std::vector<float> got;
       std::mutex mutex;
       runtime::run_local_ranks(ranks, [&](runtime::Communicator& comm) {

@@ -23,30 +23,6 @@ heads::HeadCostModel preset_head_cost_model(const ModelShape& shape, const Hardw
   return model;
 }
 
-std::vector<heads::LayerCosts> model_layer_costs(const heads::HeadPatternReport& report, const ModelShape& shape,
-                                                 Tokens tokens, const heads::HeadCostModel& model) {
-  report.check_model(shape);
-  std::vector<heads::LayerCosts> costs;
-  costs.reserve(static_cast<std::size_t>(shape.layers));
-  for (int l = 0; l < shape.layers; ++l) {
-    costs.push_back(model.layer(report.layers[static_cast<std::size_t>(l)], shape.kv_heads, tokens));
-  }
-  return costs;
-}
-
-SolvedLayers solve_layers(std::string_view solver, const std::vector<heads::LayerCosts>& costs, int devices,
-                          std::uint64_t seed) {
-  const heads::HeadSolverRegistration& registration = heads::find_head_solver(solver);
-  SolvedLayers solved;
-  solved.solver = std::string(registration.name);
-  for (const heads::LayerCosts& layer : costs) {
-    const auto r = heads::run_head_solver(registration, layer, devices, seed, 1);
-    solved.assignment.push_back(r.solution.device);
-    solved.solve_s += r.solve_s;
-  }
-  return solved;
-}
-
 void PrefillSimOptions::validate(const ModelShape& shape) const {
   if (tokens < 1) fail("tokens = {}: must be >= 1", tokens);
   if (devices < 1 || devices > shape.q_heads) {
@@ -92,7 +68,7 @@ std::vector<double> attention_weight_bytes(const ModelShape& shape, const heads:
 }  // namespace
 
 PrefillSimResult simulate_prefill(const ModelShape& shape, const HardwareModel& hw,
-                                  const std::vector<heads::LayerCosts>& costs, const SolvedLayers& solved,
+                                  const std::vector<heads::LayerCosts>& costs, const heads::ModelPlan& solved,
                                   const PrefillSimOptions& options) {
   options.validate(shape);
   const int devices = options.devices;

@@ -29,6 +29,7 @@
 
 #include "fulcrum/cost/hardware_model.hpp"
 #include "fulcrum/planners/heads/cost_model.hpp"
+#include "fulcrum/planners/heads/model_plan.hpp"
 #include "fulcrum/planners/heads/patterns.hpp"
 #include "fulcrum/workload/model_shape.hpp"
 
@@ -46,20 +47,6 @@ namespace fulcrum::sim {
 /// of `tokens` (the attention rate is hw's forward table at q = k = tokens).
 heads::HeadCostModel preset_head_cost_model(const ModelShape& shape, const HardwareModel& hw, Tokens tokens,
                                             std::optional<heads::RuntimeProfile> profile);
-
-/// Every layer of the model priced by `model` (bad input from check_model or the profile).
-std::vector<heads::LayerCosts> model_layer_costs(const heads::HeadPatternReport& report, const ModelShape& shape,
-                                                 Tokens tokens, const heads::HeadCostModel& model);
-
-/// A head solver's assignment for every layer, and its wall time over all layers.
-struct SolvedLayers {
-  std::string solver;
-  std::vector<heads::HeadAssignment> assignment;  // [layer][q head] -> device
-  double solve_s = 0;
-};
-/// Bad input naming `solver` or `devices` (heads::solve_heads).
-SolvedLayers solve_layers(std::string_view solver, const std::vector<heads::LayerCosts>& costs, int devices,
-                          std::uint64_t seed);
 
 struct PrefillSimOptions {
   Tokens tokens = 0;
@@ -98,7 +85,7 @@ struct PrefillSimResult {
 
 /// One assignment ([layer][q head] -> device) simulated on `hw`.
 PrefillSimResult simulate_prefill(const ModelShape& shape, const HardwareModel& hw,
-                                  const std::vector<heads::LayerCosts>& costs, const SolvedLayers& solved,
+                                  const std::vector<heads::LayerCosts>& costs, const heads::ModelPlan& solved,
                                   const PrefillSimOptions& options);
 
 nlohmann::json to_json(const PrefillSimResult& result);

@@ -12,6 +12,14 @@
 namespace fulcrum::sim {
 namespace {
 
+// A given assignment ([layer][q head] -> device) as a plan, unpriced: what simulate_prefill reads of it.
+heads::ModelPlan fixed_plan(std::string name, std::vector<heads::HeadAssignment> assignment) {
+  heads::ModelPlan plan;
+  plan.solver = std::move(name);
+  plan.assignment = std::move(assignment);
+  return plan;
+}
+
 std::string error_of(const std::function<void()>& body) {
   try {
     body();
@@ -61,7 +69,7 @@ std::vector<heads::LayerCosts> hand_costs() {
 TEST(PrefillSim, HandCaseWithoutCpipFollowsTheFormulas) {
   const ModelShape shape = hand_shape();
   const HardwareModel hw = hand_hardware();
-  const SolvedLayers solved{"fixed", {{0, 0, 1, 1}, {0, 1, 0, 1}}, 0};
+  const heads::ModelPlan solved = fixed_plan("fixed", {{0, 0, 1, 1}, {0, 1, 0, 1}});
   const PrefillSimOptions options{16, 2, true, false};
   const PrefillSimResult r = simulate_prefill(shape, hw, hand_costs(), solved, options);
   ASSERT_EQ(r.layers.size(), 2U);
@@ -111,13 +119,15 @@ TEST(PrefillSim, OneDeviceHasNoAllReduceAndSpansNodesOverTheSlowLink) {
   const ModelShape shape = hand_shape();
   const HardwareModel hw = hand_hardware();
   const auto costs = hand_costs();
-  const PrefillSimResult one = simulate_prefill(shape, hw, costs, {"one", {{0, 0, 0, 0}, {0, 0, 0, 0}}, 0}, {16, 1});
+  const PrefillSimResult one =
+      simulate_prefill(shape, hw, costs, fixed_plan("one", {{0, 0, 0, 0}, {0, 0, 0, 0}}), {16, 1});
   for (const auto& l : one.layers) {
     EXPECT_EQ(l.all_reduce_s, 0);
     EXPECT_EQ(l.spread, 0);
   }
   // 4 devices on nodes of 2: the ring crosses the inter-node link: 6 steps, each moving a quarter.
-  const PrefillSimResult four = simulate_prefill(shape, hw, costs, {"four", {{0, 1, 2, 3}, {3, 2, 1, 0}}, 0}, {16, 4});
+  const PrefillSimResult four =
+      simulate_prefill(shape, hw, costs, fixed_plan("four", {{0, 1, 2, 3}, {3, 2, 1, 0}}), {16, 4});
   EXPECT_NEAR(four.layers[0].all_reduce_s, 6.0 / 4 * 256 / 10 + 6 * 0.1, 1e-12);
 }
 
@@ -127,7 +137,7 @@ struct LlamaCase {
   HardwareModel hw = hardware_preset("a800-sxm");
   std::vector<heads::LayerCosts> costs(Tokens tokens) const {
     const auto report = heads::load_head_patterns("mixed", shape, tokens);
-    return model_layer_costs(report, shape, tokens, preset_head_cost_model(shape, hw, tokens, std::nullopt));
+    return heads::model_layer_costs(report, shape, tokens, preset_head_cost_model(shape, hw, tokens, std::nullopt));
   }
 };
 
@@ -135,7 +145,7 @@ TEST(PrefillSim, LayerTimeIsTheSlowestDevicePlusTwoAllReduces) {
   const LlamaCase s;
   const auto costs = s.costs(4096);
   for (bool cpip : {false, true}) {
-    const auto solved = solve_layers("random", costs, 4, 7);
+    const auto solved = heads::solve_model("random", costs, 4, 7);
     const PrefillSimResult r = simulate_prefill(s.shape, s.hw, costs, solved, {4096, 4, true, cpip});
     double total = r.first_load_s;
     for (std::size_t l = 0; l < r.layers.size(); ++l) {
@@ -160,8 +170,8 @@ TEST(PrefillSim, LptLsIsNeverSlowerThanUniform) {
   for (Tokens tokens : {2048, 16384}) {
     const auto costs = s.costs(tokens);
     for (int devices : {2, 3, 4}) {
-      const auto uniform = solve_layers("uniform", costs, devices, 1);
-      const auto ours = solve_layers("lpt-ls", costs, devices, 1);
+      const auto uniform = heads::solve_model("uniform", costs, devices, 1);
+      const auto ours = heads::solve_model("lpt-ls", costs, devices, 1);
       // WPR off: the weights loaded are the same for every assignment, so only the heads differ.
       for (bool cpip : {false, true}) {
         const PrefillSimOptions options{tokens, devices, false, cpip};
@@ -184,7 +194,7 @@ TEST(PrefillSim, LatencyGrowsWithThePrompt) {
   double previous = 0;
   for (Tokens tokens : {1024, 2048, 4096, 8192, 16384}) {
     const auto costs = s.costs(tokens);
-    const auto r = simulate_prefill(s.shape, s.hw, costs, solve_layers("lpt-ls", costs, 4, 1), {tokens, 4});
+    const auto r = simulate_prefill(s.shape, s.hw, costs, heads::solve_model("lpt-ls", costs, 4, 1), {tokens, 4});
     EXPECT_GT(r.latency_s, previous) << tokens;
     previous = r.latency_s;
   }
@@ -203,7 +213,7 @@ TEST(PrefillSim, AnalyticHeadsRunAtThePresetsRates) {
 TEST(PrefillSim, BadInputNamesTheField) {
   const LlamaCase s;
   const auto costs = s.costs(1024);
-  const auto solved = solve_layers("uniform", costs, 2, 1);
+  const auto solved = heads::solve_model("uniform", costs, 2, 1);
   EXPECT_NE(error_of([&] {
               simulate_prefill(s.shape, s.hw, costs, solved, {0, 2});
             }).find("tokens = 0"),
@@ -212,13 +222,13 @@ TEST(PrefillSim, BadInputNamesTheField) {
               simulate_prefill(s.shape, s.hw, costs, solved, {1024, 17});
             }).find("devices = 17: must be in [1, 16]"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { solve_layers("fastest", costs, 2, 1); }).find("solver"), std::string::npos);
+  EXPECT_NE(error_of([&] { heads::solve_model("fastest", costs, 2, 1); }).find("solver"), std::string::npos);
 }
 
 TEST(PrefillSim, JsonCarriesTotalsAndLayers) {
   const LlamaCase s;
   const auto costs = s.costs(2048);
-  const auto r = simulate_prefill(s.shape, s.hw, costs, solve_layers("greedy", costs, 2, 1), {2048, 2});
+  const auto r = simulate_prefill(s.shape, s.hw, costs, heads::solve_model("greedy", costs, 2, 1), {2048, 2});
   const nlohmann::json j = to_json(r);
   EXPECT_EQ(j.at("solver"), "greedy");
   EXPECT_EQ(j.at("layers").size(), static_cast<std::size_t>(s.shape.layers));
