@@ -1,4 +1,5 @@
 #include "fulcrum/prefill/tp_prefill.hpp"
+#include "fulcrum/kernels/kernel_threads.hpp"
 
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/kernels/attention.hpp"
@@ -20,17 +21,7 @@ using Clock = std::chrono::steady_clock;
 
 double since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
-// OpenMP's thread count of the calling thread for this rank's run only.
-class ScopedKernelThreads {
- public:
-  explicit ScopedKernelThreads(int threads) : previous_(omp_get_max_threads()) { omp_set_num_threads(threads); }
-  ~ScopedKernelThreads() { omp_set_num_threads(previous_); }
-  ScopedKernelThreads(const ScopedKernelThreads&) = delete;
-  ScopedKernelThreads& operator=(const ScopedKernelThreads&) = delete;
-
- private:
-  int previous_;
-};
+using kernels::ScopedKernelThreads;
 
 int as_int(std::size_t v) { return static_cast<int>(v); }
 std::size_t sz(long v) { return static_cast<std::size_t>(v); }

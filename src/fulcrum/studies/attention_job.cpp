@@ -1,4 +1,5 @@
 #include "fulcrum/studies/attention_job.hpp"
+#include "fulcrum/kernels/kernel_threads.hpp"
 
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/core/statistics.hpp"
@@ -124,18 +125,7 @@ void save_plans(const JobConfig& config, const Plan& forward, const Plan& backwa
   }
 }
 
-// The job's kernel threads (OpenMP's thread count of the calling thread) for its duration only: the
-// caller's setting is restored when the job ends, however it ends.
-class ScopedKernelThreads {
- public:
-  explicit ScopedKernelThreads(int threads) : previous_(omp_get_max_threads()) { omp_set_num_threads(threads); }
-  ~ScopedKernelThreads() { omp_set_num_threads(previous_); }
-  ScopedKernelThreads(const ScopedKernelThreads&) = delete;
-  ScopedKernelThreads& operator=(const ScopedKernelThreads&) = delete;
-
- private:
-  int previous_;
-};
+using kernels::ScopedKernelThreads;
 
 }  // namespace
 

@@ -8,8 +8,8 @@
 
 namespace fulcrum::heads {
 
-std::vector<LayerCosts> model_layer_costs(const HeadPatternReport& report, const ModelShape& shape,
-                                                   Tokens tokens, const HeadCostModel& model) {
+std::vector<LayerCosts> model_layer_costs(const HeadPatternReport& report, const ModelShape& shape, Tokens tokens,
+                                          const HeadCostModel& model) {
   report.check_model(shape);
   std::vector<LayerCosts> costs;
   costs.reserve(static_cast<std::size_t>(shape.layers));
@@ -25,8 +25,7 @@ double ModelPlan::predicted_total_s() const {
   return total;
 }
 
-ModelPlan solve_model(std::string_view solver, const std::vector<LayerCosts>& costs, int devices,
-                         std::uint64_t seed) {
+ModelPlan solve_model(std::string_view solver, const std::vector<LayerCosts>& costs, int devices, std::uint64_t seed) {
   const HeadSolverRegistration& registration = find_head_solver(solver);
   ModelPlan plan;
   plan.solver = std::string(registration.name);
@@ -41,7 +40,7 @@ ModelPlan solve_model(std::string_view solver, const std::vector<LayerCosts>& co
 }
 
 ModelPlan price_model(std::string name, std::vector<HeadAssignment> assignment, const std::vector<LayerCosts>& costs,
-                         int devices) {
+                      int devices) {
   FULCRUM_CHECK(assignment.size() == costs.size(), "assignment of {} layers for {}", assignment.size(), costs.size());
   ModelPlan plan;
   plan.solver = std::move(name);

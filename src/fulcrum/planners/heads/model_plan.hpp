@@ -20,11 +20,11 @@ std::vector<LayerCosts> model_layer_costs(const HeadPatternReport& report, const
                                           const HeadCostModel& model);
 
 struct ModelPlan {
-  std::string solver;                        // a registered head solver, or what gave a fixed assignment
-  std::vector<HeadAssignment> assignment;    // [layer][q head] -> device
-  std::vector<DeviceTimes> predicted;        // per layer, per device: the cost model's time
-  std::vector<double> lower_bound_s;         // per layer: lower_bound
-  double solve_s = 0;                        // the solver's wall time over all layers
+  std::string solver;                      // a registered head solver, or what gave a fixed assignment
+  std::vector<HeadAssignment> assignment;  // [layer][q head] -> device
+  std::vector<DeviceTimes> predicted;      // per layer, per device: the cost model's time
+  std::vector<double> lower_bound_s;       // per layer: lower_bound
+  double solve_s = 0;                      // the solver's wall time over all layers
 
   /// Σ over layers of the predicted T_layer (the slowest device per layer).
   double predicted_total_s() const;
