@@ -96,9 +96,13 @@ class MpiCommunicator final : public Communicator {
   // Tests `requests` until all are done or the timeout passes (with backoff); returns false on timeout.
   bool poll(std::vector<MPI_Request>& requests, std::vector<bool>& done, std::size_t& remaining);
   [[noreturn]] void throw_timeout(int handle, const Launch& launch) const;
+  // Waits for a posted collective under the watchdog; on a timeout returns who is missing, as far as
+  // this rank can tell ("rank R never arrived" or "some rank never arrived"), else an empty string.
+  std::string await_collective(MPI_Request collective);
 
   MpiProgress progress_;
   MPI_Comm comm_ = MPI_COMM_NULL;
+  MPI_Comm notes_ = MPI_COMM_NULL;  // the collectives' arrival notes (await_collective), apart from the data
   int rank_ = 0;
   int size_ = 1;
   int max_tag_ = 32767;
