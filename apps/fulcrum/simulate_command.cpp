@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 
@@ -101,7 +102,9 @@ Action add_simulate_command(CLI::App& app) {
     auto& spec = a->spec;
     spec.search_pp = pp_option->count() == 0;
     const auto& p = spec.base.parallel;
-    if (a->dp != 0 && (p.tp * p.pp <= 0 || a->dp * p.tp * p.pp != p.gpus)) {
+    // In 64 bits: tp x pp may not fit an int (it is at most 2^62 here).
+    const std::int64_t stage_gpus = std::int64_t{p.tp} * p.pp;
+    if (a->dp != 0 && (p.tp < 1 || p.pp < 1 || p.gpus % stage_gpus != 0 || p.gpus / stage_gpus != a->dp)) {
       fail("dp = {}: must equal gpus / (tp x pp) = {} / ({} x {})", a->dp, p.gpus, p.tp, p.pp);
     }
     spec.systems = split_list(a->systems);
