@@ -28,14 +28,6 @@ struct SimulateArgs {
   std::string json_path, csv_path, svg_path, trace_path;
 };
 
-std::vector<std::string> split_list(const std::string& text) {
-  std::vector<std::string> out;
-  for (auto field : split_fields(text, ',')) {
-    if (!field.empty()) out.emplace_back(field);
-  }
-  return out;
-}
-
 // Progress on stderr, only when it is a terminal (DESIGN's convention): a bar redrawn in place.
 void show_progress(int done, int total) {
   if (!isatty(STDERR_FILENO)) return;
@@ -107,9 +99,9 @@ Action add_simulate_command(CLI::App& app) {
     if (a->dp != 0 && (p.tp < 1 || p.pp < 1 || p.gpus % stage_gpus != 0 || p.gpus / stage_gpus != a->dp)) {
       fail("dp = {}: must equal gpus / (tp x pp) = {} / ({} x {})", a->dp, p.gpus, p.tp, p.pp);
     }
-    spec.systems = split_list(a->systems);
+    spec.systems = split_names(a->systems, "systems");
     spec.modes.clear();
-    for (const auto& m : split_list(a->modes)) spec.modes.push_back(parse_comm_mode(m, "modes"));
+    for (const auto& m : split_names(a->modes, "modes")) spec.modes.push_back(parse_comm_mode(m, "modes"));
     spec.baseline_mode = parse_comm_mode(a->baseline_mode, "baseline-mode");
     for (const auto& s : a->sweep) spec.sweep.push_back(studies::parse_sweep_axis(s));
     const studies::Study study = studies::run_study(spec, show_progress);
