@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   commands.emplace_back(app.get_subcommand("heads"), heads);
   auto prefill = fulcrum::cli::add_prefill_command(app);
   commands.emplace_back(app.get_subcommand("prefill"), prefill);
+  fulcrum::cli::reject_out_of_range_integers(app);
   fulcrum::cli::set_command_line(argc, argv);
   try {
     app.parse(argc, argv);
