@@ -72,7 +72,7 @@ struct Shape {
 };
 
 Shape choose_shape(const BarChart& chart) {
-  const bool labelled = chart.stacked() && chart.bar_names.size() > 1;
+  const bool labelled = chart.stacked();  // colours name the segments, so a label names each bar
   const double label_slot = labelled ? line_height(kBarLabelFont) + kBarLabelRoom : 0;
   const auto n_bars = static_cast<double>(chart.bar_names.size());
   std::size_t widest_panel = 0;
@@ -191,7 +191,7 @@ std::vector<double> nice_ticks(double max_value, int target_intervals) {
 RenderedChart render_bar_chart(const BarChart& chart) {
   chart.validate();
   const bool stacked = chart.stacked();
-  const bool bar_labels = stacked && chart.bar_names.size() > 1;
+  const bool bar_labels = stacked;
   const auto n_bars = static_cast<double>(chart.bar_names.size());
   const Shape shape = choose_shape(chart);
 

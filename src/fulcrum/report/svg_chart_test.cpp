@@ -150,6 +150,8 @@ TEST(BarChartSvg, StackedBarsStackTheirSegmentsAndAreLabelled) {
   // The tallest stack (2 + 0.5 + 0.25 = 2.75) sets the scale: 0, 0.5, ..., 3.
   EXPECT_NE(svg.find(">3</text>"), std::string::npos);
   EXPECT_EQ(svg.find(">3.5</text>"), std::string::npos);
+  // One stacked bar per group is labelled too: the colours name the parts, not the bar.
+  EXPECT_EQ(count(bar_chart_svg(stacked_chart(1, 3, 1, "p")), "<text class=\"bar-label\""), 3u);
   // The legend's top entry is the top segment.
   EXPECT_LT(svg.find(">exposed comm</text>"), svg.find(">linear</text>"));
 }
