@@ -44,7 +44,7 @@ BarChart stacked_chart(std::size_t panels, std::size_t points, std::size_t syste
   for (std::size_t p = 0; p < panels; ++p) {
     chart.panels.push_back({"gpus=" + std::to_string(64 << p), {}});
     for (std::size_t g = 0; g < points; ++g) {
-      BarGroup group{label_stem + std::to_string(131072 << g) + " dataset=prolong", {}};
+      BarGroup group{label_stem + std::to_string(131072ULL * (g + 1)) + " dataset=prolong", {}};
       for (std::size_t s = 0; s < systems; ++s) {
         group.bars.push_back({1.0 + static_cast<double>(s), 0.5 * static_cast<double>(g), 0.25});
       }

@@ -2,9 +2,11 @@
 
 #include "fulcrum/core/error.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cstdio>
+#include <iterator>
 #include <string_view>
 #include <utility>
 
@@ -115,6 +117,7 @@ MpiCommunicator::~MpiCommunicator() {
   for (auto& [handle, launch] : launches_) {
     for (MPI_Request& request : launch.requests) abandon(request);
   }
+  settle_abandoned_collectives();
   MPI_Comm_free(&notes_);
   MPI_Comm_free(&comm_);
 }
@@ -317,25 +320,39 @@ std::string MpiCommunicator::await_collective(MPI_Request collective) {
   return note_missing ? fmt::format("rank {} never arrived", previous) : "some rank never arrived";
 }
 
+void MpiCommunicator::settle_abandoned_collectives() {
+  // Give the timed-out collectives the caller's patience once more to finish (they do when the late rank
+  // arrives after all). Any still live keep their buffers for the rest of the process: MPI may write them.
+  std::vector<MPI_Request> requests;
+  for (const AbandonedCollective& c : abandoned_) requests.push_back(c.request);
+  std::vector<bool> done(requests.size(), false);
+  std::size_t remaining = requests.size();
+  if (remaining == 0 || poll(requests, done, remaining)) return;
+  static std::vector<AbandonedCollective> still_live;  // reachable until exit, so not reported as a leak
+  std::move(abandoned_.begin(), abandoned_.end(), std::back_inserter(still_live));
+  abandoned_.clear();
+}
+
 void MpiCommunicator::barrier() {
   MPI_Request request = MPI_REQUEST_NULL;
   FULCRUM_MPI_CHECK(MPI_Ibarrier(comm_, &request));
   const std::string missing = await_collective(request);
   if (!missing.empty()) {
+    abandoned_.push_back({request, {}, {}});
     fail_runtime("rank {}: timed out after {} s in barrier of {} ranks: {}", rank_, timeout_s(), size_, missing);
   }
 }
 
 std::vector<double> MpiCommunicator::all_gather(std::span<const double> values) {
   const int count = static_cast<int>(values.size());
+  std::vector<double> send(values.begin(), values.end());  // owned: a timed-out gather may read it later
   std::vector<double> gathered(values.size() * static_cast<std::size_t>(size_));
   MPI_Request request = MPI_REQUEST_NULL;
   FULCRUM_MPI_CHECK(
-      MPI_Iallgather(values.data(), count, MPI_DOUBLE, gathered.data(), count, MPI_DOUBLE, comm_, &request));
+      MPI_Iallgather(send.data(), count, MPI_DOUBLE, gathered.data(), count, MPI_DOUBLE, comm_, &request));
   const std::string missing = await_collective(request);
   if (!missing.empty()) {
-    // The collective may still write into `gathered`: keep its memory alive (a timeout is fatal anyway).
-    abandoned_.push_back(std::move(gathered));
+    abandoned_.push_back({request, std::move(send), std::move(gathered)});
     fail_runtime("rank {}: timed out after {} s in all_gather of {} values over {} ranks: {}", rank_, timeout_s(),
                  count, size_, missing);
   }

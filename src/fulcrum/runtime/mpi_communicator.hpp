@@ -99,6 +99,8 @@ class MpiCommunicator final : public Communicator {
   // Waits for a posted collective under the watchdog; on a timeout returns who is missing, as far as
   // this rank can tell ("rank R never arrived" or "some rank never arrived"), else an empty string.
   std::string await_collective(MPI_Request collective);
+  // Waits up to the timeout for the collectives that timed out earlier; keeps the unfinished ones' buffers.
+  void settle_abandoned_collectives();
 
   MpiProgress progress_;
   MPI_Comm comm_ = MPI_COMM_NULL;
@@ -117,7 +119,14 @@ class MpiCommunicator final : public Communicator {
   bool stop_ = false;
   std::string progress_error_;  // set when an MPI call in the progress thread failed
   std::thread thread_;
-  std::vector<std::vector<double>> abandoned_;  // buffers of timed-out collectives MPI may still write
+  // A collective that timed out here is still live in MPI (a collective request cannot be cancelled or
+  // freed), and may yet complete, reading `send` and writing `receive`: they stay alive with it.
+  struct AbandonedCollective {
+    MPI_Request request = MPI_REQUEST_NULL;
+    std::vector<double> send;
+    std::vector<double> receive;
+  };
+  std::vector<AbandonedCollective> abandoned_;
 };
 
 }  // namespace fulcrum::runtime
