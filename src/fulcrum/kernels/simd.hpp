@@ -1,9 +1,11 @@
-// The kernels' vector layer, written once with GCC vector extensions: 16 floats per vector (one
-// AVX-512 register). Everything here is always_inline, so each target_clones entry point in the
+// The kernels' vector layer, written once with GCC vector extensions on core/simd.hpp's 16-float
+// vectors (one AVX-512 register). Everything here is always_inline, so each target_clones entry point in the
 // kernels compiles it for its own ISA: zmm registers and FMAs on AVX-512, the same code split into
 // narrower registers on the portable clone. Hand-written (not a BLAS call) because the attention
 // tiles are small, fused with the online softmax, and read operands at strides no BLAS takes.
 #pragma once
+
+#include "fulcrum/core/simd.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -11,7 +13,6 @@
 #include <new>
 #include <vector>
 
-#define FULCRUM_INLINE [[gnu::always_inline]] inline
 #if defined(__clang__)
 // Clang 14 (CI's) rejects target_clones on function templates; the Clang builds (CI's clang and tsan
 // presets) check correctness, not speed, so they compile the portable code only.
@@ -23,13 +24,19 @@
 
 namespace fulcrum::kernels::simd {
 
-using Vec = float __attribute__((vector_size(64)));
-using IVec = std::int32_t __attribute__((vector_size(64)));
-inline constexpr int kLanes = 16;
+// The vector type and its element-wise helpers live in core (the estimator uses them too).
+using fulcrum::simd::exp2_bounded;
+using fulcrum::simd::IVec;
+using fulcrum::simd::kLanes;
+using fulcrum::simd::kNegInf;
+using fulcrum::simd::load;
+using fulcrum::simd::max;
+using fulcrum::simd::splat;
+using fulcrum::simd::store;
+using fulcrum::simd::Vec;
 /// Every tile is 64 queries or 64 keys wide: four vectors.
 inline constexpr int kTile = 64;
 inline constexpr int kTileVecs = kTile / kLanes;
-inline constexpr float kNegInf = -__builtin_inff();
 
 /// Scratch whose rows start on cache lines: a 64-byte vector load that straddles two lines runs at
 /// half speed, which cost the tile products 10-40% with malloc's 16-byte alignment (measured).
@@ -44,40 +51,6 @@ struct CacheLineAllocator {
   friend bool operator==(const CacheLineAllocator&, const CacheLineAllocator&) { return true; }
 };
 using Floats = std::vector<float, CacheLineAllocator<float>>;
-
-FULCRUM_INLINE Vec load(const float* p) {
-  Vec v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-FULCRUM_INLINE void store(float* p, Vec v) { std::memcpy(p, &v, sizeof v); }
-// Spelled out: `Vec{} + x` would make the compiler add 0.0f first (x + 0 is not x for x = -0.0f).
-FULCRUM_INLINE Vec splat(float x) { return Vec{x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x}; }
-FULCRUM_INLINE Vec max(Vec a, Vec b) { return a > b ? a : b; }
-
-/// 2^x for x <= 127 (x = -inf gives 0). Round-to-nearest split x = n + f with |f| <= 1/2 and a
-/// degree-6 Taylor polynomial for 2^f: relative error ~1e-7, about fp32's own rounding.
-FULCRUM_INLINE Vec exp2_bounded(Vec x) {
-  x = x > splat(-127.0f) ? x : splat(-127.0f);
-  const Vec y = x + splat(0.5f);  // n = floor(y) = round(x), by truncation
-  IVec n = __builtin_convertvector(y, IVec);
-  const IVec above = __builtin_convertvector(n, Vec) > y;  // truncated towards zero: one step down
-  n += above;                                              // (true is -1)
-  const Vec f = x - __builtin_convertvector(n, Vec);
-  // Coefficients ln(2)^k / k!.
-  Vec p = splat(1.5403530e-4f);
-  p = p * f + splat(1.3333558e-3f);
-  p = p * f + splat(9.6181291e-3f);
-  p = p * f + splat(5.5504109e-2f);
-  p = p * f + splat(2.4022651e-1f);
-  p = p * f + splat(6.9314718e-1f);
-  p = p * f + splat(1.0f);
-  // n in [-127, 0]: 2^n from the exponent bits; n = -127 gives the bit pattern of 0.0f.
-  const IVec bits = (n + 127) << 23;
-  Vec scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  return p * scale;
-}
 
 /// Rows to bring into cache while a product runs, one 64-byte line per step of its inner loop. Under a
 /// sparse mask the next tile's K/V (or Q/dO) rows lie far from the current ones and no hardware
