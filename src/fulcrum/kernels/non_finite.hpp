@@ -14,8 +14,8 @@
 //   that a row with non-finite Q, O, dO or LSE sees, or whose K or V is non-finite and that a row sees.
 // For NaN inputs and a forward whose O and LSE feed the backward, this is where the fp64 reference
 // (reference.hpp) is NaN, except LSE and dV, which may be NaN where the reference's are not: its LSE
-// does not read V, its dV does not read O or V. Infinite inputs give NaN where the reference may give an infinity, or a finite
-// value where a logit of -inf weighs nothing.
+// does not read V, its dV does not read O or V. Infinite inputs give NaN where the reference may give an infinity, or a
+// finite value where a logit of -inf weighs nothing.
 #pragma once
 
 #include "fulcrum/kernels/attention_task.hpp"
