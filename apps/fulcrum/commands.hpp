@@ -31,6 +31,9 @@ void add_planner_flags(CLI::App& cmd, PlannerOptions& options);
 /// Every integer option of `app` and its subcommands rejects a value outside its type's 64-bit range
 /// (a negative for an unsigned one) instead of CLI11's clamping or wrapping. Call after adding them all.
 void reject_out_of_range_integers(CLI::App& app);
+/// When argv's first word is not an option and names no subcommand of `app`: one line saying so, the
+/// nearest subcommand if it looks like a typo, and the list; else "" (CLI11's own message stands).
+std::string unknown_subcommand_message(CLI::App& app, int argc, char** argv);
 /// --devices-per-machine: the machine size real runs and plans assume (the simulator takes it from the
 /// hardware model instead).
 void add_topology_flags(CLI::App& cmd, PlannerOptions& options);

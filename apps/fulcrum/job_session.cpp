@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -181,7 +182,9 @@ int run_job_session(const SessionOptions& requested, const std::vector<studies::
   }
   if (!(options.timeout_s > 0 && options.timeout_s <= 86400))
     fail("timeout = {}: must be in (0, 86400] s", options.timeout_s);
-  if (!(options.max_error > 0)) fail("max-error = {}: must be > 0", options.max_error);
+  if (!(options.max_error > 0) || !std::isfinite(options.max_error)) {
+    fail("max-error = {}: must be finite and > 0", options.max_error);
+  }
   parse_injection(options.inject_failure, options.ranks);
   if (!options.simulate.empty()) load_hardware(options.simulate);  // a bad name fails before any rank starts
   for (const auto& job : jobs) job.validate(options.ranks);        // bad input fails here, before any rank starts

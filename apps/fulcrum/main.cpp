@@ -44,7 +44,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "fulcrum: error: %s\n", e.what());
+    const std::string message = fulcrum::cli::unknown_subcommand_message(app, argc, argv);
+    std::fprintf(stderr, "fulcrum: error: %s\n", message.empty() ? e.what() : message.c_str());
     return 2;
   } catch (const fulcrum::Error& e) {  // a flag's value out of its declared range
     std::fprintf(stderr, "fulcrum: error: %s\n", e.what());

@@ -21,6 +21,7 @@
 #include "prefill_output.hpp"
 #include "prefill_simulate.hpp"
 
+#include <cmath>
 #include <fmt/ranges.h>
 
 #include <algorithm>
@@ -108,7 +109,7 @@ PrefillJob make_job(const PrefillArgs& requested) {
   if (a.repeats < 1 || a.repeats > 1000) fail("repeats = {}: must be in [1, 1000]", a.repeats);
   if (a.threads < 0 || a.threads > 1024) fail("threads = {}: must be in [0, 1024] (0 = automatic)", a.threads);
   if (!(a.timeout_s > 0 && a.timeout_s <= 86400)) fail("timeout = {}: must be in (0, 86400] s", a.timeout_s);
-  if (!(a.max_error > 0)) fail("max-error = {}: must be > 0", a.max_error);
+  if (!(a.max_error > 0) || !std::isfinite(a.max_error)) fail("max-error = {}: must be finite and > 0", a.max_error);
   if (a.inject_failure >= a.ranks) fail("inject-failure = {}: must be a rank in [0, {})", a.inject_failure, a.ranks);
   if (!a.solver.empty() && !a.assignment.empty()) {
     fail("solver = '{}' / assignment = '{}': give one of --solver and --assignment", a.solver, a.assignment);

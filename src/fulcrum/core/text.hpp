@@ -14,4 +14,8 @@ std::vector<std::string_view> split_fields(std::string_view text, char separator
 /// naming `field`: every list that selects what runs (planners, systems, modes) keys its results by name.
 std::vector<std::string> split_names(std::string_view text, std::string_view field);
 
+/// The name of `names` nearest to `word` by edit distance, if it is near enough to be a typo (at most a
+/// third of the word's letters off, and at least one letter right); else "".
+std::string closest_name(std::string_view word, const std::vector<std::string>& names);
+
 }  // namespace fulcrum

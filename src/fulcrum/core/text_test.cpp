@@ -28,4 +28,15 @@ TEST(SplitNames, SkipsEmptyFieldsAndRejectsANameGivenTwice) {
 }
 
 }  // namespace
+TEST(ClosestName, FindsTyposAndNothingForUnrelatedWords) {
+  const std::vector<std::string> names = {"plan", "bench", "profile", "run", "demo", "simulate", "heads", "prefill"};
+  EXPECT_EQ(closest_name("plam", names), "plan");
+  EXPECT_EQ(closest_name("simualte", names), "simulate");
+  EXPECT_EQ(closest_name("prefil", names), "prefill");
+  EXPECT_EQ(closest_name("rum", names), "run");
+  EXPECT_EQ(closest_name("xyz", names), "");
+  EXPECT_EQ(closest_name("nosuch-subcommand", names), "");
+  EXPECT_EQ(closest_name("", names), "");
+}
+
 }  // namespace fulcrum
