@@ -31,6 +31,8 @@ inline py::object heads_or_none(HeadRange h) {
 }
 Range to_range(const py::handle& pair);
 std::vector<Range> to_ranges(const py::handle& pairs);
+/// Query ranges and a key range of one document: doc_len >= 1 and every range inside [0, doc_len).
+void check_in_document(const std::vector<Range>& queries, Range keys, Tokens doc_len);
 /// A planner option's CLI name from a Python keyword: '_' becomes '-' (dcp_block -> dcp-block).
 std::string option_name(std::string name);
 

@@ -11,7 +11,9 @@ void bind_cost(py::module_& m) {
       "attention_pairs",
       [](const MaskSpec& mask, const py::object& queries, const py::object& keys, Tokens doc_len) {
         mask.check_length(doc_len, "doc_len");
-        return attention_pairs(mask, to_ranges(queries), to_range(keys), doc_len);
+        const std::vector<Range> rows = to_ranges(queries);
+        check_in_document(rows, to_range(keys), doc_len);
+        return attention_pairs(mask, rows, to_range(keys), doc_len);
       },
       py::arg("mask"), py::arg("queries"), py::arg("keys"), py::arg("doc_len"),
       "Visible (q, k) pairs of query ranges [(begin, end), ...] against keys (begin, end).");
@@ -20,7 +22,9 @@ void bind_cost(py::module_& m) {
       [](const ModelShape& model, const MaskSpec& mask, const py::object& queries, const py::object& keys,
          Tokens doc_len) {
         mask.check_length(doc_len, "doc_len");
-        return attention_forward_flops(model, mask, to_ranges(queries), to_range(keys), doc_len);
+        const std::vector<Range> rows = to_ranges(queries);
+        check_in_document(rows, to_range(keys), doc_len);
+        return attention_forward_flops(model, mask, rows, to_range(keys), doc_len);
       },
       py::arg("model"), py::arg("mask"), py::arg("queries"), py::arg("keys"), py::arg("doc_len"));
   m.def("attention_forward_flops_per_pair", &attention_forward_flops_per_pair, py::arg("model"));

@@ -8,30 +8,17 @@
 #include <algorithm>
 
 namespace fulcrum::python {
-namespace {
-
-void check_positions(std::string_view name, Range r, Tokens doc_len) {
-  if (r.begin < 0 || r.begin > r.end || r.end > doc_len) {
-    fail("{} = [{}, {}): must satisfy 0 <= begin <= end <= doc_len = {}", name, r.begin, r.end, doc_len);
-  }
-}
-
-}  // namespace
 
 void bind_masks(py::module_& m) {
   m.def(
       "mask_matrix",
       [](const MaskSpec& mask, const py::object& queries, const py::object& keys, Tokens doc_len) {
-        if (doc_len < 1) fail("doc_len = {}: must be >= 1", doc_len);
-        mask.check_length(doc_len, "doc_len");
         const std::vector<Range> rows = to_ranges(queries);
         const Range cols = to_range(keys);
+        check_in_document(rows, cols, doc_len);
+        mask.check_length(doc_len, "doc_len");
         Tokens total_rows = 0;
-        for (std::size_t i = 0; i < rows.size(); ++i) {
-          check_positions(fmt::format("queries[{}]", i), rows[i], doc_len);
-          total_rows += rows[i].size();
-        }
-        check_positions("keys", cols, doc_len);
+        for (const Range& r : rows) total_rows += r.size();
         py::array_t<bool> out({total_rows, cols.size()});
         bool* cell = out.mutable_data();
         {

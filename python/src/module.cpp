@@ -15,6 +15,17 @@ std::vector<Range> to_ranges(const py::handle& pairs) {
   return out;
 }
 
+void check_in_document(const std::vector<Range>& queries, Range keys, Tokens doc_len) {
+  if (doc_len < 1) fail("doc_len = {}: must be >= 1", doc_len);
+  auto check = [&](const std::string& name, Range r) {
+    if (r.begin < 0 || r.begin > r.end || r.end > doc_len) {
+      fail("{} = [{}, {}): must satisfy 0 <= begin <= end <= doc_len = {}", name, r.begin, r.end, doc_len);
+    }
+  };
+  for (std::size_t i = 0; i < queries.size(); ++i) check(fmt::format("queries[{}]", i), queries[i]);
+  check("keys", keys);
+}
+
 py::array_t<std::int64_t> int_array(std::vector<py::ssize_t> shape, const std::vector<std::int64_t>& values) {
   py::array_t<std::int64_t> out(shape);
   FULCRUM_CHECK(static_cast<std::size_t>(out.size()) == values.size(), "array of {} values for {} slots", values.size(),

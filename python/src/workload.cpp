@@ -97,6 +97,8 @@ void bind_workload(py::module_& m) {
 
   py::class_<Document>(m, "Document")
       .def(py::init([](std::int64_t id, Tokens length, const MaskSpec& mask) {
+             if (length < 1) fail("document {}: length = {}: must be >= 1", id, length);
+             mask.check_length(length, fmt::format("document {}", id));
              return Document{id, length, mask};
            }),
            py::arg("id"), py::arg("length"), py::arg("mask") = MaskSpec::causal())
