@@ -34,6 +34,42 @@ TEST(StaticCp, RingSendsEveryChunkToEveryRankWhateverTheMaskNeeds) {
   for (const auto& t : a.tasks) EXPECT_LE(t.keys.begin, t.queries[0].begin);
 }
 
+// The broadcasts as the point-to-point transfers they stand for.
+std::vector<Transfer> point_to_point(const Assignment& a) {
+  std::vector<Transfer> out;
+  for (const auto& t : a.transfers) {
+    for (int r = 0; r < a.batch.ranks; ++r) {
+      if (t.broadcast() ? r != t.src : r == t.dst) out.push_back({t.kind, t.doc, t.tokens, t.src, r, t.heads});
+    }
+  }
+  return out;
+}
+
+TEST(StaticCp, OneBroadcastPerChunkCountsAsEveryPointToPointTransfer) {
+  const auto o = tiny_options();
+  const Batch batch = pack_batch({Document{0, 150, MaskSpec::causal()}, Document{1, 170, MaskSpec::causal()},
+                                  Document{2, 80, MaskSpec::sliding_window(30)}},
+                                 4, 100);
+  for (const char* name : {"ring", "zigzag"}) {
+    Assignment a = make_planner(name, o)->plan(batch);
+    // One transfer per chunk: at thousands of ranks, one per chunk and rank did not fit in memory.
+    ASSERT_EQ(a.transfers.size(), a.batch.segments.size()) << name;
+    // An explicit transfer beside them (rank 0 receives keys of document 1 it also gets by broadcast):
+    // the remote tokens count each token once.
+    a.transfers.push_back(
+        {TensorKind::kKV, 1, a.batch.segments_of(1).back().tokens, a.batch.segments_of(1).back().rank, 0});
+    Assignment expanded = a;
+    expanded.transfers = point_to_point(a);
+    ASSERT_TRUE(verify(a, batch).ok()) << name << ": " << verify(a, batch).summary();
+    ASSERT_TRUE(verify(expanded, batch).ok()) << name << ": " << verify(expanded, batch).summary();
+    const auto broadcast = compute_stats(a, o.model), explicit_stats = compute_stats(expanded, o.model);
+    EXPECT_EQ(broadcast.rank_bytes_sent, explicit_stats.rank_bytes_sent) << name;
+    EXPECT_EQ(broadcast.rank_bytes_received, explicit_stats.rank_bytes_received) << name;
+    EXPECT_EQ(broadcast.rank_remote_tokens, explicit_stats.rank_remote_tokens) << name;
+    EXPECT_EQ(broadcast.comm_bytes_total, explicit_stats.comm_bytes_total) << name;
+  }
+}
+
 TEST(StaticCp, ZigzagHoldsChunksRAndTwoNMinusOneMinusR) {
   const auto o = tiny_options();
   const Batch batch = one_long_document();
