@@ -58,6 +58,15 @@ TokenBytes head_block_token_bytes(const ModelShape& model, int head_blocks);
 /// Document::mask, the same for every head).
 Blocks make_blocks(const Batch& batch, Tokens block_tokens, const ModelShape& model, int head_blocks = 1);
 
+/// How large make_blocks' output would be, without making it: computation blocks (non-empty tiles times
+/// head blocks, counted from each block row's needed keys: the same tiles as make_blocks) and the most
+/// blocks one document has (the largest nets: a row's or a column's tiles). O(data blocks).
+struct BlockCounts {
+  double compute = 0;
+  Tokens longest_document = 0;
+};
+BlockCounts count_blocks(const Batch& batch, Tokens block_tokens, int head_blocks = 1);
+
 /// The placement hypergraph. Vertices: computation blocks [0, C) weighted by (FLOPs, 0), then data
 /// blocks [C, C + D) weighted by (0, bytes held: Q, K/V, O and LSE of every head). Nets, two per data
 /// block and head block: its Q/O net joins it with the computation blocks of its rows and that head

@@ -42,6 +42,29 @@ TEST(DcpBlocks, FlopsOfTheBlocksAddUpToTheDocumentForEveryMask) {
   EXPECT_THROW(make_blocks(one_document(10, MaskSpec::causal()), 0, model), Error);
 }
 
+// count_blocks sizes a batch without making its blocks (the planner refuses batches beyond its size
+// from it, before any work): the same computation blocks as make_blocks, for every mask.
+TEST(DcpBlocks, CountBlocksCountsWhatMakeBlocksMakes) {
+  const auto model = model_shape_preset("tiny");
+  const std::vector<MaskSpec> masks =
+      testing::with_every_kind({MaskSpec::causal(), MaskSpec::full(), MaskSpec::lambda(64, 700),
+                                MaskSpec::causal_blockwise(256, 2), MaskSpec::shared_question(4, 20),
+                                MaskSpec::sliding_window(300), MaskSpec::vertical_slash({0, 5, 900}, {0, 1, 333}),
+                                MaskSpec::block_sparse(128, {{0, 0}, {3, 1}, {9, 2}, {9, 9}})});
+  for (const auto& mask : masks) {
+    const Tokens length = 2560 * mask.length_multiple();
+    const Batch batch = pack_batch({Document{0, length, mask}, Document{1, length / 2, mask}}, 2, length);
+    for (Tokens block : {100, 256, 1000}) {
+      for (int head_blocks : {1, 2}) {
+        const auto counts = count_blocks(batch, block, head_blocks);
+        EXPECT_EQ(counts.compute, static_cast<double>(make_blocks(batch, block, model, head_blocks).compute.size()))
+            << mask.to_string() << " block " << block << " head blocks " << head_blocks;
+        EXPECT_EQ(counts.longest_document, (length + block - 1) / block);
+      }
+    }
+  }
+}
+
 TEST(DcpBlocks, CausalTilesAreTheLowerTriangle) {
   const auto blocks = make_blocks(one_document(1000, MaskSpec::causal()), 250, model_shape_preset("tiny"));
   EXPECT_EQ(blocks.compute.size(), 10u);  // 4 diagonal + 6 below

@@ -1,8 +1,13 @@
 #include "fulcrum/planners/dcp/dcp_planner.hpp"
 
+#include "fulcrum/core/error.hpp"
 #include "fulcrum/planners/dcp/blocks.hpp"
 #include "fulcrum/planners/dcp/divisions.hpp"
 #include "fulcrum/planners/dcp/partitioner.hpp"
+
+#include <fmt/format.h>
+
+#include <string>
 
 namespace fulcrum {
 
@@ -27,6 +32,30 @@ const OptionSpec kHeadBlocks{"dcp-head-blocks",
 
 DcpPlanner::DcpPlanner(const PlannerOptions& options) : options_(options) {
   dcp::check_head_blocks(options_.get_int(kHeadBlocks), options_.model);
+}
+
+void DcpPlanner::check_batch_size(const Batch& batch) const {
+  const Tokens block = options_.get_tokens(kBlock);
+  const int head_blocks = options_.get_int(kHeadBlocks);
+  auto fits = [&](const dcp::BlockCounts& c) {
+    return c.compute <= kDcpMaxComputeBlocks && c.longest_document <= kDcpMaxDocumentBlocks;
+  };
+  const auto counts = dcp::count_blocks(batch, block, head_blocks);
+  if (fits(counts)) return;
+  // The least power-of-two multiple of the block that fits, if the option allows one.
+  std::string advice = "plan fewer tokens per batch (ranks x tokens-per-rank) or shorter documents";
+  for (Tokens larger = 2 * block; larger <= static_cast<Tokens>(kBlock.max); larger *= 2) {
+    if (fits(dcp::count_blocks(batch, larger, head_blocks))) {
+      advice = fmt::format("use dcp-block >= {}, or {}", larger, advice);
+      break;
+    }
+  }
+  fail(
+      "dcp-block = {}: this batch has {:.0f} computation blocks (tiles of {} x {} tokens with a visible pair, x "
+      "dcp-head-blocks = {}) and a document of {} blocks; DCP plans at most {:.0f} computation blocks and {} "
+      "blocks per document (beyond them its partitioning takes minutes): {}",
+      block, counts.compute, block, block, head_blocks, counts.longest_document, kDcpMaxComputeBlocks,
+      kDcpMaxDocumentBlocks, advice);
 }
 
 Assignment DcpPlanner::do_plan(const Batch& batch) {

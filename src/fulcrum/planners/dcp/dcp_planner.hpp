@@ -18,10 +18,20 @@ class DcpPlanner : public Planner {
 
  protected:
   Assignment do_plan(const Batch& batch) override;
+  /// Refuses a batch beyond kDcpMaxComputeBlocks computation blocks or documents beyond
+  /// kDcpMaxDocumentBlocks blocks, naming dcp-block and the block size that would fit.
+  void check_batch_size(const Batch& batch) const override;
 
  private:
   PlannerOptions options_;
 };
+
+/// The largest batch DCP plans, in blocks of dcp-block tokens: its multilevel partitioner takes about
+/// 30 s (one core of the development machine) at either bound, and its cost grows faster than the blocks
+/// (coarsening rates every pin of a vertex's nets, and a document of n blocks has nets of n pins), so
+/// beyond them it ran for minutes and ran out of memory (docs/performance.md, "Scale").
+inline constexpr double kDcpMaxComputeBlocks = 131072;  // non-empty tiles x head blocks
+inline constexpr Tokens kDcpMaxDocumentBlocks = 256;    // blocks of the longest document
 
 PlannerRegistration dcp_registration();
 

@@ -214,5 +214,41 @@ TEST(DcpPlanner, HeadBlocksSpreadOneTilesWorkOverDevices) {
   EXPECT_EQ(servers.size(), 2u) << "one document's heads on both devices";
 }
 
+// Beyond its size DCP refuses before any work (it ran for minutes and out of memory), naming dcp-block,
+// the bounds and a block size that fits; at the bounds it accepts.
+TEST(DcpPlanner, RefusesABatchBeyondItsSizeNamingTheBlockThatFits) {
+  auto o = small_options();
+  o.set("dcp-block", 1);
+  const auto planner = make_planner("dcp", o);
+  auto one_document = [](Tokens length, const MaskSpec& mask) {
+    return pack_batch({Document{0, length, mask}}, 2, length);
+  };
+  const Tokens longest = kDcpMaxDocumentBlocks;  // tokens, at one token per block
+  EXPECT_NO_THROW(planner->check_batch(one_document(longest, MaskSpec::causal())));
+  try {
+    planner->check_batch(one_document(longest + 1, MaskSpec::causal()));
+    ADD_FAILURE() << "a document of more blocks than DCP plans was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
+    const std::string what = e.what();
+    EXPECT_NE(what.find("dcp-block = 1:"), std::string::npos) << what;
+    EXPECT_NE(what.find(fmt::format("a document of {} blocks", longest + 1)), std::string::npos) << what;
+    EXPECT_NE(what.find(fmt::format("at most {} computation blocks and {} blocks per document", kDcpMaxComputeBlocks,
+                                    kDcpMaxDocumentBlocks)),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("use dcp-block >= 2"), std::string::npos) << what;
+  }
+  // Many short documents under the full mask: 16 x 16 tiles each, over the computation blocks' bound.
+  const int documents = static_cast<int>(kDcpMaxComputeBlocks / 256) + 1;
+  std::vector<Document> docs;
+  for (int d = 0; d < documents; ++d) docs.push_back({d, 16, MaskSpec::full()});
+  const Batch many = pack_batch(docs, 2, 16 * documents);
+  EXPECT_THROW(planner->check_batch(many), Error);
+  EXPECT_THROW(planner->plan(many), Error);  // plan checks first
+  docs.pop_back();
+  EXPECT_NO_THROW(planner->check_batch(pack_batch(docs, 2, 16 * documents)));
+}
+
 }  // namespace
 }  // namespace fulcrum
