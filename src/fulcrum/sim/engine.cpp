@@ -14,8 +14,7 @@ namespace fulcrum::sim {
 namespace {
 
 constexpr double kNever = std::numeric_limits<double>::infinity();
-constexpr double kDoneBytes = 1e-6;     // a flow with less left than this has arrived (rounding of rate x time)
-constexpr double kDoneSeconds = 1e-12;  // likewise for compute work, relative to the instruction's length
+constexpr double kDoneBytes = 1e-6;  // a flow with no more than this to move arrives as it starts
 
 // What an item costs: its query rows and forward FLOPs (cost/: its heads, each under its own mask).
 struct ItemShape {
