@@ -2,6 +2,7 @@
 // (0 success, 2 bad input, 1 runtime failure) with a one-line message on stderr.
 #include "commands.hpp"
 #include "job_session.hpp"
+#include "mpi_launcher.hpp"
 
 #include "fulcrum/core/error.hpp"
 
@@ -12,6 +13,7 @@
 #include <vector>
 
 int main(int argc, char** argv) {
+  fulcrum::cli::tie_rank_to_launcher();  // before anything else: a rank must not outlive its mpiexec
   CLI::App app{"Fulcrum: balancing core-attention work across ranks for long-context training"};
   app.require_subcommand(1);
   std::vector<std::pair<CLI::App*, fulcrum::cli::Action>> commands;
@@ -33,6 +35,7 @@ int main(int argc, char** argv) {
   commands.emplace_back(app.get_subcommand("heads"), heads);
   auto prefill = fulcrum::cli::add_prefill_command(app);
   commands.emplace_back(app.get_subcommand("prefill"), prefill);
+  fulcrum::cli::reject_out_of_range_integers(app);
   fulcrum::cli::set_command_line(argc, argv);
   try {
     app.parse(argc, argv);
