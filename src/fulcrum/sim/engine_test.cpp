@@ -141,6 +141,34 @@ TEST(SimEngine, TheEventLoopTouchesOnlyTheRanksAnEventConcerns) {
   EXPECT_LE(result.rank_visits, 2u * kRanks);  // the start, and the answered wait
 }
 
+// Incast at a few hundred ranks: ranks 1..299 each send rank 0 a different size at time 0. Their flows
+// share rank 0's ingress port fairly, so the transfers finish smallest first, and while k remain each
+// moves at bandwidth / k (processor sharing). The reference computes those finish times in fp64 directly;
+// every arrival changes every other flow's rate, which the engine brings up to date lazily.
+TEST(SimEngine, IncastAtHundredsOfRanksSharesTheIngressPortFairly) {
+  constexpr int kSenders = 299;
+  constexpr double kBandwidth = 1000;  // bytes/s; a row is 4 bytes
+  Plan plan;
+  plan.heads = kTinyHeads;
+  plan.programs.push_back(program_with_buffer(0, Tokens{kSenders} * (kSenders + 1) / 2));
+  std::vector<Message> receives;
+  for (int r = 1; r <= kSenders; ++r) {
+    plan.programs.push_back(program_with_buffer(r, r));
+    plan.programs[r].instructions = {{CommLaunch{0, {{0, 0, {0, 0, r}}}, {}}, 0}, {CommWait{0}, 0}};
+    receives.push_back({r, 0, {0, Tokens{r - 1} * r / 2, r}});  // rows of sender r after those of 1..r-1
+  }
+  plan.programs[0].instructions = {{CommLaunch{0, {}, receives}, 0}, {CommWait{0}, 0}};
+  const auto result = simulate_plan(plan, flat_hardware(kBandwidth, 0, 1e9, kSenders + 1));
+  double t = 0;
+  for (int r = 1; r <= kSenders; ++r) {
+    // The flow of r moves its last 4 bytes (beyond r - 1's) while kSenders - r + 1 flows remain.
+    t += 4.0 * (kSenders - r + 1) / kBandwidth;
+    EXPECT_NEAR(result.ranks[r].summary.total_s, t, 1e-9 * t) << "sender " << r;
+  }
+  EXPECT_NEAR(result.ranks[0].summary.total_s, t, 1e-9 * t);
+  EXPECT_NEAR(result.makespan_s, t, 1e-9 * t);
+}
+
 // Work before the program (the layer's matrix work) delays the send: rank 0 computes 2 s, then
 // its 4-second transfer to rank 1 runs; rank 1, busy 1 s, waits for it until 6 s.
 TEST(SimEngine, WorkBeforeTheProgramDelaysItsTraffic) {

@@ -8,6 +8,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 namespace fulcrum {
 namespace {
 
@@ -67,6 +71,36 @@ TEST(StaticCp, OneBroadcastPerChunkCountsAsEveryPointToPointTransfer) {
     EXPECT_EQ(broadcast.rank_bytes_received, explicit_stats.rank_bytes_received) << name;
     EXPECT_EQ(broadcast.rank_remote_tokens, explicit_stats.rank_remote_tokens) << name;
     EXPECT_EQ(broadcast.comm_bytes_total, explicit_stats.comm_bytes_total) << name;
+  }
+}
+
+// At many ranks the Assignment grows with the chunks, not ranks x chunks (at 4096 ranks that ran out of
+// memory): one K/V transfer per chunk, and a chunk per (document, ring slot) it overlaps, so at most
+// documents + slots - 1 of them. The plans verify, and every token's K/V still reaches each other rank.
+TEST(StaticCp, AtManyRanksOneTransferPerChunk) {
+  const auto o = tiny_options();
+  constexpr Tokens kPerRank = 128;
+  const Tokens lengths[] = {3, 700, 5000, 90, 1200};
+  for (int ranks : {256, 1024}) {
+    const Tokens total = ranks * kPerRank;
+    std::vector<Document> docs;
+    for (Tokens placed = 0; placed < total;) {
+      const int d = static_cast<int>(docs.size());
+      const Tokens length = std::min(lengths[d % 5], total - placed);
+      docs.push_back({d, length, d % 2 == 0 ? MaskSpec::causal() : MaskSpec::sliding_window(64)});
+      placed += length;
+    }
+    const Batch batch = pack_batch(docs, ranks, kPerRank);
+    for (const std::string name : {"ring", "zigzag"}) {
+      const std::size_t slots = name == "ring" ? ranks : 2 * static_cast<std::size_t>(ranks);
+      const Assignment a = make_planner(name, o)->plan(batch);
+      const auto report = verify(a, batch);
+      ASSERT_TRUE(report.ok()) << name << " at " << ranks << " ranks: " << report.summary();
+      EXPECT_EQ(a.transfers.size(), a.batch.segments.size()) << name << " at " << ranks;
+      EXPECT_LE(a.batch.segments.size(), docs.size() + slots - 1) << name << " at " << ranks;
+      const double expected = static_cast<double>(ranks - 1) * static_cast<double>(total) * token_bytes(o.model).kv;
+      EXPECT_NEAR(compute_stats(a, o.model).comm_bytes_total, expected, 1e-12 * expected) << name << " at " << ranks;
+    }
   }
 }
 

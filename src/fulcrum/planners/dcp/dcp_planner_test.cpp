@@ -7,6 +7,7 @@
 #include "fulcrum/plan/stats.hpp"
 #include "fulcrum/plan/verify.hpp"
 #include "fulcrum/workload/length_source.hpp"
+#include "fulcrum/workload/limits.hpp"
 #include "fulcrum/workload/mask_test_cases.hpp"
 
 #include <gtest/gtest.h>
@@ -239,12 +240,32 @@ TEST(DcpPlanner, RefusesABatchBeyondItsSizeNamingTheBlockThatFits) {
         << what;
     EXPECT_NE(what.find("use dcp-block >= 2"), std::string::npos) << what;
   }
+  // The largest document at one token per block: refused from its length alone, with the block that fits
+  // (2^30 / 256 tokens: 256 blocks, 32,896 causal tiles).
+  try {
+    planner->check_batch(one_document(kMaxDocumentTokens, MaskSpec::causal()));
+    ADD_FAILURE() << "the largest document at one token per block was accepted";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find(fmt::format("a document of {} blocks", kMaxDocumentTokens)), std::string::npos) << what;
+    EXPECT_NE(what.find(fmt::format("use dcp-block >= {}", kMaxDocumentTokens / kDcpMaxDocumentBlocks)),
+              std::string::npos)
+        << what;
+  }
   // Many short documents under the full mask: 16 x 16 tiles each, over the computation blocks' bound.
   const int documents = static_cast<int>(kDcpMaxComputeBlocks / 256) + 1;
   std::vector<Document> docs;
   for (int d = 0; d < documents; ++d) docs.push_back({d, 16, MaskSpec::full()});
   const Batch many = pack_batch(docs, 2, 16 * documents);
-  EXPECT_THROW(planner->check_batch(many), Error);
+  try {
+    planner->check_batch(many);
+    ADD_FAILURE() << "more computation blocks than DCP plans were accepted";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find(fmt::format("more than {} computation blocks", kDcpMaxComputeBlocks)), std::string::npos)
+        << what;
+    EXPECT_NE(what.find("use dcp-block >= 2"), std::string::npos) << what;  // 8 x 8 tiles of 2 tokens each
+  }
   EXPECT_THROW(planner->plan(many), Error);  // plan checks first
   docs.pop_back();
   EXPECT_NO_THROW(planner->check_batch(pack_batch(docs, 2, 16 * documents)));
