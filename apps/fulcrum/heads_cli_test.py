@@ -91,6 +91,7 @@ with tempfile.TemporaryDirectory() as tmp:
         (["--scenario", "S3", "--devices", "17"], "devices = 17"),
         (["--scenario", "S11"], "scenario"),
         (["--scenario", "S1", "--solvers", "uniform,hungarian"], "solver = 'hungarian'"),
+        (["--scenario", "S1", "--solvers", "greedy,greedy"], "solvers = 'greedy,greedy': 'greedy' is named twice"),
         (["--patterns", bad, "--devices", "4"], "patterns.layers[3].heads[7].kind"),
         (["--patterns", short, "--devices", "4"], "patterns.layers[2].heads"),
         (["--patterns", window, "--devices", "4"], "patterns.layers[0].heads[1].window = 0"),

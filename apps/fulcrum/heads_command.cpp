@@ -75,9 +75,7 @@ Problem load_problem(const HeadsConfig& c) {
 
 std::vector<const heads::HeadSolverRegistration*> solver_list(const std::string& text) {
   std::vector<const heads::HeadSolverRegistration*> out;
-  for (std::string_view name : split_fields(text, ',')) {
-    if (!name.empty()) out.push_back(&heads::find_head_solver(name));
-  }
+  for (const std::string& name : split_names(text, "solvers")) out.push_back(&heads::find_head_solver(name));
   if (out.empty()) fail("solvers = '{}': name at least one of {}", text, fmt::join(heads::head_solver_names(), ", "));
   return out;
 }

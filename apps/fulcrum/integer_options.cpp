@@ -1,7 +1,8 @@
 // Integer options reject values they cannot hold. CLI11 (2.1) converts with strtoll / strtoull and checks
 // neither errno nor the sign: "-1" for an unsigned option becomes 2^64 - 1 and "9223372036854775808" for a
 // signed one becomes 2^63 - 1 (its own check catches only a 64-bit value that does not fit a narrower type).
-// One validator, added to every integer option of every subcommand, rejects both before the conversion.
+// And strtoll's base 0 reads "010" as octal 8, silently: a leading zero is refused as well.
+// One validator, added to every integer option of every subcommand, rejects all three before the conversion.
 #include "commands.hpp"
 
 #include <fmt/format.h>
@@ -17,6 +18,11 @@ namespace {
 
 // "" when CLI11's conversion of `text` will be exact or will fail by itself (not a whole number).
 std::string integer_range_error(const std::string& text, bool is_unsigned) {
+  const std::size_t digits = text.find_first_not_of("+-");
+  if (digits != std::string::npos && digits + 1 < text.size() && text[digits] == '0' && text[digits + 1] >= '0' &&
+      text[digits + 1] <= '9') {
+    return fmt::format("{}: a leading 0 would read as octal; write the number without it", text);
+  }
   const char* begin = text.c_str();
   char* end = nullptr;
   errno = 0;

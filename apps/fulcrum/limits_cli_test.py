@@ -71,6 +71,9 @@ with tempfile.TemporaryDirectory() as tmp:
         (["run", "--seed", "-5"], "--seed: -5"),
         (["bench", "kernels", "--lengths", "100,-99999999999999999999"], "--lengths: -99999999999999999999"),
         ([*SIMULATE, "--iterations", "-9223372036854775809"], "--iterations"),
+        # A leading zero read as octal: 010 tokens per rank planned 8.
+        ([*PLAN, "--tokens-per-rank", "010"], "--tokens-per-rank: 010: a leading 0 would read as octal"),
+        ([*PLAN, "--seed", "-07"], "--seed: -07: a leading 0"),
         # A list that names a planner, system or mode twice (plan's JSON kept one of two printed rows).
         (["plan", "--planners", "distca,distca"], "planners = 'distca,distca': 'distca' is named twice"),
         (["run", "--planners", "packed,packed"], "planners = 'packed,packed'"),

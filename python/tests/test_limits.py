@@ -43,3 +43,19 @@ def test_simulate_training_rejects_a_layout_whose_gpu_count_overflows():
         fulcrum.simulate_training("packed", llama, h200, gpus=8, tp=8, pp=536870912, max_doc_len=16384)
     with pytest.raises(fulcrum.InputError, match=r"^gpus = 65537: must be in \[1, 65536\]"):
         fulcrum.simulate_training("packed", llama, h200, gpus=65537, tp=1, max_doc_len=16384)
+
+
+@pytest.mark.parametrize(
+    "build, field",
+    [
+        (lambda: fulcrum.Mask.vertical_slash_blocks(2**40, [0], [0]), "mask block = 1099511627776: must be <= 10"),
+        (lambda: fulcrum.Mask.vertical_slash_blocks(64, [2**31], [0]), "mask vertical = 2147483648"),
+        (lambda: fulcrum.Mask.vertical_slash_blocks(64, [0], [2**40]), "mask block offset = 1099511627776"),
+        (lambda: fulcrum.Mask.striped(fulcrum.Mask(), 2**20, 64), "mask ranks = 1048576: must be in [1, 65536]"),
+        (lambda: fulcrum.Mask.striped(fulcrum.Mask(), 4, 2**40), "mask block = 1099511627776"),
+    ],
+)
+def test_mask_factories_refuse_numbers_beyond_the_largest_document(build, field):
+    # The spec strings were checked ('vsblocks:...'); the factories took any 64-bit value.
+    with pytest.raises(fulcrum.InputError, match=field.replace("[", r"\[").replace("]", r"\]")):
+        build()

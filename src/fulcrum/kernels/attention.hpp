@@ -5,7 +5,8 @@
 // Layouts are token-major (tensor.hpp): Q, O, dO, dQ are [q rows][q_heads][head_dim]; K, V, dK, dV
 // are [kv rows][kv_heads][head_dim]; LSE is [q rows][q_heads][1], the natural log of the softmax
 // denominator (sum over visible keys of exp(scale * q.k)). A row with no visible key gets O = 0 and
-// LSE = -inf. Fully masked tiles are skipped, never computed.
+// LSE = -inf. Fully masked tiles are skipped, never computed. NaN and infinity in an input propagate: the
+// outputs that read one are NaN, the others unchanged (non_finite.hpp).
 //
 // Everything is validated before any work; bad input throws fulcrum::Error naming the field.
 #pragma once

@@ -11,40 +11,11 @@
 namespace fulcrum::kernels {
 namespace {
 
+using testing::Outputs;
 using testing::Problem;
+using testing::run_kernels;
 
 constexpr double kFp32Tolerance = 1e-5;
-
-struct Outputs {
-  std::vector<float> o, lse, dq, dk, dv;
-};
-
-template <class T>
-Outputs run_kernels(const Problem& p, bool backward) {
-  const auto& s = p.shape;
-  auto q = testing::stored<T>(p.q), k = testing::stored<T>(p.k), v = testing::stored<T>(p.v);
-  auto d_o = testing::stored<T>(p.d_o);
-  std::vector<T> o(p.q.size(), from_float<T>(7.0f));  // sentinel: rows no task names must keep it
-  Outputs out;
-  out.lse.assign(static_cast<std::size_t>(p.q_rows * s.q_heads), 7.0f);
-  attention_forward<T>(
-      p.tasks, s, testing::view(q, p.q_rows, s.q_heads, s.head_dim),
-      testing::view(k, p.kv_rows, s.kv_heads, s.head_dim), testing::view(v, p.kv_rows, s.kv_heads, s.head_dim),
-      testing::view(o, p.q_rows, s.q_heads, s.head_dim), testing::view(out.lse, p.q_rows, s.q_heads, 1));
-  for (auto x : o) out.o.push_back(to_float(x));
-  if (!backward) return out;
-  out.dq.assign(p.q.size(), 0.0f);
-  out.dk.assign(p.k.size(), 0.0f);
-  out.dv.assign(p.v.size(), 0.0f);
-  attention_backward<T>(
-      p.tasks, s, testing::view(q, p.q_rows, s.q_heads, s.head_dim),
-      testing::view(k, p.kv_rows, s.kv_heads, s.head_dim), testing::view(v, p.kv_rows, s.kv_heads, s.head_dim),
-      testing::view(o, p.q_rows, s.q_heads, s.head_dim), testing::view(d_o, p.q_rows, s.q_heads, s.head_dim),
-      HeadTensor<const float>{out.lse.data(), p.q_rows, s.q_heads, 1},
-      testing::view(out.dq, p.q_rows, s.q_heads, s.head_dim), testing::view(out.dk, p.kv_rows, s.kv_heads, s.head_dim),
-      testing::view(out.dv, p.kv_rows, s.kv_heads, s.head_dim));
-  return out;
-}
 
 // The reference leaves unnamed rows at 0; the kernel leaves them at the sentinel. Compare named cells.
 void expect_untouched_and_mask(const Problem& p, Outputs& got, MaterialisedResult<double>& want) {

@@ -15,6 +15,7 @@
 // the same at any thread count.
 #include "fulcrum/kernels/attention.hpp"
 #include "fulcrum/kernels/columns.hpp"
+#include "fulcrum/kernels/non_finite.hpp"
 #include "fulcrum/kernels/tiles.hpp"
 
 #include <omp.h>
@@ -410,24 +411,10 @@ void add_partials(const Backward<T>& b, const std::vector<WorkItem>& items) {
   }
 }
 
-}  // namespace
-
 template <class T>
-void attention_backward(std::span<const AttentionTask> tasks, const AttentionShape& shape, HeadTensor<const T> q,
-                        HeadTensor<const T> k, HeadTensor<const T> v, HeadTensor<const T> o, HeadTensor<const T> d_o,
-                        HeadTensor<const float> lse, HeadTensor<float> dq, HeadTensor<float> dk, HeadTensor<float> dv) {
-  shape.validate();
-  check_shape("q", q, q.rows, shape.q_heads, shape.head_dim);
-  check_shape("k", k, k.rows, shape.kv_heads, shape.head_dim);
-  check_shape("v", v, k.rows, shape.kv_heads, shape.head_dim);
-  check_shape("o", o, q.rows, shape.q_heads, shape.head_dim);
-  check_shape("d_o", d_o, q.rows, shape.q_heads, shape.head_dim);
-  check_shape("lse", lse, q.rows, shape.q_heads, 1);
-  check_shape("dq", dq, q.rows, shape.q_heads, shape.head_dim);
-  check_shape("dk", dk, k.rows, shape.kv_heads, shape.head_dim);
-  check_shape("dv", dv, k.rows, shape.kv_heads, shape.head_dim);
-  validate_tasks(tasks, q.rows, k.rows, shape.q_heads);
-
+void run_backward(std::span<const AttentionTask> tasks, const AttentionShape& shape, HeadTensor<const T> q,
+                  HeadTensor<const T> k, HeadTensor<const T> v, HeadTensor<const T> o, HeadTensor<const T> d_o,
+                  HeadTensor<const float> lse, HeadTensor<float> dq, HeadTensor<float> dk, HeadTensor<float> dv) {
   // Per (row, head): LSE in base 2 and D = rowsum(dO * O), for the rows and heads the tasks name (O
   // and LSE of other heads may be undefined).
   const std::size_t cells = static_cast<std::size_t>(q.rows) * shape.q_heads;
@@ -495,6 +482,32 @@ void attention_backward(std::span<const AttentionTask> tasks, const AttentionSha
   key_pass(key_tiles(tasks, shape.q_heads, shape.kv_heads), key_item<T>);
   key_pass(column_tiles(tasks, columns, shape.q_heads, shape.kv_heads), column_item<T>);
   run_items<T>(query_tiles(tasks, shape.q_heads), shape.head_dim, query_item<T>, b);
+}
+
+}  // namespace
+
+template <class T>
+void attention_backward(std::span<const AttentionTask> tasks, const AttentionShape& shape, HeadTensor<const T> q,
+                        HeadTensor<const T> k, HeadTensor<const T> v, HeadTensor<const T> o, HeadTensor<const T> d_o,
+                        HeadTensor<const float> lse, HeadTensor<float> dq, HeadTensor<float> dk, HeadTensor<float> dv) {
+  shape.validate();
+  check_shape("q", q, q.rows, shape.q_heads, shape.head_dim);
+  check_shape("k", k, k.rows, shape.kv_heads, shape.head_dim);
+  check_shape("v", v, k.rows, shape.kv_heads, shape.head_dim);
+  check_shape("o", o, q.rows, shape.q_heads, shape.head_dim);
+  check_shape("d_o", d_o, q.rows, shape.q_heads, shape.head_dim);
+  check_shape("lse", lse, q.rows, shape.q_heads, 1);
+  check_shape("dq", dq, q.rows, shape.q_heads, shape.head_dim);
+  check_shape("dk", dk, k.rows, shape.kv_heads, shape.head_dim);
+  check_shape("dv", dv, k.rows, shape.kv_heads, shape.head_dim);
+  validate_tasks(tasks, q.rows, k.rows, shape.q_heads);
+  const BackwardKernel<T> kernel = [&](HeadTensor<const T> q_in, HeadTensor<const T> k_in, HeadTensor<const T> v_in,
+                                       HeadTensor<const T> o_in, HeadTensor<const T> d_o_in,
+                                       HeadTensor<const float> lse_in) {
+    run_backward<T>(tasks, shape, q_in, k_in, v_in, o_in, d_o_in, lse_in, dq, dk, dv);
+  };
+  if (!backward_with_non_finite<T>(tasks, shape, q, k, v, o, d_o, lse, dq, dk, dv, kernel))
+    kernel(q, k, v, o, d_o, lse);
 }
 
 template void attention_backward<float>(std::span<const AttentionTask>, const AttentionShape&, HeadTensor<const float>,

@@ -9,6 +9,7 @@
 // queries left the products at half speed on long documents (measured).
 #include "fulcrum/kernels/attention.hpp"
 #include "fulcrum/kernels/columns.hpp"
+#include "fulcrum/kernels/non_finite.hpp"
 #include "fulcrum/kernels/tiles.hpp"
 
 #include "fulcrum/core/error.hpp"
@@ -224,19 +225,9 @@ FULCRUM_KERNEL_CLONES void forward_item(const Forward<T>& f, const WorkItem& ite
   }
 }
 
-}  // namespace
-
 template <class T>
-void attention_forward(std::span<const AttentionTask> tasks, const AttentionShape& shape, HeadTensor<const T> q,
-                       HeadTensor<const T> k, HeadTensor<const T> v, HeadTensor<T> o, HeadTensor<float> lse) {
-  shape.validate();
-  check_shape("q", q, q.rows, shape.q_heads, shape.head_dim);
-  check_shape("k", k, k.rows, shape.kv_heads, shape.head_dim);
-  check_shape("v", v, k.rows, shape.kv_heads, shape.head_dim);
-  check_shape("o", o, q.rows, shape.q_heads, shape.head_dim);
-  check_shape("lse", lse, q.rows, shape.q_heads, 1);
-  validate_tasks(tasks, q.rows, k.rows, shape.q_heads);
-
+void run_forward(std::span<const AttentionTask> tasks, const AttentionShape& shape, HeadTensor<const T> q,
+                 HeadTensor<const T> k, HeadTensor<const T> v, HeadTensor<T> o, HeadTensor<float> lse) {
   const float* k_rows = head_major(k, 0);
   const float* v_rows = head_major(v, 1);
   const CallColumns columns(tasks, shape.q_heads, shape.kv_heads, k_rows, v_rows, k.rows, padded_dim(shape.head_dim));
@@ -259,6 +250,24 @@ void attention_forward(std::span<const AttentionTask> tasks, const AttentionShap
 #pragma omp for schedule(dynamic, 1)
     for (std::ptrdiff_t i = 0; i < n; ++i) forward_item(f, items[static_cast<std::size_t>(i)], scratch);
   }
+}
+
+}  // namespace
+
+template <class T>
+void attention_forward(std::span<const AttentionTask> tasks, const AttentionShape& shape, HeadTensor<const T> q,
+                       HeadTensor<const T> k, HeadTensor<const T> v, HeadTensor<T> o, HeadTensor<float> lse) {
+  shape.validate();
+  check_shape("q", q, q.rows, shape.q_heads, shape.head_dim);
+  check_shape("k", k, k.rows, shape.kv_heads, shape.head_dim);
+  check_shape("v", v, k.rows, shape.kv_heads, shape.head_dim);
+  check_shape("o", o, q.rows, shape.q_heads, shape.head_dim);
+  check_shape("lse", lse, q.rows, shape.q_heads, 1);
+  validate_tasks(tasks, q.rows, k.rows, shape.q_heads);
+  const ForwardKernel<T> kernel = [&](HeadTensor<const T> q_in, HeadTensor<const T> k_in, HeadTensor<const T> v_in) {
+    run_forward<T>(tasks, shape, q_in, k_in, v_in, o, lse);
+  };
+  if (!forward_with_non_finite<T>(tasks, shape, q, k, v, o, lse, kernel)) kernel(q, k, v);
 }
 
 template void attention_forward<float>(std::span<const AttentionTask>, const AttentionShape&, HeadTensor<const float>,

@@ -27,7 +27,11 @@ void merge_partials(std::span<const PartialResult<T>> parts, HeadTensor<T> o, He
       const Tokens r = cell / o.heads;
       const int h = static_cast<int>(cell % o.heads);
       float top = -INFINITY;
-      for (const auto& p : parts) top = std::max(top, *p.lse.at(r, h));
+      // A NaN LSE (a part whose inputs were not finite, non_finite.hpp) makes the merged row NaN.
+      for (const auto& p : parts) {
+        const float l = *p.lse.at(r, h);
+        if (std::isnan(l) || l > top) top = l;
+      }
       std::fill(row.begin(), row.end(), 0.0f);
       if (std::isinf(top) && top < 0) {
         *lse.at(r, h) = top;

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <array>
 #include <csignal>
-#include <regex>
 #include <utility>
 
 namespace fulcrum::runtime {
@@ -24,11 +23,46 @@ bool is_banner_rule(std::string_view text) {
   return text.size() >= 20 && text.find_first_not_of('-') == std::string_view::npos;
 }
 
+// The few line shapes below are matched by hand: a std::regex costs more than the lines it reads, and
+// GCC 12 warns inside <regex> (-Wmaybe-uninitialized) in the sanitizer build.
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+// Reads a literal, a run of digits or a run of non-blanks from the front of `rest`, advancing past it.
+bool take(std::string_view& rest, std::string_view literal) {
+  if (!rest.starts_with(literal)) return false;
+  rest.remove_prefix(literal.size());
+  return true;
+}
+bool take_run(std::string_view& rest, std::string_view& run, bool digits) {
+  std::size_t n = 0;
+  while (n < rest.size() && (digits ? is_digit(rest[n]) : rest[n] != ' ' && rest[n] != '\t')) ++n;
+  if (n == 0) return false;
+  run = rest.substr(0, n);
+  rest.remove_prefix(n);
+  return true;
+}
+
+// Whether `pattern`, tried at every occurrence of its first literal `head` in `text`, matches there.
+template <class Pattern>
+bool search(std::string_view text, std::string_view head, Pattern pattern) {
+  for (auto at = text.find(head); at != std::string_view::npos; at = text.find(head, at + 1)) {
+    std::string_view rest = text.substr(at + head.size());
+    if (pattern(rest)) return true;
+  }
+  return false;
+}
+
 // "[host:pid] ...": Open MPI's own diagnostics (ORTE_ERROR_LOG, "*** Process received signal ***" and its
 // backtrace), from mpiexec or a rank's MPI library; never a line of Fulcrum's.
 bool is_open_mpi_diagnostic(std::string_view text) {
-  static const std::regex pattern(R"(^\[[^\]\s]+:\d+\] )");
-  return std::regex_search(text.begin(), text.end(), pattern);
+  const auto close = text.find(']');
+  if (!text.starts_with('[') || close == std::string_view::npos || text.substr(close + 1, 1) != " ") return false;
+  const std::string_view inside = text.substr(1, close - 1);
+  const auto colon = inside.rfind(':');
+  if (colon == std::string_view::npos || colon == 0 || colon + 1 == inside.size()) return false;
+  if (inside.find_first_of(" \t") != std::string_view::npos) return false;
+  const std::string_view pid = inside.substr(colon + 1);
+  return std::all_of(pid.begin(), pid.end(), is_digit);
 }
 
 std::string trimmed(std::string_view text) {
@@ -64,15 +98,20 @@ std::string signal_name(int signal) {
 }
 
 void LauncherStderr::banner_line(std::string_view text) {
-  static const std::regex signalled(R"(process rank (\d+) with PID \d+ on node (\S+) exited on signal (\d+))");
-  static const std::regex aborted(R"(MPI_ABORT was invoked on rank (\d+))");
-  std::match_results<std::string_view::const_iterator> m;
-  if (std::regex_search(text.begin(), text.end(), m, signalled)) {
-    const int signal = std::stoi(m[3].str());
+  // "process rank R with PID P on node N exited on signal S", "MPI_ABORT was invoked on rank R".
+  std::string_view rank, pid, node, signal;
+  const bool signalled = search(text, "process rank ", [&](std::string_view rest) {
+    return take_run(rest, rank, true) && take(rest, " with PID ") && take_run(rest, pid, true) &&
+           take(rest, " on node ") && take_run(rest, node, false) && take(rest, " exited on signal ") &&
+           take_run(rest, signal, true);
+  });
+  if (signalled) {
+    const int number = std::stoi(std::string(signal));
     candidates_.push_back({kKilledBySignal, fmt::format("fulcrum: rank {}: error: killed by signal {} ({}) on node {}",
-                                                        m[1].str(), signal, signal_name(signal), m[2].str())});
-  } else if (std::regex_search(text.begin(), text.end(), m, aborted)) {
-    candidates_.push_back({kMpiAbort, fmt::format("fulcrum: rank {}: error: called MPI_Abort", m[1].str())});
+                                                        rank, number, signal_name(number), node)});
+  } else if (search(text, "MPI_ABORT was invoked on rank ",
+                    [&](std::string_view rest) { return take_run(rest, rank, true); })) {
+    candidates_.push_back({kMpiAbort, fmt::format("fulcrum: rank {}: error: called MPI_Abort", rank)});
   }
   const std::string words = trimmed(text);
   if (banner_blank_seen_) return;
@@ -94,14 +133,18 @@ std::optional<std::string> LauncherStderr::line(std::string_view text) {
     return std::nullopt;
   }
   if (is_open_mpi_diagnostic(text)) return std::nullopt;
-  static const std::regex rank_error(R"(^fulcrum: rank \d+: error: )");
-  if (std::regex_search(text.begin(), text.end(), rank_error)) {
+  std::string_view rest = text, number;
+  if (take(rest, "fulcrum: rank ") && take_run(rest, number, true) && take(rest, ": error: ")) {
     // Held until the job has ended: the ranks the failure stopped report too, and only one line is the cause.
-    static const std::regex names_rank(R"((receive from|send to) rank \d+|rank \d+ never arrived)");
+    // A timeout that names the rank it waited for: "receive from rank R", "send to rank R", "rank R never arrived".
+    const auto rank_follows = [&](std::string_view after) { return take_run(after, number, true); };
+    const bool names_rank =
+        search(text, "receive from rank ", rank_follows) || search(text, "send to rank ", rank_follows) ||
+        search(text, "rank ",
+               [&](std::string_view after) { return take_run(after, number, true) && take(after, " never arrived"); });
     int priority = kRankError;
-    if (text.find(": timed out after ") != std::string_view::npos) {
-      priority = std::regex_search(text.begin(), text.end(), names_rank) ? kTimeoutNamingRank : kTimeout;
-    }
+    if (text.find(": timed out after ") != std::string_view::npos)
+      priority = names_rank ? kTimeoutNamingRank : kTimeout;
     candidates_.push_back({priority, std::string(text)});
     return std::nullopt;
   }

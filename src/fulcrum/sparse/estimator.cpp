@@ -66,22 +66,31 @@ FULCRUM_INLINE std::int64_t lane_sum(Units u) {
   return sum;
 }
 
-// The logit/exp buffer (heads x keys x rows floats, 64 MB for 2 heads at 128K), aligned to 2 MB and
-// marked for transparent huge pages where the kernel offers them: faulting it in 4 KB pages cost as
-// much CPU time as the logit product itself (measured at 128K), in 2 MB pages a third of that. Written
-// in full by the logit pass before anything reads it, so it is not zeroed here.
+// The logit/exp buffer (heads x keys x rows floats, 64 MB for 2 heads at 128K). Faulting in fresh
+// pages cost several times the logit product itself (measured at 128K: about 180 ms of page faults
+// against 20 ms of FMAs where no huge page was to be had), and the estimator runs every step, so the
+// calling thread keeps its buffer for the next call: it grows to the largest call's size and is freed
+// when the thread ends. Aligned to 2 MB and marked for transparent huge pages where the kernel offers
+// them. Written in full by the logit pass before anything reads it, so it is never zeroed.
 struct FreeDeleter {
   void operator()(float* p) const { std::free(p); }
 };
-std::unique_ptr<float[], FreeDeleter> huge_page_buffer(std::size_t count) {
+float* thread_workspace(std::size_t count) {
   constexpr std::size_t kHugePage = std::size_t{1} << 21;
+  thread_local std::unique_ptr<float[], FreeDeleter> buffer;
+  thread_local std::size_t capacity = 0;  // floats
+  if (count <= capacity) return buffer.get();
   const std::size_t bytes = std::max<std::size_t>((count * sizeof(float) + kHugePage - 1) / kHugePage, 1) * kHugePage;
+  buffer.reset();  // the old buffer first: the two need not fit together
+  capacity = 0;
   auto* p = static_cast<float*>(std::aligned_alloc(kHugePage, bytes));
-  FULCRUM_CHECK(p != nullptr, "out of memory for the estimator's {} MB buffer", bytes >> 20);
+  if (p == nullptr) fail_runtime("out of memory for the estimator's {} MB buffer", bytes >> 20);
 #ifdef MADV_HUGEPAGE
   madvise(p, bytes, MADV_HUGEPAGE);  // a hint: without huge pages the buffer still works
 #endif
-  return std::unique_ptr<float[], FreeDeleter>(p);
+  buffer.reset(p);
+  capacity = bytes / sizeof(float);
+  return p;
 }
 
 // Q^T of one q head: [head_dim][rows], rows past the window zero.
@@ -182,9 +191,9 @@ VerticalSlashEstimate estimate_vertical_slash(const EstimatorShape& shape, Token
   const Tokens rows = (window + kRowBlock - 1) / kRowBlock * kRowBlock;
   const Tokens row_vecs = rows / kLanes, row_units = rows / kUnitLanes;
   const auto head_cells = static_cast<std::size_t>(n * rows);
-  const auto buffer = huge_page_buffer(static_cast<std::size_t>(heads) * head_cells);
+  float* const buffer = thread_workspace(static_cast<std::size_t>(heads) * head_cells);
   const auto scale = static_cast<float>(1.0 / (std::sqrt(static_cast<double>(dim)) * std::log(2.0)));
-  const auto keys_of = [&](int h) { return buffer.get() + static_cast<std::size_t>(h) * head_cells; };
+  const auto keys_of = [&](int h) { return buffer + static_cast<std::size_t>(h) * head_cells; };
   std::vector<double> row_max(static_cast<std::size_t>(heads * window));
 #pragma omp parallel for schedule(dynamic)
   for (int h = 0; h < heads; ++h) {

@@ -46,6 +46,13 @@ Tokens parse_tokens(std::string_view text, std::string_view field) {
   return value;
 }
 
+void check_mask_value(std::string_view field, Tokens value, Tokens min) {
+  if (value < min) fail("{} = {}: must be >= {}", field, value, min);
+  if (value > kMaxDocumentTokens) {
+    fail("{} = {}: must be <= {} (the largest supported document)", field, value, kMaxDocumentTokens);
+  }
+}
+
 }  // namespace mask_detail
 
 using mask_detail::band_pairs;
@@ -101,7 +108,7 @@ std::vector<MaskKind> all_mask_kinds() {
 }
 
 MaskSpec MaskSpec::sliding_window(Tokens window) {
-  if (window < 1) fail("mask window = {}: must be >= 1", window);
+  mask_detail::check_mask_value("mask window", window, 1);
   MaskSpec m;
   m.kind = MaskKind::kSlidingWindow;
   m.window = window;
@@ -109,8 +116,8 @@ MaskSpec MaskSpec::sliding_window(Tokens window) {
 }
 
 MaskSpec MaskSpec::lambda(Tokens sink, Tokens window) {
-  if (sink < 0) fail("mask sink = {}: must be >= 0", sink);
-  if (window < 1) fail("mask window = {}: must be >= 1", window);
+  mask_detail::check_mask_value("mask sink", sink, 0);
+  mask_detail::check_mask_value("mask window", window, 1);
   MaskSpec m;
   m.kind = MaskKind::kLambda;
   m.window = window;
@@ -119,8 +126,8 @@ MaskSpec MaskSpec::lambda(Tokens sink, Tokens window) {
 }
 
 MaskSpec MaskSpec::causal_blockwise(Tokens block, Tokens window_blocks) {
-  if (block < 1) fail("mask block = {}: must be >= 1", block);
-  if (window_blocks < 0) fail("mask window blocks = {}: must be >= 0", window_blocks);
+  mask_detail::check_mask_value("mask block", block, 1);
+  mask_detail::check_mask_value("mask window blocks", window_blocks, 0);
   MaskSpec m;
   m.kind = MaskKind::kCausalBlockwise;
   m.block = block;

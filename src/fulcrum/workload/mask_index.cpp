@@ -149,13 +149,9 @@ MaskColumns MaskSpec::split_columns(Tokens doc_len) const {
 
 MaskSpec MaskSpec::vertical_slash_blocks(Tokens block, std::vector<Tokens> verticals,
                                          std::vector<Tokens> block_offsets) {
-  if (block < 1) fail("mask block = {}: must be >= 1", block);
-  for (Tokens v : verticals) {
-    if (v < 0) fail("mask vertical = {}: must be >= 0", v);
-  }
-  for (Tokens d : block_offsets) {
-    if (d < 0) fail("mask block offset = {}: must be >= 0", d);
-  }
+  mask_detail::check_mask_value("mask block", block, 1);
+  for (Tokens v : verticals) mask_detail::check_mask_value("mask vertical", v, 0);
+  for (Tokens d : block_offsets) mask_detail::check_mask_value("mask block offset", d, 0);
   sort_unique(verticals);
   sort_unique(block_offsets);
   auto lists = std::make_shared<MaskIndexLists>();
@@ -169,12 +165,8 @@ MaskSpec MaskSpec::vertical_slash_blocks(Tokens block, std::vector<Tokens> verti
 }
 
 MaskSpec MaskSpec::vertical_slash(std::vector<Tokens> verticals, std::vector<Tokens> slashes) {
-  for (Tokens v : verticals) {
-    if (v < 0) fail("mask vertical = {}: must be >= 0", v);
-  }
-  for (Tokens s : slashes) {
-    if (s < 0) fail("mask slash = {}: must be >= 0", s);
-  }
+  for (Tokens v : verticals) mask_detail::check_mask_value("mask vertical", v, 0);
+  for (Tokens s : slashes) mask_detail::check_mask_value("mask slash", s, 0);
   sort_unique(verticals);
   sort_unique(slashes);
   auto lists = std::make_shared<MaskIndexLists>();
@@ -187,10 +179,10 @@ MaskSpec MaskSpec::vertical_slash(std::vector<Tokens> verticals, std::vector<Tok
 }
 
 MaskSpec MaskSpec::block_sparse(Tokens block, std::vector<std::pair<Tokens, Tokens>> pairs) {
-  if (block < 1) fail("mask block = {}: must be >= 1", block);
+  mask_detail::check_mask_value("mask block", block, 1);
   for (const auto& [q, k] : pairs) {
-    if (q < 0) fail("mask query block = {}: must be >= 0", q);
-    if (k < 0) fail("mask key block = {}: must be >= 0", k);
+    mask_detail::check_mask_value("mask query block", q, 0);
+    mask_detail::check_mask_value("mask key block", k, 0);
   }
   sort_unique(pairs);
   auto lists = std::make_shared<MaskIndexLists>();

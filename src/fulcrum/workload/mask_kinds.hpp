@@ -19,6 +19,9 @@ namespace fulcrum::mask_detail {
 Tokens band_pairs(Range queries, Range keys, Tokens c);
 /// Parses a whole decimal integer; errors name `field`.
 Tokens parse_tokens(std::string_view text, std::string_view field);
+/// A mask's number (window, block, offset, vertical, ...) from a factory: in [min, the largest supported
+/// document], which also keeps the masks' pair arithmetic (products of two such values) inside 64 bits.
+void check_mask_value(std::string_view field, Tokens value, Tokens min);
 /// The bits of a width-bit word (bit j = key key_begin + j) that fall in `keys`.
 inline std::uint64_t range_bits(Range keys, Tokens key_begin, int width) {
   const Tokens lo = std::max(keys.begin, key_begin) - key_begin;

@@ -2,6 +2,7 @@
 // local block hold consecutive original positions, so a slot range is a few runs of consecutive
 // positions and every exact answer is the inner mask's answer over runs.
 #include "fulcrum/core/error.hpp"
+#include "fulcrum/workload/limits.hpp"
 #include "fulcrum/workload/mask_kinds.hpp"
 
 #include <fmt/format.h>
@@ -105,11 +106,8 @@ Tokens pairs_by_rows(const MaskSpec& inner, const std::vector<Range>& queries, c
 }  // namespace
 
 MaskSpec MaskSpec::striped(MaskSpec inner, int ranks, Tokens block) {
-  if (ranks < 1) fail("mask ranks = {}: must be >= 1", ranks);
-  if (block < 1) fail("mask block = {}: must be >= 1", block);
-  if (block > std::numeric_limits<Tokens>::max() / 4 / ranks) {
-    fail("mask block = {}: ranks x block must be < 2^61 (ranks = {})", block, ranks);
-  }
+  if (ranks < 1 || ranks > kMaxRanks) fail("mask ranks = {}: must be in [1, {}]", ranks, kMaxRanks);
+  mask_detail::check_mask_value("mask block", block, 1);
   MaskSpec m;
   m.kind = MaskKind::kStriped;
   m.ranks = ranks;

@@ -2,6 +2,7 @@
 #include "fulcrum/workload/mask.hpp"
 
 #include "fulcrum/core/random.hpp"
+#include "fulcrum/workload/limits.hpp"
 #include "fulcrum/workload/mask_test_cases.hpp"
 
 #include <fmt/format.h>
@@ -27,7 +28,7 @@ std::vector<MaskSpec> fixed_masks() {
        MaskSpec::causal_blockwise(3, 2),
        MaskSpec::causal_blockwise(16, 3),
        MaskSpec::causal_blockwise(64, 1),
-       MaskSpec::causal_blockwise(7, std::numeric_limits<Tokens>::max()),  // a window past the start
+       MaskSpec::causal_blockwise(7, kMaxDocumentTokens),  // a window past the start
        MaskSpec::shared_question(3, 30),
        MaskSpec::shared_question(1, 50),
        MaskSpec::shared_question(7, 10),
