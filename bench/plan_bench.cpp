@@ -46,6 +46,8 @@ BENCHMARK_CAPTURE(plan_benchmark, distca_eps0 .02, std::string("distca"), 0.02)-
 BENCHMARK_CAPTURE(plan_benchmark, perdoc_cp, std::string("perdoc-cp"), 0.10)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(plan_benchmark, wlb, std::string("wlb"), 0.10)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(plan_benchmark, packed, std::string("packed"), 0.10)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(plan_benchmark, ring, std::string("ring"), 0.10)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(plan_benchmark, zigzag, std::string("zigzag"), 0.10)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace fulcrum

@@ -58,6 +58,12 @@ with tempfile.TemporaryDirectory() as tmp:
         ([*PLAN, "--ranks", "65537", "--tokens-per-rank", "16"], "ranks = 65537: must be <= 65536"),
         ([*PLAN, "--ranks", "65536", "--tokens-per-rank", "2097152"], "ranks x tokens-per-rank = 65536 x 2097152"),
         (["run", "--tokens-per-rank", "9223372036854775807"], "tokens-per-rank = 9223372036854775807: must be <="),
+        # DCP ran for minutes and out of memory (block 1: bad_alloc after 19 s; 64 ranks x 1M tokens per rank:
+        # over 300 s); it refuses up front, naming dcp-block, its bounds and a block size that fits.
+        (["plan", "--planners", "dcp", "--dcp-block", "1"], "dcp-block = 1: this batch has a document of"),
+        (["plan", "--planners", "ring,dcp", "--ranks", "64", "--tokens-per-rank", "1048576"],
+         "DCP plans at most 131072 computation blocks and 256 blocks per document"),
+        (["plan", "--planners", "dcp", "--ranks", "64", "--tokens-per-rank", "1048576"], "use dcp-block >= "),
         # Integer options once clamped (2^63 became 2^63 - 1) or wrapped (-1 became 2^64 - 1).
         ([*PLAN, "--seed", "-1"], "--seed: -1: must be in [0, 18446744073709551615]"),
         ([*PLAN, "--seed", "18446744073709551616"], "--seed: 18446744073709551616: must be in"),

@@ -152,7 +152,8 @@ void bind_planners(py::module_& m) {
       });
 
   py::class_<Transfer>(m, "Transfer",
-                       "Tokens of documents[doc]'s tensor `kind` move from `src` to `dst`, for q heads `heads`.")
+                       "Tokens of documents[doc]'s tensor `kind` move from `src` to `dst` (-1: to every rank but "
+                       "`src`, as a ring broadcasts its K/V), for q heads `heads`.")
       .def_readonly("kind", &Transfer::kind)
       .def_readonly("doc", &Transfer::doc)
       .def_property_readonly("tokens", [](const Transfer& t) { return to_tuple(t.tokens); })
@@ -171,7 +172,8 @@ void bind_planners(py::module_& m) {
            "dict of int64 arrays, one row per task: doc [n], queries [n, 2, 2] (a second range of (0, 0) is "
            "empty), keys [n, 2], server [n].")
       .def("transfer_arrays", &transfer_arrays,
-           "dict of int64 arrays, one row per transfer: kind [n] (TensorKind value), doc, tokens [n, 2], src, dst.");
+           "dict of int64 arrays, one row per transfer: kind [n] (TensorKind value), doc, tokens [n, 2], src, dst "
+           "(-1: every rank but src).");
 
   py::class_<Planner>(m, "Planner")
       .def_property_readonly("name", [](const Planner& p) { return std::string(p.name()); })

@@ -20,7 +20,7 @@ const char* to_string(TensorKind kind) {
 
 void add_transfers_from_owners(const Batch& batch, TensorKind kind, int doc, Range range, int dst,
                                std::vector<Transfer>& out, HeadRange heads) {
-  for (const auto& segment : batch.segments_of(doc)) {
+  for (const auto& segment : batch.segments_overlapping(doc, range)) {
     const Range piece = intersect(segment.tokens, range);
     if (piece.empty() || segment.rank == dst) continue;
     out.push_back({kind, doc, piece, segment.rank, dst, heads});
@@ -50,7 +50,7 @@ std::vector<Transfer> minimal_transfers(const Batch& batch, std::span<const CATa
     for (const auto& q : task.query_ranges()) {
       add_transfers_from_owners(batch, TensorKind::kQ, task.doc, q, task.server, out, heads);
       // O and LSE of every row go back to the row's owner.
-      for (const auto& segment : batch.segments_of(task.doc)) {
+      for (const auto& segment : batch.segments_overlapping(task.doc, q)) {
         const Range piece = intersect(segment.tokens, q);
         if (!piece.empty() && segment.rank != task.server) {
           out.push_back({TensorKind::kOut, task.doc, piece, task.server, segment.rank, heads});

@@ -34,9 +34,14 @@ struct CATask {
 enum class TensorKind { kQ, kKV, kOut };  // kOut is O together with its LSE
 const char* to_string(TensorKind kind);
 
-/// Tokens `tokens` of document `doc`'s tensor `kind` move from rank `src` to rank `dst`, for q heads
-/// `heads` (default all): Q and O+LSE of those heads, K/V of the kv heads they read (their GQA groups).
-/// Every kind names q heads, so the verifier can check a task's heads without knowing the model's groups.
+/// Transfer::dst of a broadcast: the tokens go to every rank but `src`. A ring sends every chunk to every
+/// rank; one entry per chunk keeps an Assignment linear in ranks + chunks instead of ranks x chunks.
+inline constexpr int kEveryRank = -1;
+
+/// Tokens `tokens` of document `doc`'s tensor `kind` move from rank `src` to rank `dst` (or to every
+/// other rank: kEveryRank), for q heads `heads` (default all): Q and O+LSE of those heads, K/V of the kv
+/// heads they read (their GQA groups). Every kind names q heads, so the verifier can check a task's heads
+/// without knowing the model's groups.
 struct Transfer {
   TensorKind kind = TensorKind::kQ;
   int doc = 0;
@@ -44,6 +49,8 @@ struct Transfer {
   int src = 0;
   int dst = 0;
   HeadRange heads{};
+
+  bool broadcast() const { return dst == kEveryRank; }
 };
 
 struct Assignment {

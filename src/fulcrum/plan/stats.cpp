@@ -37,6 +37,43 @@ double placement_imbalance(const Batch& batch, const ModelShape& model) {
   return max_over_mean(flops);
 }
 
+namespace {
+
+// Distinct remote tokens per rank: the explicit transfers it receives (per document) together with the
+// broadcasts of other ranks. Most ranks neither send a broadcast of a document nor receive it
+// explicitly; each of those receives exactly the union of its broadcasts, so that is counted once per
+// document for all of them (ranks x documents sets would not fit at thousands of ranks).
+void add_remote_tokens(std::map<std::pair<int, int>, RangeSet>& received,
+                       const std::map<int, std::vector<const Transfer*>>& broadcasts, std::vector<double>& remote) {
+  std::map<int, std::vector<int>> explicit_ranks;  // doc -> ranks with explicit transfers of it
+  double common = 0;                               // what every rank receives by broadcast
+  for (const auto& [key, set] : received) explicit_ranks[key.second].push_back(key.first);
+  for (const auto& [doc, list] : broadcasts) {
+    std::vector<int> exact;  // ranks whose set differs from the union: senders, explicit receivers
+    for (const Transfer* b : list) exact.push_back(b->src);
+    if (const auto it = explicit_ranks.find(doc); it != explicit_ranks.end())
+      exact.insert(exact.end(), it->second.begin(), it->second.end());
+    std::sort(exact.begin(), exact.end());
+    exact.erase(std::unique(exact.begin(), exact.end()), exact.end());
+    RangeSet all;
+    for (const Transfer* b : list) all.add(b->tokens);
+    const auto everyone = static_cast<double>(all.size());
+    common += everyone;
+    for (int r : exact) {
+      RangeSet& set = received[{r, doc}];
+      for (const Transfer* b : list) {
+        if (b->src != r) set.add(b->tokens);
+      }
+      remote[r] += static_cast<double>(set.size()) - everyone;
+      set = RangeSet{};  // counted
+    }
+  }
+  for (const auto& [key, set] : received) remote[key.first] += static_cast<double>(set.size());
+  for (auto& tokens : remote) tokens += common;  // whole token counts: exact in any order
+}
+
+}  // namespace
+
 AssignmentStats compute_stats(const Assignment& a, const ModelShape& model) {
   const auto ranks = static_cast<std::size_t>(a.batch.ranks);
   AssignmentStats s;
@@ -54,15 +91,27 @@ AssignmentStats compute_stats(const Assignment& a, const ModelShape& model) {
   }
   for (const auto& segment : a.batch.segments)
     s.rank_tokens_held[segment.rank] += static_cast<double>(segment.tokens.size());
-  std::map<std::pair<int, int>, RangeSet> received;  // (rank, doc) -> remote tokens received for attention
+  std::map<std::pair<int, int>, RangeSet> received;        // (rank, doc) -> remote tokens received for attention
+  std::map<int, std::vector<const Transfer*>> broadcasts;  // doc -> its broadcasts of Q or K/V
   for (const auto& t : a.transfers) {
     const double bytes = transfer_bytes(t, model);
+    if (t.broadcast()) {
+      // Added once per receiver, in rank order, as that many point-to-point transfers would add up.
+      for (std::size_t r = 0; r < ranks; ++r) {
+        if (static_cast<int>(r) == t.src) continue;
+        s.rank_bytes_sent[t.src] += bytes;
+        s.rank_bytes_received[r] += bytes;
+        s.comm_bytes_total += bytes;
+      }
+      if (t.kind != TensorKind::kOut) broadcasts[t.doc].push_back(&t);
+      continue;
+    }
     s.rank_bytes_sent[t.src] += bytes;
     s.rank_bytes_received[t.dst] += bytes;
     s.comm_bytes_total += bytes;
     if (t.kind != TensorKind::kOut) received[{t.dst, t.doc}].add(t.tokens);
   }
-  for (const auto& [key, set] : received) s.rank_remote_tokens[key.first] += static_cast<double>(set.size());
+  add_remote_tokens(received, broadcasts, s.rank_remote_tokens);
   s.imbalance = max_over_mean(s.rank_flops);
   s.memory_imbalance = max_over_mean(s.rank_tokens_held);
   for (std::size_t r = 0; r < ranks; ++r) {

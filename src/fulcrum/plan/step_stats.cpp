@@ -92,7 +92,7 @@ PlanSteps plan_steps(const Plan& plan, Tokens tile_tokens) {
         out.flops[r][t] += factor * attention_forward_flops(plan.heads.head_dim, plan.heads.q_heads,
                                                             mask_runs(doc.mask, doc.head_masks, item.heads), queries,
                                                             keys, doc.length);
-        out.active_tiles[r][t] += active_tiles(doc, item, plan.heads.q_heads, tile_tokens);
+        if (tile_tokens > 0) out.active_tiles[r][t] += active_tiles(doc, item, plan.heads.q_heads, tile_tokens);
       }
     }
   }

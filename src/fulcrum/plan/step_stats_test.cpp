@@ -48,6 +48,11 @@ TEST(PlanSteps, ForwardFlopsAddUpToTheAssignmentsAndStepsAreTheRing) {
         EXPECT_GT(steps.active_tiles[r][0], 0);
       }
     }
+    // Without tiles (what the simulator asks for): the same FLOPs and bytes, no tile counted.
+    const PlanSteps untiled = plan_steps(plan, 0);
+    EXPECT_EQ(untiled.flops, steps.flops) << "seed " << seed;
+    EXPECT_EQ(untiled.bytes_sent, steps.bytes_sent) << "seed " << seed;
+    for (const auto& row : untiled.active_tiles) EXPECT_EQ(std::accumulate(row.begin(), row.end(), 0.0), 0.0);
   }
 }
 

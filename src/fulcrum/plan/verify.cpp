@@ -245,6 +245,10 @@ class Checker {
     };
     using Key = std::tuple<int, int, TensorKind>;  // (rank, doc, kind) received
     std::map<Key, std::vector<RangeSet>> received;
+    // (doc, kind) broadcast: every rank but the sender receives it. A rank lacks only tokens it does not
+    // own, and a broadcast comes from the tokens' owner (checked below), so one set per document serves
+    // every rank.
+    std::map<std::pair<int, TensorKind>, std::vector<RangeSet>> broadcast;
     std::map<std::tuple<int, int, int>, std::vector<RangeSet>> outputs;  // (server, owner, doc) O+LSE sent back
     auto per_head = [&](auto& map, const auto& key) -> std::vector<RangeSet>& {
       auto& sets = map[key];
@@ -259,7 +263,8 @@ class Checker {
     }
     for (std::size_t i = 0; i < a_.transfers.size(); ++i) {
       const auto& t = a_.transfers[i];
-      const bool valid_ranks = t.src >= 0 && t.src < a_.batch.ranks && t.dst >= 0 && t.dst < a_.batch.ranks;
+      const bool valid_ranks =
+          t.src >= 0 && t.src < a_.batch.ranks && (t.broadcast() || (t.dst >= 0 && t.dst < a_.batch.ranks));
       if (!valid_ranks || t.doc < 0 || t.doc >= static_cast<int>(a_.batch.documents.size()) || t.tokens.empty()) {
         error("transfer {}: bad ranks {} -> {}, document {} or empty range", i, t.src, t.dst, t.doc);
         continue;
@@ -271,7 +276,10 @@ class Checker {
         continue;
       }
       const auto [h0, h1] = head_cells(t.heads);
-      if (t.kind == TensorKind::kOut) {
+      if (t.broadcast() && t.kind == TensorKind::kOut) {
+        error("transfer {}: O of document {} [{}, {}) from rank {} to every rank: O returns to its owner only", i,
+              t.doc, t.tokens.begin, t.tokens.end, t.src);
+      } else if (t.kind == TensorKind::kOut) {
         if (!computed_rows[{t.src, t.doc}].covers(t.tokens) || !owned[{t.dst, t.doc}].covers(t.tokens)) {
           error("transfer {}: O of document {} [{}, {}) from rank {} to {}: not computed there or not owned there", i,
                 t.doc, t.tokens.begin, t.tokens.end, t.src, t.dst);
@@ -283,22 +291,30 @@ class Checker {
           error("transfer {}: {} of document {} [{}, {}) sent by rank {}, which does not own it", i, to_string(t.kind),
                 t.doc, t.tokens.begin, t.tokens.end, t.src);
         }
-        auto& sets = per_head(received, Key{t.dst, t.doc, t.kind});
+        auto& sets = t.broadcast() ? per_head(broadcast, std::pair{t.doc, t.kind})
+                                   : per_head(received, Key{t.dst, t.doc, t.kind});
         for (int h = h0; h < h1; ++h) sets[h].add(t.tokens);
       }
     }
-    // The first of `heads` for which `covered` lacks some of `gaps`, or -1.
-    auto first_missing = [&](std::vector<RangeSet>& sets, HeadRange heads, const std::vector<Range>& gaps) {
+    // The first of `heads` for which `sets` (together with `also`, if given) lack some of `gaps`, or -1.
+    auto first_missing = [&](std::vector<RangeSet>& sets, const std::vector<RangeSet>* also, HeadRange heads,
+                             const std::vector<Range>& gaps) {
       const auto [h0, h1] = head_cells(heads);
       for (int h = h0; h < h1; ++h) {
         for (const auto& gap : gaps) {
-          if (!sets[h].covers(gap)) return tracked == 1 ? heads.first() : h;
+          for (const auto& lack : sets[h].missing(gap)) {
+            if (also == nullptr || !(*also)[h].covers(lack)) return tracked == 1 ? heads.first() : h;
+          }
         }
       }
       return -1;
     };
     auto missing_head = [&](int rank, int doc, TensorKind kind, Range r, HeadRange heads) {
-      return first_missing(per_head(received, Key{rank, doc, kind}), heads, owned[{rank, doc}].missing(r));
+      const auto gaps = owned[{rank, doc}].missing(r);
+      if (gaps.empty()) return -1;
+      const auto b = broadcast.find({doc, kind});
+      return first_missing(per_head(received, Key{rank, doc, kind}), b == broadcast.end() ? nullptr : &b->second, heads,
+                           gaps);
     };
     for (std::size_t i = 0; i < a_.tasks.size(); ++i) {
       const auto& t = a_.tasks[i];
@@ -315,10 +331,11 @@ class Checker {
                   t.doc, h, t.server);
           }
         }
-        for (const auto& s : a_.batch.segments_of(t.doc)) {
+        for (const auto& s : a_.batch.segments_overlapping(t.doc, q)) {
           const Range rows = intersect(s.tokens, q);
           if (rows.empty() || s.rank == t.server) continue;
-          if (const int h = first_missing(per_head(outputs, std::tuple{t.server, s.rank, t.doc}), t.heads, {rows});
+          if (const int h =
+                  first_missing(per_head(outputs, std::tuple{t.server, s.rank, t.doc}), nullptr, t.heads, {rows});
               h >= 0) {
             error("task {}: O of rows [{}, {}) of document {} (head {}) never returns from server {} to owner {}", i,
                   rows.begin, rows.end, t.doc, h, t.server, s.rank);

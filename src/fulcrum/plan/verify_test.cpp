@@ -92,6 +92,34 @@ TEST(Verify, RejectsMissingInputsAndOutputs) {
   EXPECT_FALSE(verify(a).ok());
 }
 
+// Every rank computes its own rows of document 0 against every key, K/V broadcast (kEveryRank) by its
+// owner, as a ring moves it; three ranks of 4 tokens, document 0 on all three.
+Assignment broadcast_assignment() {
+  const Batch batch = pack_batch({{0, 12, MaskSpec::causal()}}, 3, 4);
+  Assignment a{"test", batch, {}, {}};
+  for (const auto& s : batch.segments) {
+    a.tasks.push_back({0, {s.tokens, Range{}}, {0, s.tokens.end}, s.rank});
+    a.transfers.push_back({TensorKind::kKV, 0, s.tokens, s.rank, kEveryRank});
+  }
+  return a;
+}
+
+TEST(Verify, ABroadcastReachesEveryRankButItsSender) {
+  const auto a = broadcast_assignment();
+  EXPECT_TRUE(verify(a).ok()) << verify(a).summary();
+  auto missing = a;
+  missing.transfers.erase(missing.transfers.begin());  // rows [4, 12) see keys [0, 4): nobody sends them
+  const auto report = verify(missing);
+  ASSERT_FALSE(report.ok());
+  EXPECT_NE(report.summary().find("never reach server 1"), std::string::npos) << report.summary();
+  auto stranger = a;
+  stranger.transfers[0].src = 2;  // rank 2 does not own keys [0, 4)
+  EXPECT_NE(verify(stranger).summary().find("does not own it"), std::string::npos) << verify(stranger).summary();
+  auto output = a;
+  output.transfers.push_back({TensorKind::kOut, 0, {0, 4}, 0, kEveryRank});
+  EXPECT_NE(verify(output).summary().find("to every rank"), std::string::npos) << verify(output).summary();
+}
+
 TEST(Verify, RejectsBrokenPlacementAndOutOfRangeTasks) {
   auto a = moved_assignment(small_batch());
   a.batch.segments.pop_back();

@@ -17,7 +17,7 @@ template <typename... Args>
 // Whether rank `rank` owns every token of `rows` of document `doc` in `batch`.
 bool owns(const Batch& batch, int doc, Range rows, int rank) {
   Tokens covered = 0;
-  for (const auto& s : batch.segments_of(doc)) {
+  for (const auto& s : batch.segments_overlapping(doc, rows)) {
     if (s.rank == rank) covered += intersect(s.tokens, rows).size();
   }
   return covered == rows.size();

@@ -19,13 +19,18 @@ const PlannerCapabilities& Planner::capabilities() const {
   return registration_->capabilities;
 }
 
-Assignment Planner::plan(const Batch& batch) {
+void Planner::check_batch(const Batch& batch) const {
   check_planner_input(batch, name(), capabilities());
   for (const OptionSpec& spec : registration_->options) {
     if (spec.at_most_tokens_per_rank && options_.get(spec) > static_cast<double>(batch.tokens_per_rank)) {
       fail("{} = {}: must be at most tokens-per-rank = {}", spec.name, options_.get(spec), batch.tokens_per_rank);
     }
   }
+  check_batch_size(batch);
+}
+
+Assignment Planner::plan(const Batch& batch) {
+  check_batch(batch);
   Assignment a = do_plan(batch);
   a.planner = std::string(name());
   check_planner_contract(a, batch, capabilities());

@@ -57,6 +57,10 @@ class Planner {
   /// Error; a result that breaks the contract throws an internal one naming the planner. Stateful
   /// planners (wlb) carry deferred documents into the next call.
   Assignment plan(const Batch& batch);
+  /// What `plan` checks before any work: the batch (bad input), the options that depend on it, and that
+  /// the batch is within the size the planner supports (check_batch_size). Callers that run several
+  /// planners check every one first, so that a refusal comes before any planning.
+  void check_batch(const Batch& batch) const;
   /// Documents held back for a later call (wlb's queues); planners that defer nothing keep 0.
   virtual std::size_t deferred_documents() const { return 0; }
   /// The end of a run: from now on release what is held back as soon as it fits.
@@ -70,6 +74,9 @@ class Planner {
 
  protected:
   virtual Assignment do_plan(const Batch& batch) = 0;
+  /// Refuses (bad input naming the option to change and the largest size supported) a batch the planner
+  /// would take too long or too much memory to plan; most planners plan any batch.
+  virtual void check_batch_size(const Batch& /*batch*/) const {}
 
  private:
   friend std::unique_ptr<Planner> make_planner(std::string_view name, const PlannerOptions& options);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 #include <ctime>
+#include <iterator>
 #include <map>
 #include <tuple>
 
@@ -231,22 +232,43 @@ class Runner {
 
 }  // namespace
 
-void attribute_waits(const Plan& plan, int rank, const std::vector<std::vector<double>>& launched_s,
-                     ExecutionResult& result) {
-  // Which launch of each peer holds the other side of each of this rank's messages.
-  std::map<std::tuple<int, int, bool>, int> peer_launch;  // (peer, tag, peer sends) -> peer's launch id
+PeerLaunches::PeerLaunches(const Plan& plan, int rank) {
   for (const auto& p : plan.programs) {
     for (const auto& i : p.instructions) {
       const auto* l = std::get_if<CommLaunch>(&i.op);
       if (!l) continue;
       for (const auto& m : l->sends) {
-        if (m.peer == rank) peer_launch[{p.rank, m.tag, true}] = l->id;
+        if (rank < 0 || m.peer == rank) sides_.push_back({{m.peer, p.rank, m.tag, true}, l->id});
       }
       for (const auto& m : l->receives) {
-        if (m.peer == rank) peer_launch[{p.rank, m.tag, false}] = l->id;
+        if (rank < 0 || m.peer == rank) sides_.push_back({{m.peer, p.rank, m.tag, false}, l->id});
       }
     }
   }
+  // Stable: of two sides with one key (a plan verify_plan rejects), the later one wins, as before.
+  std::stable_sort(sides_.begin(), sides_.end(), [](const Side& a, const Side& b) { return a.key < b.key; });
+}
+
+int PeerLaunches::launch(int rank, int peer, int tag, bool peer_sends) const {
+  const std::tuple key{rank, peer, tag, peer_sends};
+  const auto it =
+      std::upper_bound(sides_.begin(), sides_.end(), key, [](const auto& k, const Side& side) { return k < side.key; });
+  return it == sides_.begin() || std::prev(it)->key != key ? -1 : std::prev(it)->launch;
+}
+
+void attribute_waits(const Plan& plan, int rank, const std::vector<std::vector<double>>& launched_s,
+                     ExecutionResult& result) {
+  attribute_waits(plan, rank, launched_s, result, PeerLaunches(plan, rank));
+}
+
+void attribute_waits(const Plan& plan, int rank, const std::vector<std::vector<double>>& launched_s,
+                     ExecutionResult& result, const PeerLaunches& peers) {
+  // Which launch of each peer holds the other side of each of this rank's messages.
+  auto peer_launch = [&](int peer, int tag, bool peer_sends) {
+    const int id = peers.launch(rank, peer, tag, peer_sends);
+    FULCRUM_CHECK(id >= 0, "rank {}: no launch of rank {} holds the other side of message {}", rank, peer, tag);
+    return static_cast<std::size_t>(id);
+  };
   std::map<int, const CommLaunch*> mine;
   for (const auto& i : plan.programs.at(rank).instructions) {
     if (const auto* l = std::get_if<CommLaunch>(&i.op)) mine[l->id] = l;
@@ -258,9 +280,8 @@ void attribute_waits(const Plan& plan, int rank, const std::vector<std::vector<d
     double ready = rec.launched_s;
     const CommLaunch* l = mine.at(rec.id);
     for (const auto& m : l->receives)
-      ready = std::max(ready, launched_s.at(m.peer).at(peer_launch.at({m.peer, m.tag, true})));
-    for (const auto& m : l->sends)
-      ready = std::max(ready, launched_s.at(m.peer).at(peer_launch.at({m.peer, m.tag, false})));
+      ready = std::max(ready, launched_s.at(m.peer).at(peer_launch(m.peer, m.tag, true)));
+    for (const auto& m : l->sends) ready = std::max(ready, launched_s.at(m.peer).at(peer_launch(m.peer, m.tag, false)));
     s.peer_wait_s += std::max(0.0, std::min(rec.wait_end_s, ready) - rec.wait_start_s);
     s.exposed_comm_s += std::max(0.0, rec.wait_end_s - std::max(rec.wait_start_s, ready));
     // Done before its wait began: hidden, it ended at completion. Otherwise the program could use the

@@ -8,6 +8,7 @@
 #include "fulcrum/runtime/rank_buffers.hpp"
 #include "fulcrum/runtime/timeline.hpp"
 
+#include <tuple>
 #include <vector>
 
 namespace fulcrum::runtime {
@@ -53,6 +54,27 @@ struct ExecutionResult {
 /// being the last message's completion, or the wait's return if the program was already waiting.
 void attribute_waits(const Plan& plan, int rank, const std::vector<std::vector<double>>& launched_s,
                      ExecutionResult& result);
+
+/// Which launch holds each side of each message of a Plan: what attribute_waits looks a rank's peers up
+/// in. Built once for all ranks (the simulator), a rank's lookups cost a search instead of a scan of every
+/// Program, which made attributing all ranks' waits quadratic in the ranks.
+class PeerLaunches {
+ public:
+  /// Every message of `plan`, or (rank >= 0) only those `rank` exchanges.
+  explicit PeerLaunches(const Plan& plan, int rank = -1);
+  /// The launch of `peer` holding its side of message `tag` exchanged with `rank` (`peer_sends`: the
+  /// peer is its sender), or -1.
+  int launch(int rank, int peer, int tag, bool peer_sends) const;
+
+ private:
+  struct Side {
+    std::tuple<int, int, int, bool> key;  // (rank, peer, tag, peer sends)
+    int launch = 0;                       // the peer's
+  };
+  std::vector<Side> sides_;  // sorted by key: a flat table, as the simulator builds one per pass
+};
+void attribute_waits(const Plan& plan, int rank, const std::vector<std::vector<double>>& launched_s,
+                     ExecutionResult& result, const PeerLaunches& peers);
 
 /// Runs plan.programs[comm.rank()] on `buffers` (built for that program, inputs filled). If anything
 /// fails midway it aborts the job through `comm` before rethrowing, since pending receives still point

@@ -6,14 +6,15 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <queue>
 #include <tuple>
+#include <utility>
 
 namespace fulcrum::sim {
 namespace {
 
 constexpr double kNever = std::numeric_limits<double>::infinity();
-constexpr double kDoneBytes = 1e-6;     // a flow with less left than this has arrived (rounding of rate x time)
-constexpr double kDoneSeconds = 1e-12;  // likewise for compute work, relative to the instruction's length
+constexpr double kDoneBytes = 1e-6;  // a flow with no more than this to move arrives as it starts
 
 // What an item costs: its query rows and forward FLOPs (cost/: its heads, each under its own mask).
 struct ItemShape {
@@ -42,25 +43,33 @@ struct Flow {
   int src = 0, dst = 0;
   int send_launch = 0, recv_launch = 0;
   int messages = 0;
-  double bytes_left = 0;
-  double start_s = 0;  // both sides posted, plus the link's latency
-  double rate = 0;     // bytes/s while active
-  bool inter = false;  // crosses nodes
+  double bytes_left = 0;  // at updated_s
+  double start_s = 0;     // both sides posted, plus the link's latency
+  double rate = 0;        // bytes/s while active
+  bool inter = false;     // crosses nodes
+  bool active = false;
   bool done = false;
+  double updated_s = 0;  // when bytes_left was last brought up to date
+  int version = 0;       // of its scheduled arrival (older entries in the queue are stale)
 };
 
 struct LaunchState {
   double launched_s = 0;
   int outstanding = 0;
   double completed_s = -1;
+  CommKind kind = CommKind::kDispatch;
+  int stream = 0;
 };
 
-// The compute instruction a rank is running: its remaining work in seconds at full speed.
+// The compute instruction a rank is running: its remaining work in seconds at full speed, as of
+// updated_s, and the rate it runs at since then.
 struct Running {
   bool active = false;
   double work_left_s = 0, work_s = 0, start_s = 0, bytes = 0, flops = 0;
   const char* name = "";
   int stream = 0;
+  double rate = 1, updated_s = 0;
+  int version = 0;  // of its scheduled end
 };
 
 struct RankState {
@@ -75,24 +84,47 @@ struct RankState {
   runtime::ExecutionResult result;
 };
 
+// A moment something is due: a compute's end, a flow's start or arrival (id: rank or flow). Entries
+// whose version is no longer the subject's were rescheduled and are skipped.
+struct Due {
+  double time = 0;
+  int id = 0;
+  int version = 0;
+  bool operator>(const Due& other) const { return std::tie(time, id) > std::tie(other.time, other.id); }
+};
+using DueQueue = std::priority_queue<Due, std::vector<Due>, std::greater<>>;
+
+// The event loop touches only what an event concerns: the ranks whose compute ended or whose wait was
+// answered, the flows that start or arrive, and the flows sharing a port with those (their fair share
+// changed). Progress is kept lazily (a compute's work left and a flow's bytes left are brought up to
+// date only when their rate changes), and every end is scheduled in a priority queue, so an event costs
+// what it changes, not the number of ranks: scanning every rank at every event made large jobs
+// quadratic (16,384 GPUs took minutes).
 class Engine {
  public:
   Engine(const Plan& plan, const HardwareModel& hw, const SimOptions& options)
-      : plan_(plan), hw_(hw), options_(options), ranks_(plan.programs.size()) {}
+      : plan_(plan),
+        hw_(hw),
+        options_(options),
+        ranks_(plan.programs.size()),
+        node_active_(ranks_.size() / static_cast<std::size_t>(std::max(hw.devices_per_node, 1)) + 1, 0),
+        port_flows_(4 * ranks_.size()),
+        peers_(plan) {}
 
   SimResult run() {
+    for (int r = 0; r < static_cast<int>(ranks_.size()); ++r) ready_.push_back(r);
     double now = 0;
     for (;;) {
       issue_ready_instructions(now);
-      const double next = next_event(now);
+      const double next = next_event();
       if (next == kNever) break;
-      advance(now, next);
       now = next;
       finish_computes(now);
       finish_flows(now);
       update_rates(now);
     }
     SimResult out;
+    out.rank_visits = rank_visits_;
     std::vector<std::vector<double>> launched(ranks_.size());
     for (std::size_t r = 0; r < ranks_.size(); ++r) {
       if (!ranks_[r].done) {
@@ -106,7 +138,7 @@ class Engine {
     for (std::size_t r = 0; r < ranks_.size(); ++r) {
       auto& res = ranks_[r].result;
       res.summary.total_s = ranks_[r].end_s;
-      runtime::attribute_waits(plan_, static_cast<int>(r), launched, res);
+      runtime::attribute_waits(plan_, static_cast<int>(r), launched, res, peers_);
       out.makespan_s = std::max(out.makespan_s, ranks_[r].end_s);
       out.ranks.push_back(std::move(res));
     }
@@ -124,10 +156,15 @@ class Engine {
     ranks_[rank].result.events.push_back({rank, track, stream, name, start, end, bytes, flops});
   }
 
-  // Runs every rank as far as it can at time `now`: zero-time instructions, and the start of the next
-  // compute instruction (which keeps the rank busy until it ends).
+  // Runs every rank that may move as far as it can at time `now` (ranks by index): zero-time
+  // instructions, and the start of the next compute instruction (which keeps the rank busy until it
+  // ends). A rank may move only after its compute ended or its wait was answered.
   void issue_ready_instructions(double now) {
-    for (int r = 0; r < static_cast<int>(ranks_.size()); ++r) {
+    std::sort(ready_.begin(), ready_.end());
+    ready_.erase(std::unique(ready_.begin(), ready_.end()), ready_.end());
+    const std::vector<int> ready = std::exchange(ready_, {});
+    rank_visits_ += ready.size();
+    for (int r : ready) {
       RankState& st = ranks_[r];
       const auto& instructions = plan_.programs[r].instructions;
       while (!st.done && st.waiting < 0 && !st.compute.active) {
@@ -161,7 +198,7 @@ class Engine {
     while (st.next_extra < extra.size() && extra[st.next_extra].before_instruction == st.pc) {
       const double seconds = extra[st.next_extra++].seconds;
       if (seconds > 0) {
-        st.compute = {true, seconds, seconds, now, 0, 0, "linear", 0};
+        start_compute(r, {true, seconds, seconds, now, 0, 0, "linear", 0}, now);
         return true;
       }
     }
@@ -174,11 +211,9 @@ class Engine {
     double seconds = 0, bytes = 0, flops = 0;
     const char* name = operation_name(in.op);
     if (const auto* a = std::get_if<Attention>(&in.op)) {
-      seconds = attention_call_s(plan_, a->items, hw_, false);
-      flops = attention_flops(a->items);
+      std::tie(seconds, flops) = attention_call(a->items, false);
     } else if (const auto* b = std::get_if<AttentionBackward>(&in.op)) {
-      seconds = attention_call_s(plan_, b->items, hw_, true);
-      flops = kBackwardFlopsFactor * attention_flops(b->items);
+      std::tie(seconds, flops) = attention_call(b->items, true);
     } else if (const auto* c = std::get_if<Copy>(&in.op)) {
       bytes = 2 * slice_bytes(r, c->src);  // read and write
       seconds = hw_.copy_s(bytes);
@@ -191,39 +226,87 @@ class Engine {
       s.attention_cpu_s += seconds;  // the work itself; attention_s is the wall time, shared compute included
       s.flops += flops;
     }
-    st.compute = {true, seconds, seconds, now, bytes, flops, name, in.stream};
+    start_compute(r, {true, seconds, seconds, now, bytes, flops, name, in.stream}, now);
   }
+
+  // Seconds and FLOPs of one attention call (backward: its FLOPs, 2.5x the forward's), each item's
+  // shape worked out once.
+  std::pair<double, double> attention_call(const std::vector<AttentionItem>& items, bool backward) const {
+    double seconds = 0, flops = 0;
+    for (const auto& item : items) {
+      const ItemShape shape = item_shape(plan_, item);
+      seconds += backward ? hw_.attention_backward_s(shape.q_len, item.keys.count, kBackwardFlopsFactor * shape.flops)
+                          : hw_.attention_forward_s(shape.q_len, item.keys.count, shape.flops);
+      flops += shape.flops;
+    }
+    return {seconds, backward ? kBackwardFlopsFactor * flops : flops};
+  }
+
+  // When something `left` seconds from `now` is due; never before now (work brought up to date can be
+  // a rounding error below zero).
+  static double due_at(double now, double left) { return left > 0 ? now + left : now; }
+
+  bool shared_compute() const { return hw_.compute_slots_per_node > 0; }
+  int node_of(int r) const { return r / hw_.devices_per_node; }
 
   // How fast rank r's compute runs: full speed, or its share of a node's compute slots (ranks that
   // oversubscribe the cores of one machine, as cpu-local describes).
   double compute_rate(int r) const {
-    if (hw_.compute_slots_per_node <= 0) return 1.0;
-    const int node = r / hw_.devices_per_node;
-    int active = 0;
-    for (int other = node * hw_.devices_per_node;
-         other < std::min<int>(static_cast<int>(ranks_.size()), (node + 1) * hw_.devices_per_node); ++other) {
-      active += ranks_[other].compute.active ? 1 : 0;
-    }
-    return std::min(1.0, static_cast<double>(hw_.compute_slots_per_node) / std::max(1, active));
+    if (!shared_compute()) return 1.0;
+    return std::min(1.0, static_cast<double>(hw_.compute_slots_per_node) / std::max(1, node_active_[node_of(r)]));
   }
 
+  // Brings the work left of rank r's compute up to `now` at its old rate, then runs it at `rate` and
+  // schedules its end.
+  void reschedule_compute(int r, double rate, double now) {
+    Running& c = ranks_[r].compute;
+    c.work_left_s -= c.rate * (now - c.updated_s);
+    c.updated_s = now;
+    c.rate = rate;
+    computes_due_.push({due_at(now, c.work_left_s / c.rate), r, ++c.version});
+  }
+
+  // A node's compute slots are shared by its busy ranks: when one starts or ends, the others' speed changes.
+  void node_rates_changed(int r, double now) {
+    const int node = node_of(r);
+    const int last = std::min<int>(static_cast<int>(ranks_.size()), (node + 1) * hw_.devices_per_node);
+    for (int other = node * hw_.devices_per_node; other < last; ++other) {
+      if (other != r && ranks_[other].compute.active) reschedule_compute(other, compute_rate(other), now);
+    }
+  }
+
+  void start_compute(int r, Running running, double now) {
+    running.version = ranks_[r].compute.version;  // a rank's versions only grow: its old entries stay stale
+    ranks_[r].compute = running;
+    if (shared_compute()) ++node_active_[node_of(r)];
+    ranks_[r].compute.rate = compute_rate(r);
+    ranks_[r].compute.updated_s = now;
+    reschedule_compute(r, compute_rate(r), now);
+    if (shared_compute()) node_rates_changed(r, now);
+  }
+
+  // Computes whose end is due finish, ranks by index.
   void finish_computes(double now) {
-    for (int r = 0; r < static_cast<int>(ranks_.size()); ++r) {
+    std::vector<int> finished;
+    while (!computes_due_.empty() && computes_due_.top().time <= now) {
+      const Due due = computes_due_.top();
+      computes_due_.pop();
+      const Running& c = ranks_[due.id].compute;
+      if (c.active && c.version == due.version) finished.push_back(due.id);
+    }
+    std::sort(finished.begin(), finished.end());
+    for (int r : finished) {
       Running& c = ranks_[r].compute;
-      const bool finished =
-          c.work_left_s <= kDoneSeconds * std::max(1.0, c.work_s) || now + c.work_left_s / compute_rate(r) <= now;
-      if (!c.active || !finished) continue;
       c.active = false;
       auto& s = ranks_[r].result.summary;
       (c.flops > 0 ? s.attention_s : s.other_compute_s) += now - c.start_s;
       record(r, runtime::Track::kCompute, c.stream, c.name, c.start_s, now, c.bytes, c.flops);
+      ready_.push_back(r);
+      if (shared_compute()) {
+        --node_active_[node_of(r)];
+        node_rates_changed(r, now);
+      }
     }
-  }
-
-  double attention_flops(const std::vector<AttentionItem>& items) const {
-    double flops = 0;
-    for (const auto& item : items) flops += item_shape(plan_, item).flops;
-    return flops;
   }
 
   void launch(int r, const CommLaunch& l, double now) {
@@ -232,8 +315,8 @@ class Engine {
     ls.launched_s = now;
     ls.outstanding = static_cast<int>(l.sends.size() + l.receives.size());
     if (ls.outstanding == 0) ls.completed_s = now;
-    launch_kind_[{r, l.id}] = l.kind;
-    launch_stream_[{r, l.id}] = stream_of(r);
+    ls.kind = l.kind;
+    ls.stream = stream_of(r);
     for (const auto& m : l.sends) {
       const double bytes = moves_data(plan_.mode) ? slice_bytes(r, m.slice) : 1.0;  // signal: 1 byte
       st.result.summary.bytes_sent += bytes;
@@ -251,26 +334,35 @@ class Engine {
   // One side of message (src -> dst, tag) is posted; with both posted it joins the flow between the two
   // launches that starts now (or opens it).
   void post(int src, int dst, int tag, int launch_id, bool send, double bytes, double now) {
-    auto& p = posted_[{src, dst, tag}];
+    const auto posted = posted_.try_emplace({src, dst, tag}).first;
+    Posted& p = posted->second;
     (send ? p.send_launch : p.recv_launch) = launch_id;
     (send ? p.send_s : p.recv_s) = now;
-    p.bytes = bytes;
     if (p.send_launch < 0 || p.recv_launch < 0) return;
     const auto key = std::make_tuple(src, dst, p.send_launch, p.recv_launch);
+    const double start_s = std::max(p.send_s, p.recv_s);
+    posted_.erase(posted);  // matched: only messages with one side posted are kept
     const auto open = open_flows_.find(key);
     if (open != open_flows_.end() && open_flow_time_ == now) {
-      flows_[open->second].bytes_left += bytes;
-      ++flows_[open->second].messages;
+      Flow& f = flows_[open->second];
+      if (f.active) {  // a zero-latency flow already moving: its arrival moves with the added bytes
+        f.bytes_left -= f.rate * (now - f.updated_s);
+        f.updated_s = now;
+      }
+      f.bytes_left += bytes;
+      ++f.messages;
+      if (f.active && f.rate > 0) flows_due_.push({due_at(now, f.bytes_left / f.rate), open->second, ++f.version});
       return;
     }
     if (open_flow_time_ != now) open_flows_.clear();
     open_flow_time_ = now;
     const bool inter = src / hw_.devices_per_node != dst / hw_.devices_per_node;
     const LinkSpec& link = hw_.link(src, dst);
-    open_flows_[key] = static_cast<int>(flows_.size());
-    waiting_flows_.push_back(static_cast<int>(flows_.size()));
-    flows_.push_back({src, dst, p.send_launch, p.recv_launch, 1, bytes, std::max(p.send_s, p.recv_s) + link.latency_s,
-                      0, inter, false});
+    const int id = static_cast<int>(flows_.size());
+    open_flows_[key] = id;
+    flows_.push_back({src, dst, std::get<2>(key), std::get<3>(key), 1, bytes, start_s + link.latency_s, 0, inter, false,
+                      false, 0, 0});
+    starts_due_.push({flows_.back().start_s, id, 0});
   }
 
   bool try_finish_wait(int r, int stream, double now) {
@@ -278,56 +370,74 @@ class Engine {
     const LaunchState& ls = st.launches.at(st.waiting);
     if (ls.completed_s < 0) return false;
     record(r, runtime::Track::kCompute, stream, "wait", st.wait_start, now, 0, 0);
-    const auto kind = launch_kind_.at({r, st.waiting});
-    record(r, runtime::Track::kComm, launch_stream_.at({r, st.waiting}), to_string(kind), ls.launched_s, ls.completed_s,
-           0, 0);
+    record(r, runtime::Track::kComm, ls.stream, to_string(ls.kind), ls.launched_s, ls.completed_s, 0, 0);
     st.result.launches.push_back({st.waiting, ls.launched_s, st.wait_start, now, ls.completed_s});
     st.waiting = -1;
     ++st.pc;
+    ready_.push_back(r);
     return true;
   }
 
-  double next_event(double now) const {
+  // The earliest moment anything is due, dropping rescheduled entries on the way.
+  double next_event() {
+    while (!computes_due_.empty()) {
+      const Due& due = computes_due_.top();
+      const Running& c = ranks_[due.id].compute;
+      if (c.active && c.version == due.version) break;
+      computes_due_.pop();
+    }
+    while (!flows_due_.empty()) {
+      const Due& due = flows_due_.top();
+      const Flow& f = flows_[due.id];
+      if (f.active && f.version == due.version) break;
+      flows_due_.pop();
+    }
     double next = kNever;
-    for (int r = 0; r < static_cast<int>(ranks_.size()); ++r) {
-      if (ranks_[r].compute.active) next = std::min(next, now + ranks_[r].compute.work_left_s / compute_rate(r));
-    }
-    for (int i : waiting_flows_) next = std::min(next, flows_[i].start_s);
-    for (int i : active_flows_) {
-      if (flows_[i].rate > 0) next = std::min(next, now + flows_[i].bytes_left / flows_[i].rate);
-    }
+    if (!computes_due_.empty()) next = std::min(next, computes_due_.top().time);
+    if (!starts_due_.empty()) next = std::min(next, starts_due_.top().time);
+    if (!flows_due_.empty()) next = std::min(next, flows_due_.top().time);
     return next;
   }
 
-  void advance(double now, double next) {
-    std::vector<double> rates;
-    rates.reserve(ranks_.size());
-    for (int r = 0; r < static_cast<int>(ranks_.size()); ++r) rates.push_back(compute_rate(r));
-    for (int r = 0; r < static_cast<int>(ranks_.size()); ++r) {
-      if (ranks_[r].compute.active) ranks_[r].compute.work_left_s -= rates[r] * (next - now);
-    }
-    for (int i : active_flows_) flows_[i].bytes_left -= flows_[i].rate * (next - now);
+  // Egress and ingress ports: (device, direction, intra/inter).
+  std::size_t egress(const Flow& f) const { return static_cast<std::size_t>(f.src) + (f.inter ? ranks_.size() : 0); }
+  std::size_t ingress(const Flow& f) const {
+    return 2 * ranks_.size() + static_cast<std::size_t>(f.dst) + (f.inter ? ranks_.size() : 0);
   }
 
-  // A flow has arrived when what is left is below rounding, or would take less time than `now` can
-  // resolve (now + left / rate == now): without the second test, large clocks would stall on crumbs.
-  static bool arrived(const Flow& f, double now) {
-    return f.bytes_left <= kDoneBytes || (f.rate > 0 && now + f.bytes_left / f.rate <= now);
-  }
-
-  // Flows whose latency has passed become active; active flows with nothing left arrive, in creation
-  // order (the lists stay sorted by index, so the order is deterministic).
+  // Flows whose latency has passed become active; those with nothing left and those due arrive, in
+  // creation order (so the order is deterministic). Their ports' shares change.
   void finish_flows(double now) {
-    std::vector<int> still_waiting, finished;
-    for (int i : waiting_flows_) (flows_[i].start_s <= now ? active_flows_ : still_waiting).push_back(i);
-    waiting_flows_ = std::move(still_waiting);
-    std::sort(active_flows_.begin(), active_flows_.end());
-    std::vector<int> still_active;
-    for (int i : active_flows_) (arrived(flows_[i], now) ? finished : still_active).push_back(i);
-    active_flows_ = std::move(still_active);
+    std::vector<int> finished;
+    while (!starts_due_.empty() && starts_due_.top().time <= now) {
+      const int i = starts_due_.top().id;
+      starts_due_.pop();
+      Flow& f = flows_[i];
+      f.active = true;
+      f.updated_s = now;
+      for (std::size_t port : {egress(f), ingress(f)}) {
+        port_flows_[port].push_back(i);
+        changed_ports_.push_back(port);
+      }
+      if (f.bytes_left <= kDoneBytes) finished.push_back(i);
+    }
+    while (!flows_due_.empty() && flows_due_.top().time <= now) {
+      const Due due = flows_due_.top();
+      flows_due_.pop();
+      const Flow& f = flows_[due.id];
+      if (f.active && f.version == due.version) finished.push_back(due.id);
+    }
+    std::sort(finished.begin(), finished.end());
+    finished.erase(std::unique(finished.begin(), finished.end()), finished.end());
     for (int i : finished) {
       Flow& f = flows_[i];
+      f.active = false;
       f.done = true;
+      for (std::size_t port : {egress(f), ingress(f)}) {
+        auto& list = port_flows_[port];
+        list.erase(std::find(list.begin(), list.end(), i));
+        changed_ports_.push_back(port);
+      }
       complete_side(f.src, f.send_launch, f.messages, now);
       complete_side(f.dst, f.recv_launch, f.messages, now);
     }
@@ -343,42 +453,48 @@ class Engine {
     }
   }
 
-  // Fair sharing: each active flow gets the smaller of its egress and ingress port's equal share.
-  // Ports are (device, direction, intra/inter): counted in flat arrays, as this runs at every event.
-  void update_rates(double /*now*/) {
-    const std::size_t n = ranks_.size();
-    egress_.assign(2 * n, 0);
-    ingress_.assign(2 * n, 0);
-    auto port = [n](int device, bool inter) { return static_cast<std::size_t>(device) + (inter ? n : 0); };
-    for (int i : active_flows_) {
-      ++egress_[port(flows_[i].src, flows_[i].inter)];
-      ++ingress_[port(flows_[i].dst, flows_[i].inter)];
+  // Fair sharing: each active flow gets the smaller of its egress and ingress port's equal share. Only
+  // flows on a port whose flows changed can change rate; each one that does has the bytes it moved at
+  // the old rate taken off, and its arrival rescheduled.
+  void update_rates(double now) {
+    std::sort(changed_ports_.begin(), changed_ports_.end());
+    changed_ports_.erase(std::unique(changed_ports_.begin(), changed_ports_.end()), changed_ports_.end());
+    for (std::size_t port : changed_ports_) {
+      for (int i : port_flows_[port]) {
+        Flow& f = flows_[i];
+        const double bw = (f.inter ? hw_.inter_node : hw_.intra_node).bandwidth_bytes_per_s;
+        const auto sharing = std::max(port_flows_[egress(f)].size(), port_flows_[ingress(f)].size());
+        const double rate = bw / static_cast<double>(sharing);
+        if (rate == f.rate) continue;
+        f.bytes_left -= f.rate * (now - f.updated_s);
+        f.updated_s = now;
+        f.rate = rate;
+        flows_due_.push({due_at(now, f.bytes_left / f.rate), i, ++f.version});
+      }
     }
-    for (int i : active_flows_) {
-      Flow& f = flows_[i];
-      const double bw = (f.inter ? hw_.inter_node : hw_.intra_node).bandwidth_bytes_per_s;
-      f.rate = bw / std::max(egress_[port(f.src, f.inter)], ingress_[port(f.dst, f.inter)]);
-    }
+    changed_ports_.clear();
   }
 
   struct Posted {
     int send_launch = -1, recv_launch = -1;
-    double send_s = 0, recv_s = 0, bytes = 0;
+    double send_s = 0, recv_s = 0;
   };
 
   const Plan& plan_;
   const HardwareModel& hw_;
   SimOptions options_;
   std::vector<RankState> ranks_;
+  std::vector<int> ready_;  // ranks that may issue at the next pass
+  std::size_t rank_visits_ = 0;
+  std::vector<int> node_active_;  // busy ranks per node (shared compute slots only)
   std::vector<Flow> flows_;
-  std::vector<int> waiting_flows_;  // matched, still in their latency
-  std::vector<int> active_flows_;   // moving bytes
-  std::vector<int> egress_, ingress_;
+  DueQueue computes_due_, starts_due_, flows_due_;
+  std::vector<std::vector<int>> port_flows_;  // active flows per port (egress(), ingress())
+  std::vector<std::size_t> changed_ports_;
   std::map<std::tuple<int, int, int, int>, int> open_flows_;  // flows opened at open_flow_time_
   double open_flow_time_ = -1;
   std::map<std::tuple<int, int, int>, Posted> posted_;
-  std::map<std::pair<int, int>, CommKind> launch_kind_;
-  std::map<std::pair<int, int>, int> launch_stream_;
+  runtime::PeerLaunches peers_;
 };
 
 }  // namespace

@@ -31,6 +31,10 @@ struct SimOptions {
 struct SimResult {
   std::vector<runtime::ExecutionResult> ranks;  // per rank, the same numbers and events as the executor's
   double makespan_s = 0;                        // the last rank's end
+  /// Times the event loop looked at a rank's program: once per rank at the start, then once per compute
+  /// end or answered wait, whatever the number of ranks (the loop touches only the ranks an event
+  /// concerns, so large jobs cost what they do, not events x ranks).
+  std::size_t rank_visits = 0;
 };
 
 /// Simulates one Plan (one pass). Throws a runtime Error if the programs deadlock.

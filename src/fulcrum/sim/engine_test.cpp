@@ -98,6 +98,77 @@ TEST(SimEngine, RanksSharingComputeSlotsRunAtTheirShare) {
   EXPECT_NEAR(simulate_plan(plan, hw).makespan_s, 3.0, 1e-9);
 }
 
+// A flow's share changes while it moves: rank 0's 4000 bytes to rank 2 run alone at 1000 B/s for 1 s;
+// then rank 1 (busy 1 s) sends 1000 bytes to rank 2 too, and both move at 500 B/s until rank 1's
+// arrives at 3 s; rank 0's last 2000 bytes then take 2 s alone: it arrives at 5 s.
+TEST(SimEngine, AFlowsShareChangesWhenAnotherJoinsItsPort) {
+  Plan plan;
+  plan.heads = kTinyHeads;
+  for (int r = 0; r < 3; ++r) plan.programs.push_back(program_with_buffer(r, 2000));
+  plan.programs[0].instructions = {{CommLaunch{0, {{2, 0, {0, 0, 1000}}}, {}}, 0}, {CommWait{0}, 0}};
+  plan.programs[1].instructions = {{Copy{{0, 0, 1000}, {0, 1000, 1000}}, 0},  // 8000 bytes: 1 s
+                                   {CommLaunch{0, {{2, 0, {0, 0, 250}}}, {}}, 0},
+                                   {CommWait{0}, 0}};
+  plan.programs[2].instructions = {{CommLaunch{0, {}, {{0, 0, {0, 0, 1000}}}}, 0},
+                                   {CommLaunch{1, {}, {{1, 0, {0, 1000, 250}}}}, 0},
+                                   {CommWait{0}, 0},
+                                   {CommWait{1}, 0}};
+  auto hw = flat_hardware(1000, 0, 1e9);
+  hw.memory_bandwidth = 8000;
+  const auto result = simulate_plan(plan, hw);
+  EXPECT_NEAR(result.ranks[1].summary.total_s, 3.0, 1e-9);
+  EXPECT_NEAR(result.ranks[0].summary.total_s, 5.0, 1e-9);
+  EXPECT_NEAR(result.ranks[2].summary.total_s, 5.0, 1e-9);
+}
+
+// The event loop looks only at the ranks an event concerns: 1024 ranks in pairs, each pair exchanging
+// a different size (so every arrival is its own event), cost one look per rank, compute end and answered
+// wait. Looking at every rank at every event would cost about 512 x 1024.
+TEST(SimEngine, TheEventLoopTouchesOnlyTheRanksAnEventConcerns) {
+  constexpr int kRanks = 1024;
+  Plan plan;
+  plan.heads = kTinyHeads;
+  for (int r = 0; r < kRanks; ++r) {
+    plan.programs.push_back(program_with_buffer(r, 2 * kRanks));
+    const int peer = r ^ 1;
+    const Slice rows{0, 0, 1 + r / 2};
+    plan.programs[r].instructions = {{CommLaunch{0, {{peer, 0, rows}}, {{peer, 0, {0, kRanks, 1 + r / 2}}}}, 0},
+                                     {CommWait{0}, 0}};
+  }
+  const auto result = simulate_plan(plan, flat_hardware(1000, 0, 1e9, 2));
+  // Per pair, its exchange ends at (1 + pair) x 4 bytes / 1000 B/s.
+  for (int r = 0; r < kRanks; ++r) EXPECT_NEAR(result.ranks[r].summary.total_s, (1 + r / 2) * 0.004, 1e-12) << r;
+  EXPECT_LE(result.rank_visits, 2u * kRanks);  // the start, and the answered wait
+}
+
+// Incast at a few hundred ranks: ranks 1..299 each send rank 0 a different size at time 0. Their flows
+// share rank 0's ingress port fairly, so the transfers finish smallest first, and while k remain each
+// moves at bandwidth / k (processor sharing). The reference computes those finish times in fp64 directly;
+// every arrival changes every other flow's rate, which the engine brings up to date lazily.
+TEST(SimEngine, IncastAtHundredsOfRanksSharesTheIngressPortFairly) {
+  constexpr int kSenders = 299;
+  constexpr double kBandwidth = 1000;  // bytes/s; a row is 4 bytes
+  Plan plan;
+  plan.heads = kTinyHeads;
+  plan.programs.push_back(program_with_buffer(0, Tokens{kSenders} * (kSenders + 1) / 2));
+  std::vector<Message> receives;
+  for (int r = 1; r <= kSenders; ++r) {
+    plan.programs.push_back(program_with_buffer(r, r));
+    plan.programs[r].instructions = {{CommLaunch{0, {{0, 0, {0, 0, r}}}, {}}, 0}, {CommWait{0}, 0}};
+    receives.push_back({r, 0, {0, Tokens{r - 1} * r / 2, r}});  // rows of sender r after those of 1..r-1
+  }
+  plan.programs[0].instructions = {{CommLaunch{0, {}, receives}, 0}, {CommWait{0}, 0}};
+  const auto result = simulate_plan(plan, flat_hardware(kBandwidth, 0, 1e9, kSenders + 1));
+  double t = 0;
+  for (int r = 1; r <= kSenders; ++r) {
+    // The flow of r moves its last 4 bytes (beyond r - 1's) while kSenders - r + 1 flows remain.
+    t += 4.0 * (kSenders - r + 1) / kBandwidth;
+    EXPECT_NEAR(result.ranks[r].summary.total_s, t, 1e-9 * t) << "sender " << r;
+  }
+  EXPECT_NEAR(result.ranks[0].summary.total_s, t, 1e-9 * t);
+  EXPECT_NEAR(result.makespan_s, t, 1e-9 * t);
+}
+
 // Work before the program (the layer's matrix work) delays the send: rank 0 computes 2 s, then
 // its 4-second transfer to rank 1 runs; rank 1, busy 1 s, waits for it until 6 s.
 TEST(SimEngine, WorkBeforeTheProgramDelaysItsTraffic) {

@@ -75,7 +75,7 @@ PassTimes simulate_pass(const Assignment& assignment, const LayerSetup& setup, P
     options.extra_compute.push_back(matrix_work(plan.programs[r], linear[r], setup.mode));
   }
   t.timeline = simulate_plan(plan, setup.group, options);
-  t.step_flops = plan_steps(plan).flops;
+  t.step_flops = plan_steps(plan, 0).flops;
   t.step_attention_s.assign(t.step_flops.size(), std::vector<double>(t.step_flops.front().size(), 0));
   for (int r = 0; r < ranks; ++r) {
     for (const auto& e : t.timeline.ranks[r].events) {

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 
 namespace fulcrum::studies {
 
@@ -48,8 +49,16 @@ PlanComparison compare_planners(const PlanConfig& config) {
   for (const auto& batch : batches) out.packed_imbalance += placement_imbalance(batch, options.model);
   out.packed_imbalance /= static_cast<double>(batches.size());
 
+  // Every planner checks every batch before any plans: a refusal (a batch beyond a planner's size)
+  // comes before the work, not after the other planners'.
+  std::vector<std::unique_ptr<Planner>> planners;
   for (const auto& name : config.planners) {
-    auto planner = make_planner(name, options);
+    planners.push_back(make_planner(name, options));
+    for (const auto& batch : batches) planners.back()->check_batch(batch);
+  }
+  for (std::size_t p = 0; p < planners.size(); ++p) {
+    const auto& name = config.planners[p];
+    auto& planner = planners[p];
     PlannerSummary summary;
     summary.name = name;
     std::vector<double> times;

@@ -27,6 +27,15 @@ std::span<const Segment> Batch::segments_of(int doc) const {
   return {first, last};
 }
 
+std::span<const Segment> Batch::segments_overlapping(int doc, Range tokens) const {
+  const auto all = segments_of(doc);
+  const auto first =
+      std::partition_point(all.begin(), all.end(), [&](const Segment& s) { return s.tokens.end <= tokens.begin; });
+  const auto last =
+      std::partition_point(first, all.end(), [&](const Segment& s) { return s.tokens.begin < tokens.end; });
+  return {first, last};
+}
+
 void validate_batch_shape(int ranks, Tokens tokens_per_rank) {
   if (ranks < 1) fail("ranks = {}: must be >= 1", ranks);
   if (ranks > kMaxRanks) fail("ranks = {}: must be <= {} (the supported limit)", ranks, kMaxRanks);

@@ -42,6 +42,9 @@ struct Batch {
   Tokens total_tokens() const;
   /// The segments of one document, in token order (a view into `segments`).
   std::span<const Segment> segments_of(int doc) const;
+  /// The segments of `doc` that hold some token of `tokens`, in token order (a binary search: it relies
+  /// on the segments' order).
+  std::span<const Segment> segments_overlapping(int doc, Range tokens) const;
 };
 
 /// Packs documents in order into `ranks` budgets of `tokens_per_rank`, a document that crosses a rank

@@ -1,5 +1,7 @@
 #include "fulcrum/planners/baselines/static_cp.hpp"
 
+#include <algorithm>
+
 namespace fulcrum {
 namespace {
 
@@ -14,7 +16,10 @@ std::vector<Segment> zigzag_segments(const Batch& batch) {
   Tokens offset = 0;  // where the document starts in the packed sequence
   for (int d = 0; d < static_cast<int>(batch.documents.size()); ++d) {
     const Range doc{offset, offset + batch.documents[d].length};
-    for (int j = 0; j < chunks; ++j) {
+    // Only the chunks the document overlaps: from the one holding its first token (bound(j) <= offset
+    // for this j; one before it, for rounding) until one starts past its end.
+    for (int j = std::max(0, static_cast<int>(offset * chunks / std::max<Tokens>(total, 1)) - 1);
+         j < chunks && bound(j) < doc.end; ++j) {
       const Range piece = intersect(doc, Range{bound(j), bound(j + 1)});
       if (!piece.empty()) segments.push_back({d, {piece.begin - offset, piece.end - offset}, owner(j)});
     }
@@ -36,11 +41,12 @@ Assignment StaticCpPlanner::do_plan(const Batch& batch) {
       a.tasks.push_back({rows.doc, {rows.tokens, Range{}}, keys.tokens, rows.rank});
     }
   }
-  // The ring passes every rank's K/V to every other rank, whatever the mask lets it use.
-  for (const auto& held : a.batch.segments) {
-    for (int r = 0; r < batch.ranks; ++r) {
-      if (r != held.rank) a.transfers.push_back({TensorKind::kKV, held.doc, held.tokens, held.rank, r});
-    }
+  // The ring passes every rank's K/V to every other rank, whatever the mask lets it use: one broadcast
+  // per chunk (ranks x chunks explicit transfers ran out of memory at thousands of ranks).
+  if (batch.ranks > 1) {
+    a.transfers.reserve(a.batch.segments.size());
+    for (const auto& held : a.batch.segments)
+      a.transfers.push_back({TensorKind::kKV, held.doc, held.tokens, held.rank, kEveryRank});
   }
   return a;
 }

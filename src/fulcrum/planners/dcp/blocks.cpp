@@ -65,6 +65,36 @@ Blocks make_blocks(const Batch& batch, Tokens block_tokens, const ModelShape& mo
   return blocks;
 }
 
+BlockCounts count_blocks(const Batch& batch, Tokens block_tokens, int head_blocks, const BlockCounts& stop_above) {
+  FULCRUM_CHECK(block_tokens >= 1, "block of {} tokens (the dcp-block option checks its range)", block_tokens);
+  BlockCounts counts;
+  for (const auto& doc : batch.documents)
+    counts.longest_document = std::max(counts.longest_document, ceil_div(doc.length, block_tokens));
+  // Past the bound on documents the tiles are not counted: at one token per block the largest document
+  // alone has 2^30 block rows.
+  if (counts.longest_document > stop_above.longest_document) {
+    counts.complete = false;
+    return counts;
+  }
+  for (const auto& doc : batch.documents) {
+    for (Tokens q = 0; q < doc.length; q += block_tokens) {
+      const Range rows{q, std::min(q + block_tokens, doc.length)};
+      Tokens next = 0;  // the first key block not counted yet (the needed ranges are sorted)
+      for (const Range& keys : doc.mask.keys_needed(rows, {0, doc.length}, doc.length)) {
+        if (keys.empty()) continue;
+        const Tokens first = std::max(next, keys.begin / block_tokens), last = (keys.end - 1) / block_tokens;
+        if (last >= first) counts.compute += static_cast<double>(last - first + 1) * head_blocks;
+        next = std::max(next, last + 1);
+      }
+      if (counts.compute > stop_above.compute) {
+        counts.complete = false;
+        return counts;
+      }
+    }
+  }
+  return counts;
+}
+
 Hypergraph placement_hypergraph(const Blocks& blocks, const ModelShape& model) {
   const int compute = static_cast<int>(blocks.compute.size());
   const int data = static_cast<int>(blocks.data.size());

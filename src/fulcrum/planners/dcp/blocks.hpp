@@ -15,6 +15,7 @@
 #include "fulcrum/workload/batch.hpp"
 #include "fulcrum/workload/model_shape.hpp"
 
+#include <limits>
 #include <vector>
 
 namespace fulcrum::dcp {
@@ -57,6 +58,22 @@ TokenBytes head_block_token_bytes(const ModelShape& model, int head_blocks);
 /// hull as plan::verify requires); its FLOPs are exact, split evenly over its head blocks (DCP plans by
 /// Document::mask, the same for every head).
 Blocks make_blocks(const Batch& batch, Tokens block_tokens, const ModelShape& model, int head_blocks = 1);
+
+/// How large make_blocks' output would be, without making it: computation blocks (non-empty tiles times
+/// head blocks, counted from each block row's needed keys: the same tiles as make_blocks) and the most
+/// blocks one document has (the largest nets: a row's or a column's tiles). Counting stops as soon as a
+/// count passes `stop_above` (`complete` false: `compute` is then a lower bound, 0 when the longest
+/// document is already past its bound), so sizing a batch far beyond the bounds costs O(documents) plus
+/// at most stop_above.longest_document block rows per document, whatever the block size.
+struct BlockCounts {
+  double compute = 0;
+  Tokens longest_document = 0;
+  bool complete = true;
+};
+inline constexpr BlockCounts kCountEverything{std::numeric_limits<double>::infinity(),
+                                              std::numeric_limits<Tokens>::max(), true};
+BlockCounts count_blocks(const Batch& batch, Tokens block_tokens, int head_blocks = 1,
+                         const BlockCounts& stop_above = kCountEverything);
 
 /// The placement hypergraph. Vertices: computation blocks [0, C) weighted by (FLOPs, 0), then data
 /// blocks [C, C + D) weighted by (0, bytes held: Q, K/V, O and LSE of every head). Nets, two per data

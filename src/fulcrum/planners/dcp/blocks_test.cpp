@@ -2,6 +2,7 @@
 
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/cost/attention_cost.hpp"
+#include "fulcrum/workload/limits.hpp"
 #include "fulcrum/workload/mask_test_cases.hpp"
 
 #include <gtest/gtest.h>
@@ -40,6 +41,53 @@ TEST(DcpBlocks, FlopsOfTheBlocksAddUpToTheDocumentForEveryMask) {
     }
   }
   EXPECT_THROW(make_blocks(one_document(10, MaskSpec::causal()), 0, model), Error);
+}
+
+// count_blocks sizes a batch without making its blocks (the planner refuses batches beyond its size
+// from it, before any work): the same computation blocks as make_blocks, for every mask.
+TEST(DcpBlocks, CountBlocksCountsWhatMakeBlocksMakes) {
+  const auto model = model_shape_preset("tiny");
+  const std::vector<MaskSpec> masks =
+      testing::with_every_kind({MaskSpec::causal(), MaskSpec::full(), MaskSpec::lambda(64, 700),
+                                MaskSpec::causal_blockwise(256, 2), MaskSpec::shared_question(4, 20),
+                                MaskSpec::sliding_window(300), MaskSpec::vertical_slash({0, 5, 900}, {0, 1, 333}),
+                                MaskSpec::block_sparse(128, {{0, 0}, {3, 1}, {9, 2}, {9, 9}})});
+  for (const auto& mask : masks) {
+    const Tokens length = 2560 * mask.length_multiple();
+    const Batch batch = pack_batch({Document{0, length, mask}, Document{1, length / 2, mask}}, 2, length);
+    for (Tokens block : {100, 256, 1000}) {
+      for (int head_blocks : {1, 2}) {
+        const auto counts = count_blocks(batch, block, head_blocks);
+        EXPECT_EQ(counts.compute, static_cast<double>(make_blocks(batch, block, model, head_blocks).compute.size()))
+            << mask.to_string() << " block " << block << " head blocks " << head_blocks;
+        EXPECT_EQ(counts.longest_document, (length + block - 1) / block);
+      }
+    }
+  }
+}
+
+// Past a bound counting stops, so sizing a batch far beyond DCP's is as quick as one just beyond: the
+// largest document at one token per block (2^30 block rows) is sized from its length alone, and a count
+// past the computation blocks' bound ends within the row that passed it.
+TEST(DcpBlocks, CountBlocksStopsPastItsBounds) {
+  const Batch largest = pack_batch({Document{0, kMaxDocumentTokens, MaskSpec::causal()}}, 4, kMaxDocumentTokens / 4);
+  const auto huge = count_blocks(largest, 1, 1, {1e12, 256, true});
+  EXPECT_FALSE(huge.complete);
+  EXPECT_EQ(huge.longest_document, kMaxDocumentTokens);
+  EXPECT_EQ(huge.compute, 0.0);
+  // 40 causal documents of 10 blocks: 55 tiles each, 2,200 in all; one block row adds at most 10.
+  std::vector<Document> docs;
+  for (int d = 0; d < 40; ++d) docs.push_back({d, 1000, MaskSpec::causal()});
+  const Batch batch = pack_batch(docs, 4, 10000);
+  EXPECT_EQ(count_blocks(batch, 100).compute, 2200.0);
+  const auto at_bound = count_blocks(batch, 100, 1, {2200, 10, true});
+  EXPECT_TRUE(at_bound.complete);
+  EXPECT_EQ(at_bound.compute, 2200.0);
+  const auto past = count_blocks(batch, 100, 1, {1000, 10, true});
+  EXPECT_FALSE(past.complete);
+  EXPECT_GT(past.compute, 1000.0);
+  EXPECT_LE(past.compute, 1010.0);
+  EXPECT_FALSE(count_blocks(batch, 100, 1, {2200, 9, true}).complete);
 }
 
 TEST(DcpBlocks, CausalTilesAreTheLowerTriangle) {

@@ -1,8 +1,13 @@
 #include "fulcrum/planners/dcp/dcp_planner.hpp"
 
+#include "fulcrum/core/error.hpp"
 #include "fulcrum/planners/dcp/blocks.hpp"
 #include "fulcrum/planners/dcp/divisions.hpp"
 #include "fulcrum/planners/dcp/partitioner.hpp"
+
+#include <fmt/format.h>
+
+#include <string>
 
 namespace fulcrum {
 
@@ -27,6 +32,32 @@ const OptionSpec kHeadBlocks{"dcp-head-blocks",
 
 DcpPlanner::DcpPlanner(const PlannerOptions& options) : options_(options) {
   dcp::check_head_blocks(options_.get_int(kHeadBlocks), options_.model);
+}
+
+void DcpPlanner::check_batch_size(const Batch& batch) const {
+  const Tokens block = options_.get_tokens(kBlock);
+  const int head_blocks = options_.get_int(kHeadBlocks);
+  const dcp::BlockCounts bounds{kDcpMaxComputeBlocks, kDcpMaxDocumentBlocks, true};
+  // Counting stops past a bound, so a batch far beyond them (a 2^30-token document at one token per
+  // block) is refused as quickly as one just beyond.
+  const auto counts = dcp::count_blocks(batch, block, head_blocks, bounds);
+  if (counts.complete) return;
+  // The least power-of-two multiple of the block that fits, if the option allows one.
+  std::string advice = "plan fewer tokens per batch (ranks x tokens-per-rank) or shorter documents";
+  for (Tokens larger = 2 * block; larger <= static_cast<Tokens>(kBlock.max); larger *= 2) {
+    if (dcp::count_blocks(batch, larger, head_blocks, bounds).complete) {
+      advice = fmt::format("use dcp-block >= {}, or {}", larger, advice);
+      break;
+    }
+  }
+  const std::string beyond = counts.longest_document > kDcpMaxDocumentBlocks
+                                 ? fmt::format("a document of {} blocks", counts.longest_document)
+                                 : fmt::format("more than {:.0f} computation blocks", kDcpMaxComputeBlocks);
+  fail(
+      "dcp-block = {}: this batch has {}; DCP plans at most {:.0f} computation blocks and {} blocks per document "
+      "(a computation block: a tile of {} x {} tokens with a visible pair, x dcp-head-blocks = {}; beyond them its "
+      "partitioning takes minutes): {}",
+      block, beyond, kDcpMaxComputeBlocks, kDcpMaxDocumentBlocks, block, block, head_blocks, advice);
 }
 
 Assignment DcpPlanner::do_plan(const Batch& batch) {

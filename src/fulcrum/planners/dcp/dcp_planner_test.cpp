@@ -7,6 +7,7 @@
 #include "fulcrum/plan/stats.hpp"
 #include "fulcrum/plan/verify.hpp"
 #include "fulcrum/workload/length_source.hpp"
+#include "fulcrum/workload/limits.hpp"
 #include "fulcrum/workload/mask_test_cases.hpp"
 
 #include <gtest/gtest.h>
@@ -212,6 +213,62 @@ TEST(DcpPlanner, HeadBlocksSpreadOneTilesWorkOverDevices) {
   std::set<int> servers;
   for (const auto& t : a.tasks) servers.insert(t.server);
   EXPECT_EQ(servers.size(), 2u) << "one document's heads on both devices";
+}
+
+// Beyond its size DCP refuses before any work (it ran for minutes and out of memory), naming dcp-block,
+// the bounds and a block size that fits; at the bounds it accepts.
+TEST(DcpPlanner, RefusesABatchBeyondItsSizeNamingTheBlockThatFits) {
+  auto o = small_options();
+  o.set("dcp-block", 1);
+  const auto planner = make_planner("dcp", o);
+  auto one_document = [](Tokens length, const MaskSpec& mask) {
+    return pack_batch({Document{0, length, mask}}, 2, length);
+  };
+  const Tokens longest = kDcpMaxDocumentBlocks;  // tokens, at one token per block
+  EXPECT_NO_THROW(planner->check_batch(one_document(longest, MaskSpec::causal())));
+  try {
+    planner->check_batch(one_document(longest + 1, MaskSpec::causal()));
+    ADD_FAILURE() << "a document of more blocks than DCP plans was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
+    const std::string what = e.what();
+    EXPECT_NE(what.find("dcp-block = 1:"), std::string::npos) << what;
+    EXPECT_NE(what.find(fmt::format("a document of {} blocks", longest + 1)), std::string::npos) << what;
+    EXPECT_NE(what.find(fmt::format("at most {} computation blocks and {} blocks per document", kDcpMaxComputeBlocks,
+                                    kDcpMaxDocumentBlocks)),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("use dcp-block >= 2"), std::string::npos) << what;
+  }
+  // The largest document at one token per block: refused from its length alone, with the block that fits
+  // (2^30 / 256 tokens: 256 blocks, 32,896 causal tiles).
+  try {
+    planner->check_batch(one_document(kMaxDocumentTokens, MaskSpec::causal()));
+    ADD_FAILURE() << "the largest document at one token per block was accepted";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find(fmt::format("a document of {} blocks", kMaxDocumentTokens)), std::string::npos) << what;
+    EXPECT_NE(what.find(fmt::format("use dcp-block >= {}", kMaxDocumentTokens / kDcpMaxDocumentBlocks)),
+              std::string::npos)
+        << what;
+  }
+  // Many short documents under the full mask: 16 x 16 tiles each, over the computation blocks' bound.
+  const int documents = static_cast<int>(kDcpMaxComputeBlocks / 256) + 1;
+  std::vector<Document> docs;
+  for (int d = 0; d < documents; ++d) docs.push_back({d, 16, MaskSpec::full()});
+  const Batch many = pack_batch(docs, 2, 16 * documents);
+  try {
+    planner->check_batch(many);
+    ADD_FAILURE() << "more computation blocks than DCP plans were accepted";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find(fmt::format("more than {} computation blocks", kDcpMaxComputeBlocks)), std::string::npos)
+        << what;
+    EXPECT_NE(what.find("use dcp-block >= 2"), std::string::npos) << what;  // 8 x 8 tiles of 2 tokens each
+  }
+  EXPECT_THROW(planner->plan(many), Error);  // plan checks first
+  docs.pop_back();
+  EXPECT_NO_THROW(planner->check_batch(pack_batch(docs, 2, 16 * documents)));
 }
 
 }  // namespace
