@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace fulcrum {
 
@@ -26,5 +27,9 @@ class LengthSource {
 /// `tokens_per_rank` sets the dataset sources' elongation factor max(1, tokens_per_rank / 65536).
 /// Errors name the field `dataset`.
 std::unique_ptr<LengthSource> make_length_source(std::string_view spec, std::uint64_t seed, Tokens tokens_per_rank);
+
+/// The lengths of a `file:PATH` dataset from the file's text: a JSON array when it starts with '[', else one
+/// integer per line (blank lines skipped). Every length >= 1; errors name `path` and the element or line.
+std::vector<Tokens> parse_lengths(const std::string& text, const std::string& path);
 
 }  // namespace fulcrum
