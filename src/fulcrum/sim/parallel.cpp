@@ -25,7 +25,10 @@ void ParallelConfig::validate(const HardwareModel& gpu, const ModelShape& model)
   if (pp < 1 || gpus % (tp * pp) != 0) fail("pp = {}: tp x pp = {} must divide gpus = {}", pp, tp * pp, gpus);
   if (model.layers % pp != 0) fail("pp = {}: must divide the model's {} layers", pp, model.layers);
   if (cp < 1 || dp() % cp != 0) fail("cp = {}: must divide dp = {}", cp, dp());
-  if (microbatches < 0) fail("microbatches = {}: must be >= 0 (0 picks a default)", microbatches);
+  // Simulated time grows linearly with micro-batches (each is planned and simulated): a stated bound.
+  if (microbatches < 0 || microbatches > kMaxMicrobatches) {
+    fail("microbatches = {}: must be in [0, {}] (0 picks a default)", microbatches, kMaxMicrobatches);
+  }
 }
 
 HardwareModel tp_group_hardware(const HardwareModel& gpu, int tp) {
