@@ -57,6 +57,11 @@ Action add_bench_comm_command(CLI::App& app) {
   add_output_option(*cmd, "json", *json_path, "also write the results as JSON to this path");
   return [sizes, repeats, json_path] {
     if (*repeats < 1 || *repeats > 100000) fail("repeats = {}: must be in [1, 100000]", *repeats);
+    // Each size is a buffer on both ranks, sent `repeats` times: a stated bound, as for every cost.
+    constexpr std::size_t kMaxMessageBytes = std::size_t{1} << 30;
+    for (const std::size_t bytes : *sizes) {
+      if (bytes < 1 || bytes > kMaxMessageBytes) fail("sizes: {} must be in [1, {}] bytes", bytes, kMaxMessageBytes);
+    }
     if (!json_path->empty()) check_output_file("json", *json_path);
     if (!started_by_mpiexec()) return relaunch_under_mpiexec(2);
     runtime::MpiSession session;

@@ -90,6 +90,7 @@ with tempfile.TemporaryDirectory() as tmp:
         (["bench", "kernels", "--lengths", "131072", "--q-heads", "65536", "--kv-heads", "65536"], "lengths: 131072"),
         (["profile", "--query-lengths", "100000000"], "query-lengths"),
         (["profile", "--repeats", "1000000"], "repeats"),
+        (["bench", "comm", "--sizes", "1099511627776"], "sizes: 1099511627776"),
         (["run", "--backend", "local", "--tokens-per-rank", "1099511627776"], "tokens-per-rank"),
     ]:
         expect_bad_input(args, field)
