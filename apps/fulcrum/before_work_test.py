@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Limits before work, run by ctest (cli_limits): `limits_test.py PATH_TO_FULCRUM SOURCE_DIR`.
+"""Limits before work, run by ctest (cli_before_work): `before_work_test.py PATH_TO_FULCRUM SOURCE_DIR`.
 
 Every output path is checked before the work starts and every write failure (a full disk included) is
 bad input naming the option; every option with a cost has a stated bound or an up-front estimate; a
@@ -116,4 +116,4 @@ with tempfile.TemporaryDirectory() as tmp:
 if failures:
     print("\n".join(failures))
     sys.exit(1)
-print("cli limits: all checks passed")
+print("cli before work: all checks passed")
