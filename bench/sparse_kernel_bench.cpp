@@ -54,7 +54,7 @@ int run(int argc, char** argv) {
   double min_seconds = 0.2;
   std::uint64_t seed = 1;
   sparse::VerticalSlashOptions options;
-  std::string json_path, only, clock_name = "wall";
+  std::string json_path, only, clock_name = "wall", passes = "both";
   app.add_option("--length", length, "document length (a multiple of ranks x G)");
   app.add_option("--q-heads", q_heads, "q heads over the one kv head");
   app.add_option("--head-dim", head_dim);
@@ -70,6 +70,8 @@ int run(int argc, char** argv) {
                  "wall, or cpu: the process's CPU time (with OMP_NUM_THREADS=1, what the "
                  "kernel itself takes on a shared machine)")
       ->check(CLI::IsMember({"wall", "cpu"}));
+  app.add_option("--passes", passes, "time the forward, the backward or both (profiling one pass)")
+      ->check(CLI::IsMember({"forward", "backward", "both"}));
   CLI11_PARSE(app, argc, argv);
 
   const Clock clock = clock_name == "cpu" ? Clock::kCpu : Clock::kWall;
@@ -96,12 +98,13 @@ int run(int argc, char** argv) {
     c.buffers = std::make_unique<AttentionBuffers>(doc, c.layout);
     c.tasks = c.buffers->document_task(c.masks);
     c.buffers->forward(c.tasks);  // warm-up
-    c.buffers->backward(c.tasks);
+    if (passes != "forward") c.buffers->backward(c.tasks);
   }
   for (int r = 0; r < repeats; ++r) {
     for (auto& c : cases) {
-      c.forward_s.push_back(seconds_per_call([&] { c.buffers->forward(c.tasks); }, min_seconds, clock));
-      c.backward_s.push_back(seconds_per_call([&] { c.buffers->backward(c.tasks); }, min_seconds, clock));
+      const auto time = [&](auto&& call, bool on) { return on ? seconds_per_call(call, min_seconds, clock) : 0.0; };
+      c.forward_s.push_back(time([&] { c.buffers->forward(c.tasks); }, passes != "backward"));
+      c.backward_s.push_back(time([&] { c.buffers->backward(c.tasks); }, passes != "forward"));
     }
   }
 

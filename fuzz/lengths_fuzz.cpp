@@ -1,8 +1,10 @@
 // A `--dataset file:PATH` lengths file: one integer per line, or a JSON array. Either it is refused with a
-// bad-input Error, or every length is >= 1 and a line file gives one length per non-blank line.
+// bad-input Error, or every length is in [1, kMaxDocumentTokens] and a line file gives one length per
+// non-blank line.
 #include "fuzz_support.hpp"
 
 #include "fulcrum/workload/length_source.hpp"
+#include "fulcrum/workload/limits.hpp"
 
 #include <algorithm>
 #include <cstddef>
@@ -19,7 +21,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return fuzz::refused(e);
   }
   FUZZ_CHECK(!lengths.empty(), "no lengths and no error");
-  for (std::size_t i = 0; i < lengths.size(); ++i) FUZZ_CHECK(lengths[i] >= 1, "length #{} = {}", i, lengths[i]);
+  for (std::size_t i = 0; i < lengths.size(); ++i) {
+    FUZZ_CHECK(lengths[i] >= 1 && lengths[i] <= kMaxDocumentTokens, "length #{} = {}", i, lengths[i]);
+  }
   const auto first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] != '[') {
     std::size_t lines = 0;

@@ -91,7 +91,9 @@ with tempfile.TemporaryDirectory() as tmp:
         (["profile", "--query-lengths", "100000000"], "query-lengths"),
         (["profile", "--repeats", "1000000"], "repeats"),
         (["bench", "comm", "--sizes", "1099511627776"], "sizes: 1099511627776"),
-        (["run", "--backend", "local", "--tokens-per-rank", "1099511627776"], "tokens-per-rank"),
+        # At the supported limit (cli_limits tests beyond it), ranks on this machine still need their memory.
+        (["run", "--backend", "local", "--ranks", "2", "--tokens-per-rank", "1073741824", "--dataset",
+          "uniform:100:400"], "tokens-per-rank = 1073741824 on 2 ranks: needs about"),
     ]:
         expect_bad_input(args, field)
 

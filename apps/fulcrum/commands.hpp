@@ -28,6 +28,9 @@ std::string planner_list();
 /// One flag per option of every registered planner (--tolerance, --granularity, --cp-degree, --dcp-block,
 /// ...), the same in every subcommand; values are range-checked as they are parsed.
 void add_planner_flags(CLI::App& cmd, PlannerOptions& options);
+/// Every integer option of `app` and its subcommands rejects a value outside its type's 64-bit range
+/// (a negative for an unsigned one) instead of CLI11's clamping or wrapping. Call after adding them all.
+void reject_out_of_range_integers(CLI::App& app);
 /// --devices-per-machine: the machine size real runs and plans assume (the simulator takes it from the
 /// hardware model instead).
 void add_topology_flags(CLI::App& cmd, PlannerOptions& options);

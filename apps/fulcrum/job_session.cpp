@@ -9,8 +9,6 @@
 #include "outputs.hpp"
 
 #include <fmt/format.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -21,42 +19,6 @@
 #include <thread>
 
 namespace fulcrum::cli {
-namespace {
-
-std::vector<std::string>& command_line() {
-  static std::vector<std::string> args;
-  return args;
-}
-
-}  // namespace
-
-// Open MPI's launcher sets these in every process it starts.
-bool started_by_mpiexec() {
-  return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMIX_RANK") != nullptr;
-}
-
-int relaunch_under_mpiexec(int ranks) {
-  std::vector<std::string> args = {FULCRUM_MPIEXEC,   "-n",        std::to_string(ranks),
-                                   "--oversubscribe", "--bind-to", "none"};
-  if (geteuid() == 0) args.push_back("--allow-run-as-root");  // containers and CI run as root
-  args.push_back(std::filesystem::read_symlink("/proc/self/exe").string());
-  args.insert(args.end(), command_line().begin() + 1, command_line().end());
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::fflush(stdout);
-  const pid_t child = fork();
-  if (child < 0) fail_runtime("cannot fork to start mpiexec");
-  if (child == 0) {
-    execv(argv[0], argv.data());
-    std::fprintf(stderr, "fulcrum: error: cannot start %s\n", argv[0]);
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(child, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
-}
-
 namespace {
 
 struct Injection {
@@ -204,8 +166,6 @@ void SessionOptions::add_to(CLI::App& cmd) {
   add_output_option(cmd, "trace", trace, "write a Chrome trace (one track per rank and stream) to this path");
   add_output_option(cmd, "svg", svg, "write the per-rank attention-time chart to this path");
 }
-
-void set_command_line(int argc, char** argv) { command_line().assign(argv, argv + argc); }
 
 int run_job_session(const SessionOptions& requested, const std::vector<studies::JobConfig>& jobs) {
   SessionOptions options = requested;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "fulcrum/studies/attention_job.hpp"
+#include "mpi_launcher.hpp"
 
 #include <CLI/CLI.hpp>
 
@@ -26,14 +27,6 @@ struct SessionOptions {
 
   void add_to(CLI::App& cmd);
 };
-
-/// The arguments this process was started with (set by main), to re-launch it under mpiexec.
-void set_command_line(int argc, char** argv);
-
-/// Whether this process was started by mpiexec; and running this binary with the same arguments under
-/// `mpiexec -n ranks` (returns its exit code).
-bool started_by_mpiexec();
-int relaunch_under_mpiexec(int ranks);
 
 /// Runs `jobs` in order on every rank and reports; returns the process exit code.
 int run_job_session(const SessionOptions& options, const std::vector<studies::JobConfig>& jobs);

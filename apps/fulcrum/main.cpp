@@ -2,6 +2,7 @@
 // (0 success, 2 bad input, 1 runtime failure) with a one-line message on stderr.
 #include "commands.hpp"
 #include "job_session.hpp"
+#include "mpi_launcher.hpp"
 
 #include "fulcrum/core/error.hpp"
 
@@ -13,6 +14,7 @@
 #include <vector>
 
 int main(int argc, char** argv) {
+  fulcrum::cli::tie_rank_to_launcher();  // before anything else: a rank must not outlive its mpiexec
   CLI::App app{"Fulcrum: balancing core-attention work across ranks for long-context training"};
   app.require_subcommand(1);
   // Each subcommand, its action, and the options that size its work (named when memory runs out).
@@ -41,6 +43,7 @@ int main(int argc, char** argv) {
   commands.push_back({app.get_subcommand("heads"), heads, "tokens or devices"});
   auto prefill = fulcrum::cli::add_prefill_command(app);
   commands.push_back({app.get_subcommand("prefill"), prefill, "model, tokens or ranks"});
+  fulcrum::cli::reject_out_of_range_integers(app);
   fulcrum::cli::set_command_line(argc, argv);
   try {
     app.parse(argc, argv);

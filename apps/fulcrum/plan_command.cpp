@@ -2,6 +2,7 @@
 #include "commands.hpp"
 
 #include "fulcrum/core/error.hpp"
+#include "fulcrum/core/text.hpp"
 #include "fulcrum/report/plan_comparison_report.hpp"
 #include "fulcrum/workload/mask.hpp"
 #include "outputs.hpp"
@@ -32,12 +33,7 @@ Action add_plan_command(CLI::App& app) {
   add_output_option(*cmd, "json", *json_path, "also write the results as JSON to this path");
   return [config, json_path, planners] {
     if (!json_path->empty()) check_output_file("json", *json_path);
-    config->planners.clear();
-    for (std::size_t start = 0; start <= planners->size();) {
-      const auto end = std::min(planners->find(',', start), planners->size());
-      if (end > start) config->planners.push_back(planners->substr(start, end - start));
-      start = end + 1;
-    }
+    config->planners = split_names(*planners, "planners");
     const auto comparison = studies::compare_planners(*config);
     fmt::print("{}", plan_comparison_table(comparison));
     fmt::print("packed input imbalance: {:.3f}\n", comparison.packed_imbalance);

@@ -40,10 +40,10 @@ void add_job_options(CLI::App& cmd, studies::JobConfig& job) {
 std::vector<studies::JobConfig> jobs_for(const studies::JobConfig& base, const std::string& planners,
                                          const std::string& modes) {
   std::vector<studies::JobConfig> jobs;
-  for (const auto& planner : split_fields(planners, ',')) {
-    for (const auto& mode : split_fields(modes, ',')) {
+  for (const auto& planner : split_names(planners, "planners")) {
+    for (const auto& mode : split_names(modes, "modes")) {
       studies::JobConfig job = base;
-      job.planner = std::string(planner);
+      job.planner = planner;
       job.mode = parse_comm_mode(mode, "modes");
       jobs.push_back(job);
     }

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 
@@ -25,14 +26,6 @@ struct SimulateArgs {
   int dp = 0;
   std::string json_path, csv_path, svg_path, trace_path;
 };
-
-std::vector<std::string> split_list(const std::string& text) {
-  std::vector<std::string> out;
-  for (auto field : split_fields(text, ',')) {
-    if (!field.empty()) out.emplace_back(field);
-  }
-  return out;
-}
 
 // Progress on stderr, only when it is a terminal (DESIGN's convention): a bar redrawn in place.
 void show_progress(int done, int total) {
@@ -101,12 +94,14 @@ Action add_simulate_command(CLI::App& app) {
     auto& spec = a->spec;
     spec.search_pp = pp_option->count() == 0;
     const auto& p = spec.base.parallel;
-    if (a->dp != 0 && (p.tp * p.pp <= 0 || a->dp * p.tp * p.pp != p.gpus)) {
+    // In 64 bits: tp x pp may not fit an int (it is at most 2^62 here).
+    const std::int64_t stage_gpus = std::int64_t{p.tp} * p.pp;
+    if (a->dp != 0 && (p.tp < 1 || p.pp < 1 || p.gpus % stage_gpus != 0 || p.gpus / stage_gpus != a->dp)) {
       fail("dp = {}: must equal gpus / (tp x pp) = {} / ({} x {})", a->dp, p.gpus, p.tp, p.pp);
     }
-    spec.systems = split_list(a->systems);
+    spec.systems = split_names(a->systems, "systems");
     spec.modes.clear();
-    for (const auto& m : split_list(a->modes)) spec.modes.push_back(parse_comm_mode(m, "modes"));
+    for (const auto& m : split_names(a->modes, "modes")) spec.modes.push_back(parse_comm_mode(m, "modes"));
     spec.baseline_mode = parse_comm_mode(a->baseline_mode, "baseline-mode");
     for (const auto& s : a->sweep) spec.sweep.push_back(studies::parse_sweep_axis(s));
     for (const auto& [option, path] : {std::pair{"json", a->json_path}, std::pair{"csv", a->csv_path},

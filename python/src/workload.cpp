@@ -165,6 +165,7 @@ void bind_workload(py::module_& m) {
 
   py::class_<BatchStream>(m, "BatchStream", "An endless stream of packed batches drawn from a LengthSource.")
       .def(py::init([](std::shared_ptr<LengthSource> source, int ranks, Tokens tokens_per_rank, const MaskSpec& mask) {
+             if (!source) fail("source = None: must be a LengthSource (fulcrum.make_length_source)");
              validate_batch_shape(ranks, tokens_per_rank);
              return BatchStream([source] { return source->next(); }, ranks, tokens_per_rank, mask);
            }),

@@ -1,6 +1,7 @@
 // Small text helpers for parsing specs such as "uniform:1:100" and "lambda:64:4096".
 #pragma once
 
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -8,5 +9,9 @@ namespace fulcrum {
 
 /// Splits `text` at every `separator`; empty fields are kept ("a::b" gives "a", "", "b").
 std::vector<std::string_view> split_fields(std::string_view text, char separator);
+
+/// A comma-separated list of names ("distca,wlb"), empty fields skipped. A name given twice is bad input
+/// naming `field`: every list that selects what runs (planners, systems, modes) keys its results by name.
+std::vector<std::string> split_names(std::string_view text, std::string_view field);
 
 }  // namespace fulcrum

@@ -134,6 +134,25 @@ TEST(Kernels, SplittingWorkIntoMoreTasksDoesNotChangeTheResult) {
   EXPECT_LE(testing::relative_error(b.dq, a.dq), 1e-6);
 }
 
+TEST(Kernels, ScoresJumpingBetweenKeyTilesMatchTheFp64Reference) {
+  // Every key tile's scores sit `jump` (natural log) above the tile before, through a constant first
+  // component of Q against a per-tile first component of K. The forward moves a row's reference
+  // maximum only when a tile exceeds it by more than 2^8: a jump of 3 (4.3 in base 2) keeps it for a
+  // tile and lets p grow towards 2^8, 6 (8.7) moves it at every tile, -6 never after the first.
+  for (const double jump : {3.0, 6.0, -6.0}) {
+    Rng rng(10);
+    Problem p = testing::make_problem(rng, {2, 1, 64, 0}, {330}, MaskSpec::causal(), 2, false, false);
+    const auto dim = static_cast<std::size_t>(p.shape.head_dim);
+    const Tokens first_row = p.tasks[0].keys.row;
+    for (std::size_t cell = 0; cell < p.q.size() / dim; ++cell) p.q[cell * dim] = 1.0;
+    for (Tokens row = first_row; row < p.kv_rows; ++row) {
+      p.k[static_cast<std::size_t>(row) * dim] =
+          jump * static_cast<double>((row - first_row) / 64) / p.shape.softmax_scale();
+    }
+    check_fp32(p, fmt::format("jump {}", jump));
+  }
+}
+
 // bf16 storage: O, dQ, dK and dV at most twice the error of a naive bf16 implementation of the same
 // tasks, both against the fp64 reference; cells no task writes untouched.
 void expect_bf16_within_twice_naive(const Problem& p, const std::string& what) {

@@ -99,7 +99,7 @@ FULCRUM_INLINE void softmax_grad_rows(float* s, float* dp, Tokens rows, const fl
     for (int v = 0; v < kTileVecs; ++v) {
       float* si = s + i * kTile + v * kLanes;
       float* dpi = dp + i * kTile + v * kLanes;
-      const Vec p = exp2_nonpositive(load(si) - l);
+      const Vec p = exp2_bounded(load(si) - l);
       store(si, p);
       store(dpi, p * (load(dpi) - d));
     }
@@ -111,7 +111,7 @@ FULCRUM_INLINE void softmax_grad_transposed(float* s_t, float* dp_t, Tokens keys
     for (int v = 0; v < kTileVecs; ++v) {
       float* sj = s_t + j * kTile + v * kLanes;
       float* dpj = dp_t + j * kTile + v * kLanes;
-      const Vec p = exp2_nonpositive(load(sj) - load(lse2 + v * kLanes));
+      const Vec p = exp2_bounded(load(sj) - load(lse2 + v * kLanes));
       store(sj, p);
       store(dpj, p * (load(dpj) - load(delta + v * kLanes)));
     }
@@ -201,17 +201,18 @@ FULCRUM_KERNEL_CLONES void key_item(const Backward<T>& b, std::size_t index, con
   }
   for (std::size_t a = 0; a < w.active.size(); ++a) {
     const auto [row, position, nq, h, kind] = w.active[a];
-    if (a + 1 < w.active.size()) {  // Q and dO rows of the next tile (sparse masks: far from these)
+    Prefetch next_q, next_do;  // Q and dO rows of the next tile (sparse masks: far from these)
+    if (a + 1 < w.active.size()) {
       const ActiveTile& next = w.active[a + 1];
-      prefetch_rows(b.q_rows + b.q_first(next.row, next.head), next.count, ld);
-      prefetch_rows(b.do_rows + b.q_first(next.row, next.head), next.count, ld);
+      next_q = Prefetch::rows(b.q_rows + b.q_first(next.row, next.head), next.count, ld);
+      next_do = Prefetch::rows(b.do_rows + b.q_first(next.row, next.head), next.count, ld);
     }
     const MaskSpec& mask = task.mask_of(h);
     const float* qs = b.q_rows + b.q_first(row, h);
     const float* d_o = b.do_rows + b.q_first(row, h);
-    gemm({w.s.data(), kTile, qs, ld, 1, k_t, kTile, dim, nq}, false);  // S = Q K^T
+    gemm({w.s.data(), kTile, qs, ld, 1, k_t, kTile, dim, nq, &next_q}, false);  // S = Q K^T
     mask_scores(w.s.data(), false, mask, task.doc_len, {position, position + nq}, keys, kind);
-    gemm({w.dp.data(), kTile, d_o, ld, 1, v_t, kTile, dim, nq}, false);  // dP = dO V^T
+    gemm({w.dp.data(), kTile, d_o, ld, 1, v_t, kTile, dim, nq, &next_do}, false);  // dP = dO V^T
     softmax_grad_rows(w.s.data(), w.dp.data(), nq, b.lse2 + b.row_head(row, h), b.delta + b.row_head(row, h),
                       b.q.heads);
     gemm_wide({dv, ld, w.s.data(), 1, kTile, d_o, ld, nq, nk}, ld, true);  // dV += P^T dO
@@ -288,11 +289,13 @@ FULCRUM_KERNEL_CLONES void query_item(const Backward<T>& b, std::size_t, const W
     delta[i] = i < nq ? b.delta[b.row_head(item.rows.row + i, item.head)] : 0.0f;
   }
 
-  // One K/V tile of nk rows (the grid's, or gathered columns'), masked by `mask_tile(s^T)`.
+  // One K/V tile of nk rows (the grid's, or gathered columns'), masked by `mask_tile(s^T)`, while the
+  // next grid tile's K and V rows are prefetched (sparse masks: far from these).
+  Prefetch next_k, next_v;
   auto add_tile = [&](const float* k_tile, const float* v_tile, Tokens nk, auto&& mask_tile) {
-    gemm({w.s.data(), kTile, k_tile, ld, 1, q_t, kTile, dim, nk}, false);  // S^T = K Q^T
+    gemm({w.s.data(), kTile, k_tile, ld, 1, q_t, kTile, dim, nk, &next_k}, false);  // S^T = K Q^T
     mask_tile(w.s.data());
-    gemm({w.dp.data(), kTile, v_tile, ld, 1, do_t, kTile, dim, nk}, false);  // dP^T = V dO^T
+    gemm({w.dp.data(), kTile, v_tile, ld, 1, do_t, kTile, dim, nk, &next_v}, false);  // dP^T = V dO^T
     softmax_grad_transposed(w.s.data(), w.dp.data(), nk, lse2, delta);
     gemm_wide({dq, ld, w.dp.data(), 1, kTile, k_tile, ld, nk, nq}, ld, true);  // dQ += dS K
   };
@@ -313,10 +316,11 @@ FULCRUM_KERNEL_CLONES void query_item(const Backward<T>& b, std::size_t, const W
   }
   for (std::size_t a = 0; a < w.active.size(); ++a) {
     const ActiveTile& tile = w.active[a];  // not a structured binding: the lambda below captures it
-    if (a + 1 < w.active.size()) {         // K and V rows of the next tile (sparse masks: far from these)
+    next_k = next_v = {};
+    if (a + 1 < w.active.size()) {
       const ActiveTile& next = w.active[a + 1];
-      prefetch_rows(b.k_rows + b.k_first(next.row, kv_head), next.count, ld);
-      prefetch_rows(b.v_rows + b.k_first(next.row, kv_head), next.count, ld);
+      next_k = Prefetch::rows(b.k_rows + b.k_first(next.row, kv_head), next.count, ld);
+      next_v = Prefetch::rows(b.v_rows + b.k_first(next.row, kv_head), next.count, ld);
     }
     const Range keys{tile.position, tile.position + tile.count};
     add_tile(b.k_rows + b.k_first(tile.row, kv_head), b.v_rows + b.k_first(tile.row, kv_head), tile.count,

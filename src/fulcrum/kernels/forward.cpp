@@ -64,23 +64,32 @@ struct ForwardScratch {
   }
 };
 
-// m: running maxima (base 2), l: running sums, both per query as vectors; o: [64][ld] output rows.
+// How far (base 2) a tile's maximum may exceed a row's reference maximum before the reference moves.
+// Rescaling is lazy, as in FlashAttention-4: p = 2^(s - m) then stays below 2^8, and O's rows are
+// rescaled only when the reference moves; O / l and m + log2 l do not depend on which reference was
+// used. Under a sparse mask each tile lies on another diagonal, whose maximum usually moves a little:
+// rescaling every time was ~3% of a forward pass (measured).
+constexpr float kRescaleSlack = 8.0f;
+
+// m: the rows' reference maxima (base 2), l: running sums relative to them, both per query as vectors;
+// o: [64][ld] output rows.
 FULCRUM_INLINE void online_softmax(float* s_t, int nk, float* o, long ld, Tokens nq, Vec* m, Vec* l) {
   Vec m_new[kTileVecs], m_safe[kTileVecs], alpha[kTileVecs], sum[kTileVecs];
-  for (int v = 0; v < kTileVecs; ++v) m_new[v] = m[v];
+  for (Vec& x : m_new) x = splat(kNegInf);
   for (int j = 0; j < nk; ++j) {
     for (int v = 0; v < kTileVecs; ++v) m_new[v] = max(m_new[v], load(s_t + j * kTile + v * kLanes));
   }
   for (int v = 0; v < kTileVecs; ++v) {
+    m_new[v] = m_new[v] > m[v] + splat(kRescaleSlack) ? m_new[v] : m[v];
     // A row that has seen no visible key keeps max -inf; subtracting 0 keeps its p = 2^-inf = 0.
     m_safe[v] = m_new[v] == splat(kNegInf) ? splat(0.0f) : m_new[v];
-    alpha[v] = exp2_nonpositive(m[v] - m_safe[v]);
+    alpha[v] = exp2_bounded(m[v] - m_safe[v]);
     sum[v] = Vec{};
   }
   for (int j = 0; j < nk; ++j) {
     for (int v = 0; v < kTileVecs; ++v) {
       float* s = s_t + j * kTile + v * kLanes;
-      const Vec p = exp2_nonpositive(load(s) - m_safe[v]);
+      const Vec p = exp2_bounded(load(s) - m_safe[v]);
       store(s, p);
       sum[v] += p;
     }
@@ -182,20 +191,21 @@ FULCRUM_KERNEL_CLONES void forward_item(const Forward<T>& f, const WorkItem& ite
   for (std::size_t a = 0; a < w.active.size(); ++a) {
     const auto [offset, t, kind] = w.active[a];
     const Tokens nk = std::min<Tokens>(kTile, task.keys.count - offset);
+    Prefetch next_k, next_v;  // the next tile's K and V rows, while this one computes
     if (a + 1 < w.active.size() && w.active[a + 1].offset != offset) {
-      const Tokens next = w.active[a + 1].offset;
-      prefetch_rows(f.k_rows + kv_first(next), std::min<Tokens>(kTile, task.keys.count - next), ld);
-      prefetch_rows(f.v_rows + kv_first(next), std::min<Tokens>(kTile, task.keys.count - next), ld);
+      const Tokens next = w.active[a + 1].offset, rows = std::min<Tokens>(kTile, task.keys.count - next);
+      next_k = Prefetch::rows(f.k_rows + kv_first(next), rows, ld);
+      next_v = Prefetch::rows(f.v_rows + kv_first(next), rows, ld);
     }
     QueryTileState& s = w.tiles[t];
     const Tokens nq = tile_rows(t);
     const Range queries = positions(item.rows, t * kTile, nq);
     const Range keys = positions(task.keys, offset, nk);
     const auto first = kv_first(offset);
-    gemm({w.s_t.data(), kTile, f.k_rows + first, ld, 1, s.q_t.data(), kTile, dim, nk}, false);  // S^T = K Q^T
+    gemm({w.s_t.data(), kTile, f.k_rows + first, ld, 1, s.q_t.data(), kTile, dim, nk, &next_k}, false);  // S^T = K Q^T
     mask_scores(w.s_t.data(), true, mask, task.doc_len, queries, keys, kind);
     online_softmax(w.s_t.data(), static_cast<int>(nk), s.o.data(), ld, nq, s.m, s.l);
-    gemm_wide({s.o.data(), ld, w.s_t.data(), 1, kTile, f.v_rows + first, ld, nk, nq}, ld, true);  // O += P V
+    gemm_wide({s.o.data(), ld, w.s_t.data(), 1, kTile, f.v_rows + first, ld, nk, nq, &next_v}, ld, true);  // O += P V
   }
   if (columns != nullptr) gathered_tiles(f, item, *columns, w);
 

@@ -161,12 +161,13 @@ class Compiler {
   Tokens length_of(const CATask& t) const { return a_.batch.documents[t.doc].length; }
 
   // Work of a task in (head, query, key) triples: every task's pairs times q_heads for all-head
-  // tasks, so the halves cut where they did before tasks had heads.
-  Tokens task_pairs(const CATask& t) const {
-    Tokens pairs = 0;
+  // tasks, so the halves cut where they did before tasks had heads. In double: heads x a document's pairs
+  // (up to 2^60) and a server's sum of them exceed 64 bits; below 2^53 the sums are exact, as before.
+  double task_pairs(const CATask& t) const {
+    double pairs = 0;
     for (const auto& run : runs_of(t)) {
-      pairs +=
-          run.heads.count(plan_.heads.q_heads) * attention_pairs(*run.mask, t.query_ranges(), t.keys, length_of(t));
+      pairs += run.heads.count(plan_.heads.q_heads) *
+               static_cast<double>(attention_pairs(*run.mask, t.query_ranges(), t.keys, length_of(t)));
     }
     return pairs;
   }
@@ -211,12 +212,12 @@ class Compiler {
 
   // Cuts tasks (in order) where the running work first reaches half the total.
   std::pair<std::vector<int>, std::vector<int>> halve(const std::vector<int>& tasks) const {
-    Tokens total = 0;
+    double total = 0;
     for (int i : tasks) total += task_pairs(tasks_[i]);
     std::pair<std::vector<int>, std::vector<int>> halves;
-    Tokens running = 0;
+    double running = 0;
     for (int i : tasks) {
-      const Tokens pairs = task_pairs(tasks_[i]);
+      const double pairs = task_pairs(tasks_[i]);
       // A task goes first when most of it lies before the midpoint.
       (2 * running + pairs <= total ? halves.first : halves.second).push_back(i);
       running += pairs;

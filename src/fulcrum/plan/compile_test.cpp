@@ -5,6 +5,7 @@
 #include "fulcrum/plan/program_verify.hpp"
 #include "fulcrum/plan/stats.hpp"
 #include "fulcrum/plan/verify.hpp"
+#include "fulcrum/workload/limits.hpp"
 #include "fulcrum/workload/mask_test_cases.hpp"
 
 #include <gtest/gtest.h>
@@ -313,6 +314,25 @@ TEST(Compile, PingPongPutsWorkWithoutTrafficAroundTheRemoteWork) {
       << "local work first hides the dispatch";
   EXPECT_EQ(plan.mode, CommMode::kPingPong);
   EXPECT_EQ(plan.nano_batches, 2);
+}
+
+// The schedule cuts a server's work in halves by (head, query, key) triples. At the largest document with
+// 32 heads one task holds 32 x 2^59 = 2^64 of them: in 64-bit integers both halves wrapped to 0 and both
+// tasks went into the first nano-batch. The plan's shape must be the same as at 64 tokens.
+TEST(Compile, HalvesAtTheLargestDocumentMatchASmallOne) {
+  const HeadLayout heads{32, 8, 128, 2};
+  auto instructions = [&](Tokens n) {
+    Assignment a;
+    a.batch = pack_batch({{0, n, MaskSpec::full()}}, 1, n);
+    a.tasks = {{0, {Range{0, n / 2}, Range{}}, {0, n}, 0}, {0, {Range{n / 2, n}, Range{}}, {0, n}, 0}};
+    const Plan plan = compile(a, heads, Pass::kForward, CommMode::kPingPong);
+    std::string order;
+    for (const auto& i : plan.programs[0].instructions) {
+      order += fmt::format("{}@{} ", operation_name(i.op), i.stream);
+    }
+    return order;
+  };
+  EXPECT_EQ(instructions(kMaxDocumentTokens), instructions(64));
 }
 
 }  // namespace

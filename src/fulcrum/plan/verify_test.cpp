@@ -4,6 +4,7 @@
 #include "fulcrum/cost/attention_cost.hpp"
 #include "fulcrum/plan/plan_test_cases.hpp"
 #include "fulcrum/plan/stats.hpp"
+#include "fulcrum/workload/limits.hpp"
 #include "fulcrum/workload/mask_test_cases.hpp"
 
 #include <gtest/gtest.h>
@@ -54,6 +55,19 @@ TEST(Verify, RejectsADoubledShard) {
   const auto report = verify(a);
   ASSERT_FALSE(report.ok());
   EXPECT_NE(report.summary().find("more than once"), std::string::npos) << report.summary();
+}
+
+// 17 copies of a full 2^30-token document's task sum to 17 x 2^60 pairs, which wrapped in 64 bits to
+// exactly the document's 2^60: the conservation check passed. The sum saturates instead.
+TEST(Verify, PairSumsOfOverlappingTasksDoNotWrap) {
+  const Tokens n = kMaxDocumentTokens;
+  Assignment a{"test", pack_batch({{0, n, MaskSpec::full()}}, 1, n), {}, {}};
+  a.tasks.assign(17, CATask{0, {Range{0, n}, Range{}}, {0, n}, 0});
+  const auto report = verify(a);
+  ASSERT_FALSE(report.ok());
+  EXPECT_NE(report.summary().find("tasks compute 9223372036854775807 pairs, the mask has 1152921504606846976"),
+            std::string::npos)
+      << report.summary();
 }
 
 TEST(Verify, RejectsKeySplitsThatLeaveAGap) {

@@ -1,5 +1,6 @@
 #include "fulcrum/report/run_report.hpp"
 
+#include "fulcrum/core/error.hpp"
 #include "fulcrum/plan/stats.hpp"
 #include "fulcrum/report/table.hpp"
 
@@ -158,17 +159,20 @@ nlohmann::json run_json(std::span<const studies::JobResult> jobs) {
 }
 
 BarChart attention_chart(std::span<const studies::JobResult> jobs) {
-  BarChart chart;
-  chart.title = "Core-attention time per rank (forward + backward, CPU seconds)";
-  chart.y_label = "attention CPU time (ms)";
-  if (!jobs.empty()) {
-    for (int r = 0; r < jobs.front().ranks; ++r) chart.categories.push_back(fmt::format("rank {}", r));
-  }
+  // CPU time, not wall time: the ranks time-share the cores of an oversubscribed machine.
+  BarChart chart{"Core-attention CPU time per rank (forward + backward)",
+                 "attention CPU time (ms)",
+                 "rank",
+                 {},
+                 {"attention"},
+                 {{"", {}}}};
+  auto& groups = chart.panels.front().groups;
+  for (int r = 0; !jobs.empty() && r < jobs.front().ranks; ++r) groups.push_back({std::to_string(r), {}});
   for (const auto& job : jobs) {
     const RunMetrics m = run_metrics(job);
-    BarSeries s{fmt::format("{} ({})", m.planner, m.mode), {}};
-    for (double v : m.attention_cpu_s) s.values.push_back(v * 1e3);
-    chart.series.push_back(std::move(s));
+    FULCRUM_CHECK(m.attention_cpu_s.size() == groups.size(), "every job of a chart runs on the same ranks");
+    chart.bar_names.push_back(fmt::format("{} ({})", m.planner, m.mode));
+    for (std::size_t r = 0; r < groups.size(); ++r) groups[r].bars.push_back({m.attention_cpu_s[r] * 1e3});
   }
   return chart;
 }

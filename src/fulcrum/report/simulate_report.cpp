@@ -4,7 +4,9 @@
 
 #include <fmt/format.h>
 
-#include <map>
+#include <algorithm>
+#include <functional>
+#include <span>
 
 namespace fulcrum {
 namespace {
@@ -21,6 +23,57 @@ std::string system_label(const sim::TrainingResult& r) {
 }
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+// Past this many points a study with several sweep keys is drawn as small multiples.
+constexpr std::size_t kPointsInOnePanel = 6;
+
+std::string key_values(std::span<const std::pair<std::string, std::string>> point) {
+  std::string label;
+  for (const auto& [key, value] : point) label += fmt::format("{}{}={}", label.empty() ? "" : " ", key, value);
+  return label;
+}
+
+// Index of `name` in `names`, appended when new (first-seen order is the chart's order).
+std::size_t index_of(std::vector<std::string>& names, const std::string& name) {
+  const auto at = std::find(names.begin(), names.end(), name);
+  if (at != names.end()) return static_cast<std::size_t>(at - names.begin());
+  names.push_back(name);
+  return names.size() - 1;
+}
+
+// The one chart layout of a study: a group per point, a bar per system, `values(row)` the bar's segments
+// (one per chart.segment_names); a point a system did not run at draws as zero.
+BarChart study_chart(const studies::Study& study, BarChart chart,
+                     const std::function<std::vector<double>(const studies::StudyRow&)>& values) {
+  std::vector<std::string> points;
+  for (const auto& row : study.rows) {
+    index_of(points, point_label(row));
+    index_of(chart.bar_names, system_label(row.result));
+  }
+  const bool facets = points.size() > kPointsInOnePanel && !study.rows.empty() && study.rows[0].point.size() > 1;
+  std::vector<std::string> panel_titles;
+  std::vector<std::vector<std::string>> group_labels;
+  std::vector<std::pair<std::size_t, std::size_t>> where;  // per row: panel, group
+  for (const auto& row : study.rows) {
+    const std::span<const std::pair<std::string, std::string>> point(row.point);
+    const std::size_t panel = index_of(panel_titles, facets ? key_values(point.first(1)) : "");
+    group_labels.resize(panel_titles.size());
+    where.emplace_back(panel, index_of(group_labels[panel], facets ? key_values(point.subspan(1)) : point_label(row)));
+  }
+  const std::vector<double> zeros(chart.segment_names.size(), 0.0);
+  for (std::size_t p = 0; p < panel_titles.size(); ++p) {
+    chart.panels.push_back({panel_titles[p], {}});
+    for (const auto& label : group_labels[p]) {
+      chart.panels.back().groups.push_back({label, std::vector<std::vector<double>>(chart.bar_names.size(), zeros)});
+    }
+  }
+  for (std::size_t i = 0; i < study.rows.size(); ++i) {
+    const auto& row = study.rows[i];
+    const std::size_t bar = index_of(chart.bar_names, system_label(row.result));
+    chart.panels[where[i].first].groups[where[i].second].bars[bar] = values(row);
+  }
+  return chart;
+}
 
 }  // namespace
 
@@ -77,35 +130,29 @@ nlohmann::json study_json(const studies::Study& study) {
 }
 
 BarChart study_speedup_chart(const studies::Study& study) {
-  BarChart chart{fmt::format("Speedup over {} (simulated, {})", study.reference, study.spec.hardware),
-                 fmt::format("tokens/s over {}'s", study.reference),
-                 {},
-                 {}};
-  std::map<std::string, std::size_t> series, categories;
-  for (const auto& row : study.rows) {
-    if (categories.try_emplace(point_label(row), chart.categories.size()).second)
-      chart.categories.push_back(point_label(row));
-    const auto name = system_label(row.result);
-    if (series.try_emplace(name, chart.series.size()).second) chart.series.push_back({name, {}});
-  }
-  for (auto& s : chart.series) s.values.assign(chart.categories.size(), 0);
-  for (const auto& row : study.rows) {
-    chart.series[series[system_label(row.result)]].values[categories[point_label(row)]] = row.speedup;
-  }
-  return chart;
+  return study_chart(study,
+                     {fmt::format("Speedup over {} (simulated, {})", study.reference, study.spec.hardware),
+                      fmt::format("speedup over {} (tokens/s ratio)", study.reference),
+                      "",
+                      {},
+                      {"speedup"},
+                      {}},
+                     [](const studies::StudyRow& row) { return std::vector<double>{row.speedup}; });
 }
 
 BarChart study_breakdown_chart(const studies::Study& study) {
-  BarChart chart{"Where an average GPU's iteration goes (simulated)", "seconds per iteration", {}, {}};
-  const char* parts[] = {"linear", "attention", "exposed comm", "idle", "dp sync"};
-  for (const char* p : parts) chart.series.push_back({p, {}});
-  for (const auto& row : study.rows) {
-    chart.categories.push_back(fmt::format("{} {}", system_label(row.result), point_label(row)));
-    const auto& b = row.result.breakdown;
-    const double values[] = {b.linear_s, b.attention_s, b.exposed_comm_s, std::max(0.0, b.idle_s), b.dp_sync_s};
-    for (std::size_t i = 0; i < chart.series.size(); ++i) chart.series[i].values.push_back(values[i]);
-  }
-  return chart;
+  return study_chart(
+      study,
+      {fmt::format("Where an average GPU's iteration goes (simulated, {})", study.spec.hardware),
+       "time per iteration (s)",
+       "",
+       {},
+       {"linear", "attention", "exposed comm", "idle", "dp sync"},
+       {}},
+      [](const studies::StudyRow& row) {
+        const auto& b = row.result.breakdown;
+        return std::vector<double>{b.linear_s, b.attention_s, b.exposed_comm_s, std::max(0.0, b.idle_s), b.dp_sync_s};
+      });
 }
 
 }  // namespace fulcrum

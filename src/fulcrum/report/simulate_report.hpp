@@ -14,9 +14,11 @@ namespace fulcrum {
 std::string study_table(const studies::Study& study);
 std::string study_csv(const studies::Study& study);
 nlohmann::json study_json(const studies::Study& study);
-/// Categories: the sweep points; one series per system (and DistCA mode).
+/// A group of bars per sweep point and a bar per system (and DistCA mode). With several sweep keys and more
+/// than a few points, one panel per value of the first key, the groups labelled by the others.
+/// The speedup: one value per bar.
 BarChart study_speedup_chart(const studies::Study& study);
-/// Categories: each row (system at a point); one series per part of the iteration time.
+/// The time breakdown: each bar stacks the parts of an average GPU's iteration.
 BarChart study_breakdown_chart(const studies::Study& study);
 
 }  // namespace fulcrum

@@ -44,21 +44,59 @@ TEST(SimulateReport, EveryOutputCarriesEveryRow) {
   EXPECT_EQ(json["rows"][4]["point"], "gpus=128");
 }
 
-TEST(SimulateReport, ChartsPlaceEachValueAtItsPointAndSeries) {
+TEST(SimulateReport, ChartsPlaceEachValueAtItsPointAndSystem) {
   const auto study = two_point_study();
   const BarChart speedup = study_speedup_chart(study);
-  ASSERT_EQ(speedup.categories, (std::vector<std::string>{"gpus=64", "gpus=128"}));
-  ASSERT_EQ(speedup.series.size(), 3u);
-  EXPECT_EQ(speedup.series[1].name, "distca/signal");
-  EXPECT_EQ(speedup.series[1].values, (std::vector<double>{1.5, 3.0}));
-  EXPECT_EQ(speedup.series[2].values, (std::vector<double>{1.0, 2.0}));
+  EXPECT_EQ(speedup.bar_names, (std::vector<std::string>{"distca/pingpong", "distca/signal", "wlb"}));
+  EXPECT_FALSE(speedup.stacked());
+  ASSERT_EQ(speedup.panels.size(), 1u);
+  ASSERT_EQ(speedup.panels[0].groups.size(), 2u);
+  EXPECT_EQ(speedup.panels[0].groups[1].label, "gpus=128");
+  EXPECT_EQ(speedup.panels[0].groups[0].bars[1], (std::vector<double>{1.5}));
+  EXPECT_EQ(speedup.panels[0].groups[1].bars[1], (std::vector<double>{3.0}));
+  EXPECT_EQ(speedup.panels[0].groups[1].bars[2], (std::vector<double>{2.0}));
   EXPECT_NO_THROW(speedup.validate());
+  // The breakdown: a stacked bar per system and point, its parts summing to the iteration.
   const BarChart parts = study_breakdown_chart(study);
-  ASSERT_EQ(parts.series.size(), 5u);
-  EXPECT_EQ(parts.categories.size(), 6u);
-  EXPECT_EQ(parts.series[2].name, "exposed comm");
-  EXPECT_EQ(parts.series[2].values.front(), 0.25);
+  EXPECT_TRUE(parts.stacked());
+  EXPECT_EQ(parts.bar_names, speedup.bar_names);
+  ASSERT_EQ(parts.segment_names.size(), 5u);
+  EXPECT_EQ(parts.segment_names[2], "exposed comm");
+  EXPECT_EQ(parts.y_label, "time per iteration (s)");
+  for (const auto& group : parts.panels.at(0).groups) {
+    for (const auto& bar : group.bars) EXPECT_EQ(bar, (std::vector<double>{1.0, 0.5, 0.25, 0.2, 0.05}));
+  }
   EXPECT_NO_THROW(parts.validate());
+}
+
+TEST(SimulateReport, ManyPointsOfSeveralKeysBecomeOnePanelPerFirstKeyValue) {
+  studies::Study study;
+  study.reference = "wlb";
+  for (const std::string gpus : {"64", "128", "256"}) {
+    for (const std::string len : {"131072", "262144", "524288"}) {
+      for (const std::string dataset : {"pretrain", "prolong"}) {
+        for (const char* system : {"distca", "wlb"}) {
+          studies::StudyRow row;
+          row.point = {{"gpus", gpus}, {"max-doc-len", len}, {"dataset", dataset}};
+          row.result.config.system = system;
+          row.result.config.mode = CommMode::kPingPong;
+          row.speedup = std::stod(gpus) + std::stod(len) / 1e6;
+          study.rows.push_back(row);
+        }
+      }
+    }
+  }
+  const BarChart chart = study_speedup_chart(study);
+  ASSERT_EQ(chart.panels.size(), 3u);
+  EXPECT_EQ(chart.panels[1].title, "gpus=128");
+  ASSERT_EQ(chart.panels[1].groups.size(), 6u);
+  EXPECT_EQ(chart.panels[1].groups[3].label, "max-doc-len=262144 dataset=prolong");
+  EXPECT_EQ(chart.panels[1].groups[3].bars[0], (std::vector<double>{128 + 0.262144}));
+  // A study of few points stays one panel, its groups labelled by every key.
+  study.rows.resize(8);
+  const BarChart few = study_speedup_chart(study);
+  ASSERT_EQ(few.panels.size(), 1u);
+  EXPECT_EQ(few.panels[0].groups[0].label, "gpus=64 max-doc-len=131072 dataset=pretrain");
 }
 
 }  // namespace

@@ -17,43 +17,143 @@ namespace {
 constexpr std::array<const char*, 8> kPalette = {"#0072B2", "#E69F00", "#009E73", "#D55E00",
                                                  "#CC79A7", "#56B4E9", "#F0E442", "#000000"};
 
-// Layout in pixels. Text widths are estimated (no font metrics without a renderer) at kCharWidth per
-// character of 12 px sans-serif, which errs wide for most labels.
-constexpr double kLeft = 72;  // tick labels and the rotated y label
-constexpr double kPlotHeight = 280;
-constexpr double kBottom = 36;  // category labels
-constexpr double kMinPlotWidth = 360;
-constexpr double kMaxPlotWidth = 960;  // past this bars get thinner rather than the chart wider
-constexpr double kPreferredBarWidth = 14;
-constexpr double kGroupGapFraction = 0.2;
-constexpr double kLegendGap = 24;
-constexpr double kLegendRow = 20;
-constexpr double kCharWidth = 7;
+// Layout in pixels.
+constexpr double kPad = 12;  // canvas edge to anything drawn
+constexpr double kFont = 12;
+constexpr double kTitleFont = 16;
+constexpr double kPanelTitleFont = 13;
+constexpr double kBarLabelFont = 11;
+constexpr double kGap = 6;              // a label to what it labels
+constexpr double kPlotHeight = 260;     // one row of panels
+constexpr double kRowPlotHeight = 180;  // each of several rows
+constexpr double kMinPlotWidth = 200;   // so a chart of one group is not a sliver
+constexpr double kMaxPlotWidth = 960;   // a panel wider than this continues in another row
+constexpr double kMaxGridWidth = 1240;  // panels side by side up to this width
+constexpr double kPanelGap = 28;        // between panels, both ways
+constexpr double kGroupPad = 12;        // between neighbouring groups (also between their labels)
+constexpr double kBarLabelRoom = 4;     // a labelled bar's gap to its neighbour
+constexpr double kPreferredSlot = 16;   // width per plain bar a chart grows to make room for
+constexpr double kPreferredLabelledSlot = 24;
+constexpr double kMaxSlot = 32;  // bars widen to this where the labels make the groups wide
+constexpr double kMinSlot = 5;
+constexpr double kLegendGap = 20;
+constexpr double kSwatch = 12;
+constexpr double kLegendRow = 18;
 
+double line_height(double font_size) { return kLineEm * font_size; }
 std::string num(double value) { return fmt::format("{:.1f}", value); }
 
-std::size_t longest(const std::vector<std::string>& texts) {
-  std::size_t n = 0;
-  for (const auto& t : texts) n = std::max(n, t.size());
-  return n;
+std::string join(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const auto& line : lines) out += (out.empty() ? "" : " ") + line;
+  return out;
 }
+
+/// Greedy: as many words on a line as fit in max_width (a word wider than that gets a line of its own).
+std::vector<std::string> wrap(const std::string& text, double max_width, double font_size) {
+  std::vector<std::string> lines;
+  for (const auto& word : split_words(text)) {
+    if (!lines.empty() && text_width(lines.back() + " " + word, font_size) <= max_width) {
+      lines.back() += " " + word;
+    } else {
+      lines.push_back(word);
+    }
+  }
+  return lines;
+}
+
+enum class LabelForm { kOneLine, kWrapped, kVertical };
+
+// How the groups are drawn: the same in every panel, chosen so the widest panel fits.
+struct Shape {
+  LabelForm form = LabelForm::kVertical;
+  double slot = kMinSlot;  // horizontal room per bar, at least
+  double group_width = 0;  // at least: the bars, or the group label, plus kGroupPad
+};
+
+Shape choose_shape(const BarChart& chart) {
+  const bool labelled = chart.stacked();  // colours name the segments, so a label names each bar
+  const double label_slot = labelled ? line_height(kBarLabelFont) + kBarLabelRoom : 0;
+  const auto n_bars = static_cast<double>(chart.bar_names.size());
+  std::size_t widest_panel = 0;
+  double one_line = 0, longest_word = 0;
+  for (const auto& panel : chart.panels) {
+    widest_panel = std::max(widest_panel, panel.groups.size());
+    for (const auto& group : panel.groups) {
+      one_line = std::max(one_line, text_width(group.label, kFont));
+      for (const auto& word : split_words(group.label)) longest_word = std::max(longest_word, text_width(word, kFont));
+    }
+  }
+  const std::array<std::pair<LabelForm, double>, 3> forms = {{{LabelForm::kOneLine, one_line},
+                                                              {LabelForm::kWrapped, longest_word},
+                                                              {LabelForm::kVertical, line_height(kFont)}}};
+  const std::array<double, 2> slots = {std::max(labelled ? kPreferredLabelledSlot : kPreferredSlot, label_slot),
+                                       std::max(kMinSlot, label_slot)};
+  // A readable label first, wide bars second: one line with thin bars beats wrapped labels.
+  for (const auto& [form, need] : forms) {
+    for (double slot : slots) {
+      const double width = std::max(n_bars * slot, need) + kGroupPad;
+      if (static_cast<double>(widest_panel) * width <= kMaxPlotWidth) return {form, slot, width};
+    }
+  }
+  return {LabelForm::kVertical, slots[1], std::max(n_bars * slots[1], line_height(kFont)) + kGroupPad};
+}
+
+// A panel, or the part of one that fits in a row.
+struct Cell {
+  std::string title;
+  const BarGroup* groups = nullptr;
+  std::size_t count = 0;
+};
+
+struct Canvas {
+  std::string body;
+  std::vector<ChartLabel> labels;
+
+  void text(const TextSpec& spec) {
+    body += text_svg(spec);
+    labels.push_back({spec.css_class, join(spec.lines), text_box(spec)});
+  }
+  void rect(const std::string& attributes, const std::string& title = "") {
+    body += title.empty() ? fmt::format("<rect {}/>\n", attributes)
+                          : fmt::format("<rect {}><title>{}</title></rect>\n", attributes, xml_escape(title));
+  }
+  void line(const char* css_class, double x1, double y1, double x2, double y2, const char* colour) {
+    body += fmt::format("<line class=\"{}\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\"/>\n", css_class,
+                        num(x1), num(y1), num(x2), num(y2), colour);
+  }
+};
 
 }  // namespace
 
 void BarChart::validate() const {
-  if (categories.empty()) fail("categories: none given, need at least one");
-  if (series.empty()) fail("series: none given, need at least one");
-  if (series.size() > kPalette.size()) {
-    fail("series: {} series, at most {} (one distinct palette colour each)", series.size(), kPalette.size());
+  if (panels.empty()) fail("panels: none given, need at least one");
+  if (bar_names.empty()) fail("bar_names: none given, need at least one");
+  if (segment_names.empty()) fail("segment_names: none given, need at least one");
+  const std::size_t colours = stacked() ? segment_names.size() : bar_names.size();
+  if (colours > kPalette.size()) {
+    fail("{}: {} names, at most {} (one distinct palette colour each)", stacked() ? "segment_names" : "bar_names",
+         colours, kPalette.size());
   }
-  for (std::size_t s = 0; s < series.size(); ++s) {
-    const auto& values = series[s].values;
-    if (values.size() != categories.size()) {
-      fail("series[{}].values: {} values for {} categories", s, values.size(), categories.size());
-    }
-    for (std::size_t c = 0; c < values.size(); ++c) {
-      if (!std::isfinite(values[c]) || values[c] < 0) {
-        fail("series[{}].values[{}] = {}: must be finite and >= 0", s, c, values[c]);
+  for (std::size_t p = 0; p < panels.size(); ++p) {
+    if (panels[p].groups.empty()) fail("panels[{}].groups: none given, need at least one", p);
+    for (std::size_t g = 0; g < panels[p].groups.size(); ++g) {
+      const auto& group = panels[p].groups[g];
+      const std::string field = fmt::format("panels[{}].groups[{}]", p, g);
+      if (split_words(group.label).empty()) fail("{}.label: empty, every group needs a label", field);
+      if (group.bars.size() != bar_names.size()) {
+        fail("{}.bars: {} bars for {} bar names", field, group.bars.size(), bar_names.size());
+      }
+      for (std::size_t b = 0; b < group.bars.size(); ++b) {
+        const auto& bar = group.bars[b];
+        if (bar.size() != segment_names.size()) {
+          fail("{}.bars[{}]: {} values for {} segment names", field, b, bar.size(), segment_names.size());
+        }
+        for (std::size_t s = 0; s < bar.size(); ++s) {
+          if (!std::isfinite(bar[s]) || bar[s] < 0) {
+            fail("{}.bars[{}][{}] = {}: must be finite and >= 0", field, b, s, bar[s]);
+          }
+        }
       }
     }
   }
@@ -88,110 +188,236 @@ std::vector<double> nice_ticks(double max_value, int target_intervals) {
   return ticks;
 }
 
-std::string xml_escape(const std::string& text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char ch : text) {
-    switch (ch) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default:
-        // Control characters other than tab and newlines are not allowed in XML 1.0 at all.
-        out += (static_cast<unsigned char>(ch) < 0x20 && ch != '\t' && ch != '\n' && ch != '\r') ? '?' : ch;
+RenderedChart render_bar_chart(const BarChart& chart) {
+  chart.validate();
+  const bool stacked = chart.stacked();
+  const bool bar_labels = stacked;
+  const auto n_bars = static_cast<double>(chart.bar_names.size());
+  const Shape shape = choose_shape(chart);
+
+  // Panels too wide for a row continue in the next.
+  const auto per_row = static_cast<std::size_t>(std::max(1.0, std::floor(kMaxPlotWidth / shape.group_width)));
+  std::vector<Cell> cells;
+  for (const auto& panel : chart.panels) {
+    for (std::size_t at = 0; at < panel.groups.size(); at += per_row) {
+      const std::string title = at == 0 || panel.title.empty() ? panel.title : panel.title + " (cont.)";
+      cells.push_back({title, panel.groups.data() + at, std::min(per_row, panel.groups.size() - at)});
     }
   }
+
+  // The value scale, shared by every panel.
+  double max_value = 0;
+  for (const auto& panel : chart.panels) {
+    for (const auto& group : panel.groups) {
+      for (const auto& bar : group.bars) {
+        double sum = 0;
+        for (double v : bar) sum += v;
+        max_value = std::max(max_value, sum);
+      }
+    }
+  }
+  const std::vector<double> ticks = nice_ticks(max_value);
+  double tick_width = 0;
+  for (double t : ticks) tick_width = std::max(tick_width, text_width(fmt::format("{:g}", t), kFont));
+
+  // Widths: every cell alike, so the panels line up.
+  bool any_panel_title = false;
+  double plot_width = cells.size() == 1 ? kMinPlotWidth : 0;
+  for (const auto& cell : cells) {
+    plot_width = std::max(plot_width, static_cast<double>(cell.count) * shape.group_width);
+    if (!cell.title.empty()) {
+      any_panel_title = true;
+      const TextBox box =
+          text_box({"panel-title", {cell.title}, 0, 0, TextAlign::kStart, false, kPanelTitleFont, true});
+      plot_width = std::max(plot_width, box.x1 - box.x0 + kGroupPad);
+    }
+  }
+  const double axis_width = tick_width + kGap;
+  const double cell_width = axis_width + plot_width;
+  const std::size_t columns = std::clamp<std::size_t>(
+      static_cast<std::size_t>(std::floor((kMaxGridWidth + kPanelGap) / (cell_width + kPanelGap))), 1, cells.size());
+  const std::size_t rows = (cells.size() + columns - 1) / columns;
+  const double plot_height = rows > 1 ? kRowPlotHeight : kPlotHeight;
+
+  // Heights under the axis: bar labels, then group labels.
+  const double slot = std::clamp((shape.group_width - kGroupPad) / n_bars, shape.slot, kMaxSlot);
+  double bar_name_width = 0;
+  for (const auto& name : chart.bar_names) bar_name_width = std::max(bar_name_width, text_width(name, kBarLabelFont));
+  const bool vertical_bar_labels = bar_name_width > slot - 2;
+  const double bar_label_height =
+      !bar_labels ? 0 : (vertical_bar_labels ? bar_name_width : line_height(kBarLabelFont)) + kGap;
+  const double wrap_width = shape.group_width - kGroupPad;
+  std::size_t label_lines = 1;
+  double longest_label = 0;
+  for (const auto& cell : cells) {
+    for (std::size_t g = 0; g < cell.count; ++g) {
+      label_lines = std::max(label_lines, wrap(cell.groups[g].label, wrap_width, kFont).size());
+      longest_label = std::max(longest_label, text_width(cell.groups[g].label, kFont));
+    }
+  }
+  const double group_label_height = shape.form == LabelForm::kVertical ? longest_label
+                                    : shape.form == LabelForm::kWrapped
+                                        ? static_cast<double>(label_lines) * line_height(kFont)
+                                        : line_height(kFont);
+  const double panel_title_height = any_panel_title ? line_height(kPanelTitleFont) + kGap : 0;
+  const double plot_offset = panel_title_height + line_height(kFont) / 2;  // the top tick label's upper half
+  const double cell_height = plot_offset + plot_height + kGap + bar_label_height + group_label_height;
+
+  // The canvas: title, y label, the grid of cells, x label, legend.
+  Canvas canvas;
+  const double title_height = chart.title.empty() ? 0 : line_height(kTitleFont) + 2 * kGap;
+  const double grid_top = kPad + title_height;
+  const double grid_left = kPad + (chart.y_label.empty() ? 0 : line_height(kFont) + kGap);
+  const double grid_width = static_cast<double>(columns) * cell_width + static_cast<double>(columns - 1) * kPanelGap;
+  const double grid_height = static_cast<double>(rows) * cell_height + static_cast<double>(rows - 1) * kPanelGap;
+  double bottom = grid_top + grid_height;
+  double right = grid_left + grid_width;
+
+  if (!chart.y_label.empty()) {
+    const double span = std::max(grid_height, text_width(chart.y_label, kFont));
+    canvas.text({"y-label",
+                 {chart.y_label},
+                 kPad + line_height(kFont) / 2,
+                 grid_top + span / 2,
+                 TextAlign::kMiddle,
+                 true,
+                 kFont,
+                 false});
+    bottom = std::max(bottom, grid_top + span);
+  }
+  if (!chart.x_label.empty()) {
+    const double half = text_width(chart.x_label, kFont) / 2;
+    canvas.text({"x-label",
+                 {chart.x_label},
+                 std::max(grid_left + grid_width / 2, kPad + half),
+                 bottom + kGap,
+                 TextAlign::kMiddle,
+                 false,
+                 kFont,
+                 false});
+    bottom += kGap + line_height(kFont);
+    right = std::max(right, std::max(grid_left + grid_width / 2, kPad + half) + half);
+  }
+
+  const double y_max = ticks.back();
+  for (std::size_t c = 0; c < cells.size(); ++c) {
+    const Cell& cell = cells[c];
+    const std::size_t row = c / columns;  // whole rows: integer division meant
+    const double cell_x = grid_left + static_cast<double>(c % columns) * (cell_width + kPanelGap);
+    const double cell_y = grid_top + static_cast<double>(row) * (cell_height + kPanelGap);
+    const double left = cell_x + axis_width;
+    const double top = cell_y + plot_offset;
+    const double base = top + plot_height;
+    auto y_of = [&](double value) { return base - value / y_max * plot_height; };
+
+    if (!cell.title.empty()) {
+      canvas.text({"panel-title",
+                   {cell.title},
+                   left + plot_width / 2,
+                   cell_y,
+                   TextAlign::kMiddle,
+                   false,
+                   kPanelTitleFont,
+                   true});
+    }
+    for (double t : ticks) {
+      canvas.line("grid", left, y_of(t), left + plot_width, y_of(t), "#dddddd");
+      canvas.text({"tick",
+                   {fmt::format("{:g}", t)},
+                   left - kGap,
+                   y_of(t) - line_height(kFont) / 2,
+                   TextAlign::kEnd,
+                   false,
+                   kFont,
+                   false});
+    }
+
+    // Groups spread over the plot; a group's bars side by side in its middle.
+    const double group_width = plot_width / static_cast<double>(cell.count);
+    const double bar_width = slot - (bar_labels ? kBarLabelRoom : 1);
+    for (std::size_t g = 0; g < cell.count; ++g) {
+      const BarGroup& group = cell.groups[g];
+      const double centre = left + (static_cast<double>(g) + 0.5) * group_width;
+      const double first = centre - n_bars * slot / 2;
+      for (std::size_t b = 0; b < group.bars.size(); ++b) {
+        const double x = first + static_cast<double>(b) * slot + (slot - bar_width) / 2;
+        double level = 0;
+        for (std::size_t s = 0; s < group.bars[b].size(); ++s) {
+          const double value = group.bars[b][s];
+          const std::string tooltip =
+              stacked ? fmt::format("{}, {}, {}: {:g}", chart.segment_names[s], chart.bar_names[b], group.label, value)
+                      : fmt::format("{}, {}: {:g}", chart.bar_names[b], group.label, value);
+          canvas.rect(fmt::format("class=\"bar\" data-group=\"{}\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" "
+                                  "fill=\"{}\"",
+                                  xml_escape(group.label), num(x), num(y_of(level + value)), num(bar_width),
+                                  num(y_of(level) - y_of(level + value)), kPalette[stacked ? s : b]),
+                      tooltip);
+          level += value;
+        }
+        if (bar_labels) {
+          canvas.text({"bar-label",
+                       {chart.bar_names[b]},
+                       x + bar_width / 2,
+                       base + kGap,
+                       vertical_bar_labels ? TextAlign::kStart : TextAlign::kMiddle,
+                       vertical_bar_labels,
+                       kBarLabelFont,
+                       false});
+        }
+      }
+      const double label_top = base + kGap + bar_label_height;
+      if (shape.form == LabelForm::kVertical) {
+        canvas.text({"group", {group.label}, centre, label_top, TextAlign::kStart, true, kFont, false});
+      } else {
+        const auto lines = shape.form == LabelForm::kWrapped ? wrap(group.label, wrap_width, kFont)
+                                                             : std::vector<std::string>{group.label};
+        canvas.text({"group", lines, centre, label_top, TextAlign::kMiddle, false, kFont, false});
+      }
+    }
+    // Axes after the bars so zero-height bars do not hide the baseline.
+    canvas.line("axis", left, top, left, base, "black");
+    canvas.line("axis", left, base, left + plot_width, base, "black");
+  }
+
+  // The legend names the colours; for stacks top segment first, as they are drawn.
+  const std::vector<std::string>& names = stacked ? chart.segment_names : chart.bar_names;
+  const double legend_x = right + kLegendGap;
+  const double legend_top = grid_top + panel_title_height;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const std::size_t colour = stacked ? names.size() - 1 - i : i;
+    const double y = legend_top + static_cast<double>(i) * kLegendRow;
+    canvas.rect(fmt::format("class=\"legend-swatch\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"",
+                            num(legend_x), num(y + (kLegendRow - kSwatch) / 2), num(kSwatch), num(kSwatch),
+                            kPalette[colour]));
+    canvas.text({"legend",
+                 {names[colour]},
+                 legend_x + kSwatch + kGap,
+                 y + (kLegendRow - line_height(kFont)) / 2,
+                 TextAlign::kStart,
+                 false,
+                 kFont,
+                 false});
+  }
+  double legend_width = 0;
+  for (const auto& name : names) legend_width = std::max(legend_width, text_width(name, kFont));
+  right = legend_x + kSwatch + kGap + legend_width;
+  bottom = std::max(bottom, legend_top + static_cast<double>(names.size()) * kLegendRow);
+
+  RenderedChart out;
+  out.width = std::ceil(std::max(right + kPad, text_width(chart.title, kTitleFont) + 2 * kPad));
+  out.height = std::ceil(bottom + kPad);
+  if (!chart.title.empty()) {
+    canvas.text({"title", {chart.title}, out.width / 2, kPad, TextAlign::kMiddle, false, kTitleFont, false});
+  }
+  out.svg = fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
+      "font-family=\"sans-serif\" font-size=\"{2:g}\">\n"
+      "<rect class=\"background\" width=\"100%\" height=\"100%\" fill=\"white\"/>\n{3}</svg>",
+      out.width, out.height, kFont, canvas.body);
+  out.labels = std::move(canvas.labels);
   return out;
 }
 
-std::string bar_chart_svg(const BarChart& chart) {
-  chart.validate();
-  const auto n_categories = static_cast<double>(chart.categories.size());
-  const auto n_series = static_cast<double>(chart.series.size());
-
-  double max_value = 0;
-  for (const auto& s : chart.series) {
-    for (double v : s.values) max_value = std::max(max_value, v);
-  }
-  const std::vector<double> ticks = nice_ticks(max_value);
-  const double y_max = ticks.back();
-
-  const double top = chart.title.empty() ? 20 : 44;
-  const double plot_width = std::clamp(n_categories * (n_series * kPreferredBarWidth) / (1 - kGroupGapFraction),
-                                       kMinPlotWidth, kMaxPlotWidth);
-  const double group_width = plot_width / n_categories;
-  const double bar_width = group_width * (1 - kGroupGapFraction) / n_series;
-  const double base = top + kPlotHeight;
-  auto y_of = [&](double value) { return base - value / y_max * kPlotHeight; };
-
-  std::vector<std::string> names;
-  for (const auto& s : chart.series) names.push_back(s.name);
-  const double legend_x = kLeft + plot_width + kLegendGap;
-  const double width = legend_x + 18 + kCharWidth * static_cast<double>(longest(names)) + 12;
-  const double height = std::max(base + kBottom, top + n_series * kLegendRow + 10);
-
-  std::string svg = fmt::format(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
-      "font-family=\"sans-serif\" font-size=\"12\">\n"
-      "<rect class=\"background\" width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
-      num(width), num(height));
-  if (!chart.title.empty()) {
-    svg += fmt::format("<text class=\"title\" x=\"{}\" y=\"26\" text-anchor=\"middle\" font-size=\"16\">{}</text>\n",
-                       num(kLeft + plot_width / 2), xml_escape(chart.title));
-  }
-  if (!chart.y_label.empty()) {
-    svg += fmt::format(
-        "<text class=\"y-label\" transform=\"rotate(-90)\" x=\"{}\" y=\"16\" text-anchor=\"middle\">{}</text>\n",
-        num(-(top + kPlotHeight / 2)), xml_escape(chart.y_label));
-  }
-  for (double t : ticks) {
-    svg += fmt::format("<line class=\"grid\" x1=\"{0}\" y1=\"{2}\" x2=\"{1}\" y2=\"{2}\" stroke=\"#dddddd\"/>\n",
-                       num(kLeft), num(kLeft + plot_width), num(y_of(t)));
-    svg += fmt::format(
-        "<text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"end\" dominant-baseline=\"middle\">{:g}</text>\n",
-        num(kLeft - 6), num(y_of(t)), t);
-  }
-
-  for (std::size_t s = 0; s < chart.series.size(); ++s) {
-    const auto& series = chart.series[s];
-    for (std::size_t c = 0; c < chart.categories.size(); ++c) {
-      const double value = series.values[c];
-      const double x = kLeft + static_cast<double>(c) * group_width + group_width * kGroupGapFraction / 2 +
-                       static_cast<double>(s) * bar_width;
-      svg += fmt::format(
-          "<rect class=\"bar\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\">"
-          "<title>{}, {}: {:g}</title></rect>\n",
-          num(x), num(y_of(value)), num(bar_width), num(base - y_of(value)), kPalette[s], xml_escape(series.name),
-          xml_escape(chart.categories[c]), value);
-    }
-  }
-
-  // Axes after the bars so zero-height bars do not hide the baseline.
-  svg += fmt::format("<line class=\"axis\" x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"black\"/>\n",
-                     num(kLeft), num(top), num(base));
-  svg += fmt::format("<line class=\"axis\" x1=\"{0}\" y1=\"{2}\" x2=\"{1}\" y2=\"{2}\" stroke=\"black\"/>\n",
-                     num(kLeft), num(kLeft + plot_width), num(base));
-
-  // Label every k-th category when the labels would overlap (64 ranks on a 960 px axis).
-  const double label_width = kCharWidth * static_cast<double>(longest(chart.categories)) + 6;
-  const auto label_every = static_cast<std::size_t>(std::max(1.0, std::ceil(label_width / group_width)));
-  for (std::size_t c = 0; c < chart.categories.size(); c += label_every) {
-    svg += fmt::format("<text class=\"category\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n",
-                       num(kLeft + (static_cast<double>(c) + 0.5) * group_width), num(base + 18),
-                       xml_escape(chart.categories[c]));
-  }
-
-  for (std::size_t s = 0; s < chart.series.size(); ++s) {
-    const double y = top + static_cast<double>(s) * kLegendRow;
-    svg += fmt::format("<rect class=\"legend-swatch\" x=\"{}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"{}\"/>\n",
-                       num(legend_x), num(y), kPalette[s]);
-    svg += fmt::format("<text class=\"legend\" x=\"{}\" y=\"{}\" dominant-baseline=\"middle\">{}</text>\n",
-                       num(legend_x + 18), num(y + 6), xml_escape(chart.series[s].name));
-  }
-  svg += "</svg>";
-  return svg;
-}
+std::string bar_chart_svg(const BarChart& chart) { return render_bar_chart(chart).svg; }
 
 }  // namespace fulcrum

@@ -2,9 +2,11 @@
 
 #include "fulcrum/core/error.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cstdio>
+#include <iterator>
 #include <string_view>
 #include <utility>
 
@@ -91,6 +93,7 @@ MpiSession::~MpiSession() {
 MpiCommunicator::MpiCommunicator(MpiProgress progress, MPI_Comm base) : progress_(progress) {
   FULCRUM_MPI_CHECK(MPI_Comm_dup(base, &comm_));
   FULCRUM_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+  FULCRUM_MPI_CHECK(MPI_Comm_dup(comm_, &notes_));
   FULCRUM_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
   FULCRUM_MPI_CHECK(MPI_Comm_size(comm_, &size_));
   int* tag_ub = nullptr;
@@ -114,6 +117,8 @@ MpiCommunicator::~MpiCommunicator() {
   for (auto& [handle, launch] : launches_) {
     for (MPI_Request& request : launch.requests) abandon(request);
   }
+  settle_abandoned_collectives();
+  MPI_Comm_free(&notes_);
   MPI_Comm_free(&comm_);
 }
 
@@ -290,32 +295,66 @@ LaunchTimes MpiCommunicator::wait(int handle) {
   return times;
 }
 
+std::string MpiCommunicator::await_collective(MPI_Request collective) {
+  // A collective's request cannot say which rank is missing. So every rank also sends a note to the next
+  // rank of a ring when it reaches the collective: a rank whose note from the previous rank never came
+  // names that rank (a stopped or hung rank is named by its successor, when that one waits here), at the
+  // cost of one empty message per rank and collective. MPI keeps the notes between two ranks in order, and every
+  // rank reaches the collectives in the same order, so the n-th note always belongs to the n-th one.
+  std::vector<MPI_Request> requests{collective};
+  const int previous = (rank_ + size_ - 1) % size_;
+  if (size_ > 1) {
+    requests.resize(3, MPI_REQUEST_NULL);
+    FULCRUM_MPI_CHECK(MPI_Irecv(nullptr, 0, MPI_BYTE, previous, 0, notes_, &requests[1]));
+    FULCRUM_MPI_CHECK(MPI_Isend(nullptr, 0, MPI_BYTE, (rank_ + 1) % size_, 0, notes_, &requests[2]));
+  }
+  std::vector<bool> done(requests.size(), false);
+  std::size_t remaining = requests.size();
+  if (poll(requests, done, remaining)) return {};
+  const bool note_missing = size_ > 1 && !done[1];
+  // The notes stay posted (freed, not cancelled): should a caller go on after the timeout, a late note
+  // still meets this collective's receive, not a later one's.
+  for (std::size_t i = 1; i < requests.size(); ++i) {
+    if (requests[i] != MPI_REQUEST_NULL) MPI_Request_free(&requests[i]);
+  }
+  return note_missing ? fmt::format("rank {} never arrived", previous) : "some rank never arrived";
+}
+
+void MpiCommunicator::settle_abandoned_collectives() {
+  // Give the timed-out collectives the caller's patience once more to finish (they do when the late rank
+  // arrives after all). Any still live keep their buffers for the rest of the process: MPI may write them.
+  std::vector<MPI_Request> requests;
+  for (const AbandonedCollective& c : abandoned_) requests.push_back(c.request);
+  std::vector<bool> done(requests.size(), false);
+  std::size_t remaining = requests.size();
+  if (remaining == 0 || poll(requests, done, remaining)) return;
+  static std::vector<AbandonedCollective> still_live;  // reachable until exit, so not reported as a leak
+  std::move(abandoned_.begin(), abandoned_.end(), std::back_inserter(still_live));
+  abandoned_.clear();
+}
+
 void MpiCommunicator::barrier() {
-  std::vector<MPI_Request> request(1, MPI_REQUEST_NULL);
-  FULCRUM_MPI_CHECK(MPI_Ibarrier(comm_, request.data()));
-  std::vector<bool> done(1, false);
-  std::size_t remaining = 1;
-  if (!poll(request, done, remaining)) {
-    fail_runtime("rank {}: timed out after {} s in barrier of {} ranks: some rank never arrived", rank_, timeout_s(),
-                 size_);
+  MPI_Request request = MPI_REQUEST_NULL;
+  FULCRUM_MPI_CHECK(MPI_Ibarrier(comm_, &request));
+  const std::string missing = await_collective(request);
+  if (!missing.empty()) {
+    abandoned_.push_back({request, {}, {}});
+    fail_runtime("rank {}: timed out after {} s in barrier of {} ranks: {}", rank_, timeout_s(), size_, missing);
   }
 }
 
 std::vector<double> MpiCommunicator::all_gather(std::span<const double> values) {
   const int count = static_cast<int>(values.size());
+  std::vector<double> send(values.begin(), values.end());  // owned: a timed-out gather may read it later
   std::vector<double> gathered(values.size() * static_cast<std::size_t>(size_));
-  std::vector<MPI_Request> request(1, MPI_REQUEST_NULL);
+  MPI_Request request = MPI_REQUEST_NULL;
   FULCRUM_MPI_CHECK(
-      MPI_Iallgather(values.data(), count, MPI_DOUBLE, gathered.data(), count, MPI_DOUBLE, comm_, request.data()));
-  std::vector<bool> done(1, false);
-  std::size_t remaining = 1;
-  if (!poll(request, done, remaining)) {
-    // The collective may still write into `gathered`: keep its memory alive (a timeout is fatal anyway).
-    abandoned_.push_back(std::move(gathered));
-    fail_runtime(
-        "rank {}: timed out after {} s in all_gather of {} values over {} ranks: some rank never "
-        "arrived",
-        rank_, timeout_s(), count, size_);
+      MPI_Iallgather(send.data(), count, MPI_DOUBLE, gathered.data(), count, MPI_DOUBLE, comm_, &request));
+  const std::string missing = await_collective(request);
+  if (!missing.empty()) {
+    abandoned_.push_back({request, std::move(send), std::move(gathered)});
+    fail_runtime("rank {}: timed out after {} s in all_gather of {} values over {} ranks: {}", rank_, timeout_s(),
+                 count, size_, missing);
   }
   return gathered;
 }

@@ -96,9 +96,15 @@ class MpiCommunicator final : public Communicator {
   // Tests `requests` until all are done or the timeout passes (with backoff); returns false on timeout.
   bool poll(std::vector<MPI_Request>& requests, std::vector<bool>& done, std::size_t& remaining);
   [[noreturn]] void throw_timeout(int handle, const Launch& launch) const;
+  // Waits for a posted collective under the watchdog; on a timeout returns who is missing, as far as
+  // this rank can tell ("rank R never arrived" or "some rank never arrived"), else an empty string.
+  std::string await_collective(MPI_Request collective);
+  // Waits up to the timeout for the collectives that timed out earlier; keeps the unfinished ones' buffers.
+  void settle_abandoned_collectives();
 
   MpiProgress progress_;
   MPI_Comm comm_ = MPI_COMM_NULL;
+  MPI_Comm notes_ = MPI_COMM_NULL;  // the collectives' arrival notes (await_collective), apart from the data
   int rank_ = 0;
   int size_ = 1;
   int max_tag_ = 32767;
@@ -113,7 +119,14 @@ class MpiCommunicator final : public Communicator {
   bool stop_ = false;
   std::string progress_error_;  // set when an MPI call in the progress thread failed
   std::thread thread_;
-  std::vector<std::vector<double>> abandoned_;  // buffers of timed-out collectives MPI may still write
+  // A collective that timed out here is still live in MPI (a collective request cannot be cancelled or
+  // freed), and may yet complete, reading `send` and writing `receive`: they stay alive with it.
+  struct AbandonedCollective {
+    MPI_Request request = MPI_REQUEST_NULL;
+    std::vector<double> send;
+    std::vector<double> receive;
+  };
+  std::vector<AbandonedCollective> abandoned_;
 };
 
 }  // namespace fulcrum::runtime

@@ -127,6 +127,44 @@ TEST_P(MpiComm, MissingSenderTimesOutNamingThePeer) {
   });
 }
 
+// The last rank reaches the barrier (and then the all_gather) only after the others' watchdog fired: rank 0,
+// its successor in the ring of arrival notes, names it; the others can only say someone is missing.
+TEST_P(MpiComm, LateRankAtCollectiveTimesOutNamedByItsSuccessor) {
+  on_all_ranks([&] {
+    auto comm = make();
+    const int late = comm->size() - 1;
+    for (const char* what : {"barrier", "all_gather"}) {
+      auto collective = [&] {
+        const double value = 1;
+        if (std::string(what) == "barrier") {
+          comm->barrier();
+        } else {
+          comm->all_gather(std::span(&value, 1));
+        }
+      };
+      if (comm->rank() == late) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+        collective();  // completes: every other rank posted it before timing out
+        continue;
+      }
+      comm->set_timeout_s(0.5);
+      try {
+        collective();
+        ADD_FAILURE() << what << " returned before rank " << late << " arrived";
+      } catch (const Error& e) {
+        const std::string message = e.what();
+        const std::string expected =
+            comm->rank() == 0 ? fmt::format("rank {} never arrived", late) : std::string("some rank never arrived");
+        EXPECT_NE(message.find(fmt::format("rank {}: timed out after 0.5 s in {}", comm->rank(), what)),
+                  std::string::npos)
+            << message;
+        EXPECT_NE(message.find(expected), std::string::npos) << message;
+      }
+      comm->set_timeout_s(30);
+    }
+  });
+}
+
 TEST_P(MpiComm, BadTagAndPeerAreRejected) {
   on_all_ranks([&] {
     auto comm = make();

@@ -1,6 +1,7 @@
 #include "fulcrum/sim/parallel.hpp"
 
 #include "fulcrum/core/error.hpp"
+#include "fulcrum/workload/limits.hpp"
 
 #include <fmt/format.h>
 
@@ -11,7 +12,12 @@ std::string ParallelConfig::to_string() const {
 }
 
 void ParallelConfig::validate(const HardwareModel& gpu, const ModelShape& model) const {
-  if (gpus < 1) fail("gpus = {}: must be at least 1", gpus);
+  validate_layout(gpu, model);
+  if (cp < 1 || dp() % cp != 0) fail("cp = {}: must divide dp = {}", cp, dp());
+}
+
+void ParallelConfig::validate_layout(const HardwareModel& gpu, const ModelShape& model) const {
+  if (gpus < 1 || gpus > kMaxRanks) fail("gpus = {}: must be in [1, {}] (the supported limit)", gpus, kMaxRanks);
   if (tp < 1 || gpu.devices_per_node % tp != 0) {
     fail("tp = {}: must divide the {} GPUs of a node of '{}' (tensor parallelism stays in a node)", tp,
          gpu.devices_per_node, gpu.name);
@@ -22,9 +28,10 @@ void ParallelConfig::validate(const HardwareModel& gpu, const ModelShape& model)
   if (tp > 1 && gpu.compute_slots_per_node > 0) {
     fail("tp = {}: must be 1 on '{}', whose devices share compute slots", tp, gpu.name);
   }
-  if (pp < 1 || gpus % (tp * pp) != 0) fail("pp = {}: tp x pp = {} must divide gpus = {}", pp, tp * pp, gpus);
+  // In 64 bits: with pp up to INT_MAX, tp x pp overflows an int (and once wrapped to 0, divides by it).
+  const std::int64_t stage_gpus = std::int64_t{tp} * pp;
+  if (pp < 1 || gpus % stage_gpus != 0) fail("pp = {}: tp x pp = {} must divide gpus = {}", pp, stage_gpus, gpus);
   if (model.layers % pp != 0) fail("pp = {}: must divide the model's {} layers", pp, model.layers);
-  if (cp < 1 || dp() % cp != 0) fail("cp = {}: must divide dp = {}", cp, dp());
   // Simulated time grows linearly with micro-batches (each is planned and simulated): a stated bound.
   if (microbatches < 0 || microbatches > kMaxMicrobatches) {
     fail("microbatches = {}: must be in [0, {}] (0 picks a default)", microbatches, kMaxMicrobatches);

@@ -12,6 +12,7 @@
 #include "fulcrum/cost/hardware_model.hpp"
 #include "fulcrum/workload/model_shape.hpp"
 
+#include <cstdint>
 #include <string>
 
 namespace fulcrum::sim {
@@ -28,14 +29,16 @@ struct ParallelConfig {
   int cp = 1;            // perdoc-cp and wlb: TP groups per context-parallel group (must divide dp)
   int microbatches = 0;  // per pipeline and iteration; 0 picks 1 without PP and 2 x pp with it
 
-  int dp() const { return gpus / (tp * pp); }
-  int attention_ranks() const { return gpus / tp; }  // every TP group is an attention server
+  int dp() const { return static_cast<int>(gpus / (std::int64_t{tp} * pp)); }  // 64 bits: tp x pp may not fit an int
+  int attention_ranks() const { return gpus / tp; }                            // every TP group is an attention server
   int microbatch_count() const { return microbatches > 0 ? microbatches : (pp == 1 ? 1 : 2 * pp); }
   std::string to_string() const;  // "tp8 dp8 pp1 cp1 mb1"
 
   /// Throws fulcrum::Error naming the field: tp must divide the node and the heads, tp x pp the GPUs,
   /// pp the layers, cp the dp groups.
   void validate(const HardwareModel& gpu, const ModelShape& model) const;
+  /// validate() but for cp: what dp() and the layout searches need, checked before they pick a cp.
+  void validate_layout(const HardwareModel& gpu, const ModelShape& model) const;
 };
 
 /// The device one TP group forms: tp times a GPU's FLOP/s (matrix and attention), memory, memory

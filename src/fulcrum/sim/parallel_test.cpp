@@ -1,6 +1,7 @@
 #include "fulcrum/sim/parallel.hpp"
 
 #include "fulcrum/core/error.hpp"
+#include "fulcrum/workload/limits.hpp"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -73,6 +74,14 @@ TEST(Parallel, LayoutsAreValidatedWithTheFieldNamed) {
   p = good;
   p.microbatches = -1;
   expect_error(p, "microbatches");
+  // tp x pp = 2^32 does not fit an int: wrapped to 0 it divided gpus by zero (SIGFPE).
+  p = good;
+  p.gpus = 8;
+  p.pp = 536870912;
+  expect_error(p, "pp = 536870912: tp x pp = 4294967296 must divide gpus = 8");
+  p = good;
+  p.gpus = kMaxRanks + 1;
+  expect_error(p, "gpus = 65537: must be in [1, 65536]");
   HardwareModel cpu = gpu;
   cpu.compute_slots_per_node = 2;
   EXPECT_THROW(good.validate(cpu, model), Error);

@@ -1,78 +1,146 @@
 #include "fulcrum/sparse/estimator.hpp"
 
 #include "fulcrum/core/error.hpp"
+#include "fulcrum/core/simd.hpp"
 
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
+#include <memory>
+
+#include <sys/mman.h>
 
 namespace fulcrum::sparse {
 namespace {
 
-// Keys per pass of the logit loop: [head_dim][kKeyBlock] floats of K (32 KB at head_dim 64) stay in L1
-// while every observation row of the q head streams over them.
-constexpr Tokens kKeyBlock = 128;
-// Entries of A are rounded down to multiples of 2^-50: all of them sum to at most 1, so every partial sum
-// is a multiple of 2^-50 below 2^3, exact in fp64's 53 bits.
+using simd::IVec;
+using simd::kLanes;
+using simd::kNegInf;
+using simd::load;
+using simd::splat;
+using simd::store;
+using simd::Vec;
+
+// 8 int64 lanes (one 64-byte register; a Vec's values make two): values as integer multiples of a power
+// of two. Integer sums are exact in any order, which is what keeps the index identical over any split of
+// the keys.
+using Units = std::int64_t __attribute__((vector_size(64)));
+constexpr Tokens kUnitLanes = 8;
+
+// The work is key-major: one key's values for all observation rows are one column of vectors, the rows
+// padded with zeros (masked to -inf) to whole blocks of kRowBlock. Every element goes through the same
+// vector instructions, whichever rank holds the key: there is no scalar remainder.
+constexpr Tokens kRowBlock = 64;
+constexpr Tokens kRowVecs = kRowBlock / kLanes;
+// Keys per step of the logit product: 6 keys x 4 row vectors = 24 accumulators in registers.
+constexpr Tokens kKeysPerStep = 6;
+// Entries of A are rounded down to multiples of 2^-50: all of them sum to at most 1, so every sum of
+// them is an integer number of units below 2^53, exact in int64 and in fp64.
 constexpr int kMassBits = 50;
 
-// Rounds down to a multiple of 2^-bits. Scaling by a power of two is exact (the values here are in
-// [0, 1], far from overflow and from subnormals), so this equals ldexp(floor(ldexp(value, bits)), -bits)
-// bit for bit, without libm's scalbn, which was half of the estimator's time (docs/performance.md).
-struct RoundDown {
-  explicit RoundDown(int bits) : scale(std::ldexp(1.0, bits)), inverse(std::ldexp(1.0, -bits)) {}
-  double operator()(double value) const { return std::floor(value * scale) * inverse; }
-  double scale, inverse;
-};
-
-// Row sums add doc_len terms <= 1: multiples of 2^-bits stay exact while doc_len < 2^(53 - bits).
+// Row sums add doc_len exp values <= 1, each rounded down to a multiple of 2^-bits: exact in fp64 (the
+// collective's type) while doc_len < 2^(53 - bits).
 int exp_sum_bits(Tokens doc_len) { return 52 - static_cast<int>(std::bit_width(static_cast<std::uint64_t>(doc_len))); }
 
-// One entry of A: exp(l - max) / (row sum * rows), rounded down so that sums are exact.
-double mass(float exp_value, double row_sum, Tokens rows) {
-  static const RoundDown round_down(kMassBits);
-  return round_down(static_cast<double>(exp_value) / (row_sum * static_cast<double>(rows)));
+// floor(values * scale) for values * scale in [0, 2^62] (truncation is the floor of a non-negative
+// value), lanes 0-7 into out[0] and 8-15 into out[1].
+FULCRUM_INLINE void floor_units(Vec values, Vec scale, Units* out) {
+  const Vec x = values * scale;
+  out[0] = __builtin_convertvector(__builtin_shufflevector(x, x, 0, 1, 2, 3, 4, 5, 6, 7), Units);
+  out[1] = __builtin_convertvector(__builtin_shufflevector(x, x, 8, 9, 10, 11, 12, 13, 14, 15), Units);
 }
 
-// One kv head's local keys as [head_dim][rows]: the logit loop then runs along contiguous keys.
-std::vector<float> transposed_keys(const KeyRows& keys, const EstimatorShape& s, int kv_head) {
-  const auto rows = keys.positions.size();
-  const auto dim = static_cast<std::size_t>(s.head_dim);
-  std::vector<float> out(rows * dim);
-  for (std::size_t j = 0; j < rows; ++j) {
-    const float* row =
-        keys.k.data() + (j * static_cast<std::size_t>(s.kv_heads) + static_cast<std::size_t>(kv_head)) * dim;
-    for (std::size_t e = 0; e < dim; ++e) out[e * rows + j] = row[e];
+FULCRUM_INLINE Units load_units(const std::int64_t* p) {
+  Units u;
+  std::memcpy(&u, p, sizeof u);
+  return u;
+}
+FULCRUM_INLINE void store_units(std::int64_t* p, Units u) { std::memcpy(p, &u, sizeof u); }
+FULCRUM_INLINE std::int64_t lane_sum(Units u) {
+  std::int64_t sum = 0;
+  for (Tokens l = 0; l < kUnitLanes; ++l) sum += u[l];
+  return sum;
+}
+
+// The logit/exp buffer (heads x keys x rows floats, 64 MB for 2 heads at 128K), aligned to 2 MB and
+// marked for transparent huge pages where the kernel offers them: faulting it in 4 KB pages cost as
+// much CPU time as the logit product itself (measured at 128K), in 2 MB pages a third of that. Written
+// in full by the logit pass before anything reads it, so it is not zeroed here.
+struct FreeDeleter {
+  void operator()(float* p) const { std::free(p); }
+};
+std::unique_ptr<float[], FreeDeleter> huge_page_buffer(std::size_t count) {
+  constexpr std::size_t kHugePage = std::size_t{1} << 21;
+  const std::size_t bytes = std::max<std::size_t>((count * sizeof(float) + kHugePage - 1) / kHugePage, 1) * kHugePage;
+  auto* p = static_cast<float*>(std::aligned_alloc(kHugePage, bytes));
+  FULCRUM_CHECK(p != nullptr, "out of memory for the estimator's {} MB buffer", bytes >> 20);
+#ifdef MADV_HUGEPAGE
+  madvise(p, bytes, MADV_HUGEPAGE);  // a hint: without huge pages the buffer still works
+#endif
+  return std::unique_ptr<float[], FreeDeleter>(p);
+}
+
+// Q^T of one q head: [head_dim][rows], rows past the window zero.
+std::vector<float> transposed_q(const std::vector<float>& q, const EstimatorShape& s, int h, Tokens window,
+                                Tokens rows) {
+  std::vector<float> out(static_cast<std::size_t>(s.head_dim * rows), 0.0f);
+  for (Tokens i = 0; i < window; ++i) {
+    for (Tokens e = 0; e < s.head_dim; ++e) {
+      out[static_cast<std::size_t>(e * rows + i)] = q[static_cast<std::size_t>((i * s.q_heads + h) * s.head_dim + e)];
+    }
   }
   return out;
 }
 
-// Scaled logits of q head `h`'s observation rows against the local keys, -inf where the key is after
-// the row. Each logit is the same fp32 sum in element order whatever the blocking, so the value of a
-// (row, key) pair does not depend on which rank holds the key.
-void head_logits(const EstimatorShape& s, std::span<const float> q, int h, Tokens window, Tokens first_row_position,
-                 std::span<const float> keys_t, std::span<const Tokens> positions, float scale, float* out) {
-  const auto n = static_cast<Tokens>(positions.size());
-  const Tokens dim = s.head_dim;
-  float acc[kKeyBlock];
-  for (Tokens j0 = 0; j0 < n; j0 += kKeyBlock) {
-    const Tokens count = std::min(kKeyBlock, n - j0);
-    for (Tokens i = 0; i < window; ++i) {
-      const float* qi = q.data() + (i * s.q_heads + h) * dim;
-      std::fill(acc, acc + count, 0.0f);
+// Logits of q head `h`'s observation rows against the local keys in base 2 (scaled by
+// log2(e) / sqrt(head_dim), for exp2), -inf where the key is after the row or the row is padding,
+// key-major: out[j * rows + i]. Also each row's maximum. A logit is the same fp32 sum in element order
+// for every key, so the value of a (row, key) pair does not depend on which rank holds the key.
+void head_logits(const EstimatorShape& s, const KeyRows& keys, int h, const std::vector<float>& qt, Tokens window,
+                 Tokens rows, Tokens first_row, float scale, float* out, double* row_max) {
+  const auto n = static_cast<Tokens>(keys.positions.size());
+  const Tokens dim = s.head_dim, stride = s.kv_heads * dim;
+  const float* k_head = keys.k.data() + static_cast<std::ptrdiff_t>(h / (s.q_heads / s.kv_heads) * dim);
+  IVec lane;
+  for (int l = 0; l < kLanes; ++l) lane[l] = l;
+  for (Tokens c = 0; c < rows; c += kRowBlock) {
+    Vec maxima[kRowVecs];
+    for (auto& m : maxima) m = splat(kNegInf);
+    for (Tokens j0 = 0; j0 < n; j0 += kKeysPerStep) {
+      // The last step repeats the last key where keys run out; its copies are not stored.
+      const float* k[kKeysPerStep];
+      for (Tokens r = 0; r < kKeysPerStep; ++r) k[r] = k_head + std::min(j0 + r, n - 1) * stride;
+      Vec acc[kKeysPerStep][kRowVecs] = {};
       for (Tokens e = 0; e < dim; ++e) {
-        const float qe = qi[e];
-        const float* kr = keys_t.data() + e * n + j0;
-        for (Tokens j = 0; j < count; ++j) acc[j] += qe * kr[j];
+        const float* qe = qt.data() + e * rows + c;
+        Vec q[kRowVecs];
+        for (Tokens v = 0; v < kRowVecs; ++v) q[v] = load(qe + v * kLanes);
+        for (Tokens r = 0; r < kKeysPerStep; ++r) {
+          const Vec kr = splat(k[r][e]);
+          for (Tokens v = 0; v < kRowVecs; ++v) acc[r][v] += kr * q[v];
+        }
       }
-      const Tokens row_position = first_row_position + i;
-      float* row = out + i * n + j0;
-      for (Tokens j = 0; j < count; ++j) {
-        row[j] = positions[static_cast<std::size_t>(j0 + j)] <= row_position ? acc[j] * scale
-                                                                             : -std::numeric_limits<float>::infinity();
+      for (Tokens r = 0; r < std::min(kKeysPerStep, n - j0); ++r) {
+        const Tokens j = j0 + r;
+        // Rows from `first_visible` on see the key; the bounds are clamped into int32 range.
+        const auto first_visible = static_cast<std::int32_t>(
+            std::clamp<Tokens>(keys.positions[static_cast<std::size_t>(j)] - first_row - c, 0, kRowBlock));
+        const auto end = static_cast<std::int32_t>(std::clamp<Tokens>(window - c, 0, kRowBlock));
+        for (Tokens v = 0; v < kRowVecs; ++v) {
+          const IVec row = lane + static_cast<std::int32_t>(v * kLanes);
+          const IVec visible = (row >= first_visible) & (row < end);
+          const Vec value = visible ? acc[r][v] * splat(scale) : splat(kNegInf);
+          store(out + j * rows + c + v * kLanes, value);
+          maxima[v] = simd::max(maxima[v], value);
+        }
       }
+    }
+    for (Tokens i = c; i < std::min(window, c + kRowBlock); ++i) {
+      row_max[i] = static_cast<double>(maxima[(i - c) / kLanes][(i - c) % kLanes]);
     }
   }
 }
@@ -110,41 +178,48 @@ VerticalSlashEstimate estimate_vertical_slash(const EstimatorShape& shape, Token
   std::vector<float> q(q_size, 0.0f);
   std::copy(q_obs.begin(), q_obs.end(), q.begin());
   reduce.broadcast_from_last(q);
-  std::vector<std::vector<float>> keys_t(static_cast<std::size_t>(shape.kv_heads));
-  for (int g = 0; g < shape.kv_heads; ++g) keys_t[static_cast<std::size_t>(g)] = transposed_keys(keys, shape, g);
-  const int heads = shape.q_heads, group = shape.q_heads / shape.kv_heads;
-  const auto head_cells = static_cast<std::size_t>(window * n);
-  std::vector<float> buffer(static_cast<std::size_t>(heads) * head_cells);
-  const auto scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim)));
-  const auto rows_of = [&](int h) { return buffer.data() + static_cast<std::size_t>(h) * head_cells; };
-  std::vector<double> row_max(static_cast<std::size_t>(heads * window), -std::numeric_limits<double>::infinity());
+  const int heads = shape.q_heads;
+  const Tokens rows = (window + kRowBlock - 1) / kRowBlock * kRowBlock;
+  const Tokens row_vecs = rows / kLanes, row_units = rows / kUnitLanes;
+  const auto head_cells = static_cast<std::size_t>(n * rows);
+  const auto buffer = huge_page_buffer(static_cast<std::size_t>(heads) * head_cells);
+  const auto scale = static_cast<float>(1.0 / (std::sqrt(static_cast<double>(dim)) * std::log(2.0)));
+  const auto keys_of = [&](int h) { return buffer.get() + static_cast<std::size_t>(h) * head_cells; };
+  std::vector<double> row_max(static_cast<std::size_t>(heads * window));
 #pragma omp parallel for schedule(dynamic)
   for (int h = 0; h < heads; ++h) {
-    head_logits(shape, q, h, window, first_row, keys_t[static_cast<std::size_t>(h / group)], keys.positions, scale,
-                rows_of(h));
-    for (Tokens i = 0; i < window; ++i) {
-      const float* row = rows_of(h) + i * n;
-      double& m = row_max[static_cast<std::size_t>(h * window + i)];
-      for (Tokens j = 0; j < n; ++j) m = std::max(m, static_cast<double>(row[j]));
-    }
+    head_logits(shape, keys, h, transposed_q(q, shape, h, window, rows), window, rows, first_row, scale, keys_of(h),
+                row_max.data() + static_cast<std::size_t>(h * window));
   }
 
-  // 2. Global row maxima, then exp values (kept in place of the logits) and the global row sums.
+  // 2. Global row maxima, then exp values (kept in place of the logits) and the global row sums: each exp
+  // value rounded down to a multiple of 2^-bits, added as integer units.
   reduce.max(row_max);
-  const RoundDown round_down(exp_sum_bits(doc_len));
+  const int sum_bits = exp_sum_bits(doc_len);
   std::vector<double> row_sum(static_cast<std::size_t>(heads * window) + 1, 0.0);
   row_sum.back() = static_cast<double>(n);  // the key count: every position must be held once
 #pragma omp parallel for schedule(dynamic)
   for (int h = 0; h < heads; ++h) {
+    std::vector<float> maxima(static_cast<std::size_t>(rows), 0.0f);  // padding rows are all -inf: any finite value
     for (Tokens i = 0; i < window; ++i) {
-      float* row = rows_of(h) + i * n;
-      const double m = row_max[static_cast<std::size_t>(h * window + i)];
-      double sum = 0.0;
-      for (Tokens j = 0; j < n; ++j) {
-        row[j] = static_cast<float>(std::exp(static_cast<double>(row[j]) - m));
-        sum += round_down(static_cast<double>(row[j]));
+      maxima[static_cast<std::size_t>(i)] = static_cast<float>(row_max[static_cast<std::size_t>(h * window + i)]);
+    }
+    std::vector<Units> sums(static_cast<std::size_t>(row_units), Units{});
+    const Vec units = splat(std::ldexp(1.0f, sum_bits));
+    for (Tokens j = 0; j < n; ++j) {
+      float* column = keys_of(h) + j * rows;
+      for (Tokens v = 0; v < row_vecs; ++v) {
+        const Vec e = simd::exp2_bounded(load(column + v * kLanes) - load(maxima.data() + v * kLanes));
+        store(column + v * kLanes, e);
+        Units u[2];
+        floor_units(e, units, u);
+        sums[static_cast<std::size_t>(2 * v)] += u[0];
+        sums[static_cast<std::size_t>(2 * v + 1)] += u[1];
       }
-      row_sum[static_cast<std::size_t>(h * window + i)] = sum;
+    }
+    for (Tokens i = 0; i < window; ++i) {
+      row_sum[static_cast<std::size_t>(h * window + i)] =
+          std::ldexp(static_cast<double>(sums[static_cast<std::size_t>(i / kUnitLanes)][i % kUnitLanes]), -sum_bits);
     }
   }
   reduce.sum(row_sum);
@@ -152,59 +227,110 @@ VerticalSlashEstimate estimate_vertical_slash(const EstimatorShape& shape, Token
     fail("keys: the ranks hold {} key rows in all; the document has {} positions, each to be held once", row_sum.back(),
          doc_len);
   }
+  // An entry of A in units of 2^-50: floor(exp value x factor), an fp32 product, with the row's factor
+  // 2^50 / (row sum x window) rounded to fp32 once per row from the global sum, so it is the same on
+  // every rank; zero on padding rows.
+  std::vector<float> mass_factor(static_cast<std::size_t>(heads * rows), 0.0f);
+  for (int h = 0; h < heads; ++h) {
+    for (Tokens i = 0; i < window; ++i) {
+      mass_factor[static_cast<std::size_t>(h * rows + i)] =
+          static_cast<float>(std::ldexp(1.0, kMassBits) /
+                             (row_sum[static_cast<std::size_t>(h * window + i)] * static_cast<double>(window)));
+    }
+  }
+  // Key j's entries of A for every row of head h, in units: row_units vectors into `out`.
+  const auto mass_units = [&](int h, Tokens j, Units* out) {
+    const float* column = keys_of(h) + j * rows;
+    const float* factor = mass_factor.data() + static_cast<std::size_t>(h * rows);
+    for (Tokens v = 0; v < row_vecs; ++v)
+      floor_units(load(column + v * kLanes), load(factor + v * kLanes), out + 2 * v);
+  };
+  const auto to_mass = [](std::int64_t units) { return std::ldexp(static_cast<double>(units), -kMassBits); };
 
-  // 3. Token-level scores: [head][vertical | slash][doc_len].
+  // 3. Token-level scores: [head][vertical | slash][doc_len]. Key k's entries add to vertical[k] and, row
+  // i to slash[first_row + i - k]: a contiguous run of slash entries, whatever the positions.
   const auto len = static_cast<std::size_t>(doc_len);
   std::vector<double> scores(static_cast<std::size_t>(heads) * 2 * len, 0.0);
 #pragma omp parallel for schedule(dynamic)
   for (int h = 0; h < heads; ++h) {
-    double* vertical = scores.data() + static_cast<std::size_t>(h) * 2 * len;
-    double* slash = vertical + len;
-    for (Tokens i = 0; i < window; ++i) {
-      const float* row = rows_of(h) + i * n;
-      const double sum = row_sum[static_cast<std::size_t>(h * window + i)];
-      for (Tokens j = 0; j < n; ++j) {
-        if (row[j] == 0.0f) continue;
-        const double a = mass(row[j], sum, window);
-        const Tokens k = keys.positions[static_cast<std::size_t>(j)];
-        vertical[k] += a;
-        slash[first_row + i - k] += a;
+    std::vector<std::int64_t> vertical(len, 0);
+    // slash[d] at d + rows. A row before its key (d < 0) lands below `rows`, a padding row may land past
+    // doc_len + rows: both add zero mass.
+    std::vector<std::int64_t> slash(len + 2 * static_cast<std::size_t>(rows), 0);
+    std::vector<Units> a(static_cast<std::size_t>(row_units));
+    for (Tokens j = 0; j < n; ++j) {
+      const Tokens k = keys.positions[static_cast<std::size_t>(j)];
+      std::int64_t* diagonal = slash.data() + (first_row - k + rows);
+      mass_units(h, j, a.data());
+      Units total{};
+      for (Tokens u = 0; u < row_units; ++u) {
+        const Units& au = a[static_cast<std::size_t>(u)];
+        total += au;
+        store_units(diagonal + u * kUnitLanes, load_units(diagonal + u * kUnitLanes) + au);
       }
+      vertical[static_cast<std::size_t>(k)] += lane_sum(total);
+    }
+    double* out = scores.data() + static_cast<std::size_t>(h) * 2 * len;
+    for (std::size_t t = 0; t < len; ++t) {
+      out[t] = to_mass(vertical[t]);
+      out[len + t] = to_mass(slash[t + static_cast<std::size_t>(rows)]);
     }
   }
   reduce.sum(scores);
 
-  // 4.-5. The same index on every rank; then the mass it keeps.
+  // 4.-5. The same index on every rank; then the mass it keeps. The rows of one query block keep the same
+  // key blocks, so per key the kept rows are the union of whole groups of rows.
   VerticalSlashEstimate out;
   out.heads.resize(static_cast<std::size_t>(heads));
   out.scores.resize(static_cast<std::size_t>(heads));
   std::vector<double> kept(static_cast<std::size_t>(heads), 0.0);
+  const Tokens g = options.block;
+  struct RowGroup {
+    Tokens query_block;
+    std::vector<Units> lanes;  // all ones on the group's rows
+  };
+  std::vector<RowGroup> groups;
+  for (Tokens i = 0; i < window; ++i) {
+    const Tokens qb = (first_row + i) / g;
+    if (groups.empty() || groups.back().query_block != qb) {
+      groups.push_back({qb, std::vector<Units>(static_cast<std::size_t>(row_units), Units{})});
+    }
+    groups.back().lanes[static_cast<std::size_t>(i / kUnitLanes)][i % kUnitLanes] = -1;
+  }
 #pragma omp parallel for schedule(dynamic)
   for (int h = 0; h < heads; ++h) {
     auto& sc = out.scores[static_cast<std::size_t>(h)];
-    const double* vertical = scores.data() + static_cast<std::size_t>(h) * 2 * len;
-    sc.vertical.assign(vertical, vertical + len);
-    sc.slash.assign(vertical + len, vertical + 2 * len);
+    const double* score = scores.data() + static_cast<std::size_t>(h) * 2 * len;
+    sc.vertical.assign(score, score + len);
+    sc.slash.assign(score + len, score + 2 * len);
     auto& index = out.heads[static_cast<std::size_t>(h)];
     index = index_from_scores(sc, options);
-    const Tokens g = options.block;
     std::vector<char> diagonal(static_cast<std::size_t>((doc_len + g - 1) / g + 1), 0), column(len, 0);
     for (const Tokens o : index.block_offsets) diagonal[static_cast<std::size_t>(o)] = 1;
     for (const Tokens k : index.verticals) column[static_cast<std::size_t>(k)] = 1;
-    double sum_kept = 0.0;
-    for (Tokens i = 0; i < window; ++i) {
-      const float* row = rows_of(h) + i * n;
-      const double sum = row_sum[static_cast<std::size_t>(h * window + i)];
-      const Tokens qb = (first_row + i) / g;
-      for (Tokens j = 0; j < n; ++j) {
-        if (row[j] == 0.0f) continue;
-        const Tokens k = keys.positions[static_cast<std::size_t>(j)];
-        if (diagonal[static_cast<std::size_t>(qb - k / g)] || column[static_cast<std::size_t>(k)]) {
-          sum_kept += mass(row[j], sum, window);
+    // The rows a key's block keeps through the diagonals, rebuilt when the block changes.
+    const auto units = static_cast<std::size_t>(row_units);
+    std::vector<Units> block_rows(units), sum(units, Units{}), a(units);
+    Tokens rows_block = -1;
+    const Units all_rows = Units{} - 1;
+    for (Tokens j = 0; j < n; ++j) {
+      const Tokens k = keys.positions[static_cast<std::size_t>(j)], kb = k / g;
+      if (kb != rows_block) {
+        std::fill(block_rows.begin(), block_rows.end(), Units{});
+        // A group's block before the key's (a negative offset) holds rows before the key: zero mass.
+        for (const auto& group : groups) {
+          if (group.query_block < kb || diagonal[static_cast<std::size_t>(group.query_block - kb)] == 0) continue;
+          for (std::size_t u = 0; u < units; ++u) block_rows[u] |= group.lanes[u];
         }
+        rows_block = kb;
       }
+      const bool vertical = column[static_cast<std::size_t>(k)] != 0;
+      mass_units(h, j, a.data());
+      for (std::size_t u = 0; u < units; ++u) sum[u] += a[u] & (vertical ? all_rows : block_rows[u]);
     }
-    kept[static_cast<std::size_t>(h)] = sum_kept;
+    std::int64_t kept_units = 0;
+    for (const Units& u : sum) kept_units += lane_sum(u);
+    kept[static_cast<std::size_t>(h)] = to_mass(kept_units);
   }
   reduce.sum(kept);
   for (int h = 0; h < heads; ++h) out.heads[static_cast<std::size_t>(h)].recall = kept[static_cast<std::size_t>(h)];

@@ -8,10 +8,18 @@
 //     blockified mask keeps.
 // Every rank ends with the identical index, bit for bit, whatever the split of the keys: max is exact,
 // and every term that is summed (exp values for the row sums, entries of A) is first rounded down to a
-// multiple of a power of two small enough that all the partial sums are exact in fp64, so the order
-// of addition (within a rank, over ranks) cannot change a bit. The rounding costs under 1e-9 of mass.
-// Cost: O(window * keys * head_dim) per q head for the logits, which are kept (window x local keys
-// floats per q head) so the later passes do not recompute them.
+// multiple of a power of two small enough that all the partial sums are exact (added as int64 counts of
+// that power within a rank, in fp64 over ranks), so the order of addition cannot change a bit. Each
+// term is the same element-wise function of its (row, key) on every rank: the logit an fp32 sum in
+// element order, exp an fp32 polynomial (core/simd.hpp's exp2_bounded), A's entry the exp value times
+// one per-row fp32 factor computed from the global row sum; every element goes through the same vector
+// instructions (the rows padded to whole vectors, no scalar remainder). Rounding A's entries to 2^-50
+// loses under window x keys x 2^-50 of mass (1e-8 at 128K); rounding the exp values for the row sums
+// to 2^-(52 - bit_width(doc_len)) leaves each row sum (>= 1) short by under doc_len times that (8e-6
+// at 128K), which scales that row's entries up by as much.
+// Cost: O(window * keys * head_dim) per q head for the logits (a register-blocked fp32 product), which
+// are kept, key-major (local keys x window rounded up to 64, floats per q head), so that the later
+// passes stream them instead of recomputing them; each later pass is a few vector operations per entry.
 #pragma once
 
 #include "fulcrum/core/interval.hpp"

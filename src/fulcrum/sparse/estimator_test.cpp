@@ -136,9 +136,10 @@ TEST(Estimator, MatchesTheFp64BruteForce) {
     double q_scale;
   };
   const std::vector<Case> cases = {
-      {{2, 1, 8}, 150, {0.9, 16, 64, 24}, 1.5}, {{4, 2, 16}, 300, {0.95, 32, 4096, 64}, 1.0},
-      {{3, 3, 5}, 97, {0.5, 7, 14, 10}, 2.0},   {{2, 2, 32}, 256, {1.0, 64, 128, 64}, 0.7},
-      {{1, 1, 12}, 64, {0.8, 1, 3, 64}, 2.0},  // the cap binds; window = whole document
+      {{2, 1, 8}, 150, {0.9, 16, 64, 24}, 1.5},   {{4, 2, 16}, 300, {0.95, 32, 4096, 64}, 1.0},
+      {{3, 3, 5}, 97, {0.5, 7, 14, 10}, 2.0},     {{2, 2, 32}, 256, {1.0, 64, 128, 64}, 0.7},
+      {{1, 1, 12}, 64, {0.8, 1, 3, 64}, 2.0},      // the cap binds; window = whole document
+      {{2, 1, 8}, 230, {0.9, 16, 256, 100}, 1.5},  // the largest window: rows in two blocks of 64
   };
   std::uint64_t seed = 11;
   for (const auto& c : cases) {

@@ -215,6 +215,7 @@ Study run_study(const StudySpec& spec, const std::function<void(int, int)>& prog
         TrainingConfig c = at.base;
         c.system = system;
         c.mode = mode;
+        c.parallel.validate_layout(gpu, model);  // default_cp and search_best divide by its parts
         if (find_planner(system).capabilities.cp_groups == CpGroups::kNone) {
           c.parallel.cp = 1;
         } else if (c.parallel.cp == 0) {

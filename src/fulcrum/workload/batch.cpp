@@ -2,6 +2,7 @@
 
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/workload/head_masks.hpp"
+#include "fulcrum/workload/limits.hpp"
 
 #include <algorithm>
 
@@ -28,7 +29,16 @@ std::span<const Segment> Batch::segments_of(int doc) const {
 
 void validate_batch_shape(int ranks, Tokens tokens_per_rank) {
   if (ranks < 1) fail("ranks = {}: must be >= 1", ranks);
+  if (ranks > kMaxRanks) fail("ranks = {}: must be <= {} (the supported limit)", ranks, kMaxRanks);
   if (tokens_per_rank < 1) fail("tokens-per-rank = {}: must be >= 1", tokens_per_rank);
+  if (tokens_per_rank > kMaxTokensPerRank) {
+    fail("tokens-per-rank = {}: must be <= {} (the supported limit)", tokens_per_rank, kMaxTokensPerRank);
+  }
+  // Both factors are bounded above, so the product cannot overflow.
+  if (static_cast<Tokens>(ranks) * tokens_per_rank > kMaxBatchTokens) {
+    fail("ranks x tokens-per-rank = {} x {} = {}: a batch must hold <= {} tokens (the supported limit)", ranks,
+         tokens_per_rank, static_cast<Tokens>(ranks) * tokens_per_rank, kMaxBatchTokens);
+  }
 }
 
 Batch pack_batch(const std::vector<Document>& documents, int ranks, Tokens tokens_per_rank) {
@@ -96,6 +106,9 @@ Batch batch_from_rank_layout(const std::vector<std::vector<Tokens>>& lengths_per
                              const MaskSpec& mask, std::int64_t first_id) {
   if (lengths_per_rank.empty()) fail("lengths: no ranks (one list of document lengths per rank)");
   if (tokens_per_rank < 0) fail("tokens_per_rank = {}: must be >= 0 (0: the largest rank's total)", tokens_per_rank);
+  if (lengths_per_rank.size() > static_cast<std::size_t>(kMaxRanks)) {
+    fail("lengths: {} ranks, more than the supported {}", lengths_per_rank.size(), kMaxRanks);
+  }
   Batch batch;
   batch.ranks = static_cast<int>(lengths_per_rank.size());
   Tokens largest = 0;
@@ -117,6 +130,7 @@ Batch batch_from_rank_layout(const std::vector<std::vector<Tokens>>& lengths_per
   }
   if (largest == 0) fail("lengths: every rank is empty; a batch needs at least one token");
   batch.tokens_per_rank = tokens_per_rank > 0 ? tokens_per_rank : largest;
+  validate_batch_shape(batch.ranks, batch.tokens_per_rank);  // the supported limits
   return batch;
 }
 

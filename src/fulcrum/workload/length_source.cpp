@@ -5,9 +5,11 @@
 #include "fulcrum/core/json_reader.hpp"
 #include "fulcrum/core/random.hpp"
 #include "fulcrum/core/text.hpp"
+#include "fulcrum/workload/limits.hpp"
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <fstream>
@@ -27,6 +29,7 @@ constexpr int kLongRepeats = 4;             // long documents are upsampled 4x
 constexpr double kShortKeepFraction = 0.5;  // half of the short documents are kept
 constexpr double kProlongReplaceProbability = 0.3;
 constexpr Tokens kLengthMultiple = 16;
+std::string longest_document() { return fmt::format("<= {} (the largest supported document)", kMaxDocumentTokens); }
 
 const nlohmann::json& length_tables() {
   static const nlohmann::json tables = nlohmann::json::parse(data::length_tables_json());
@@ -63,7 +66,19 @@ class DatasetSource : public PoolSource {
   DatasetSource(const nlohmann::json& table, bool prolong, std::uint64_t seed, Tokens tokens_per_rank)
       : PoolSource(build_pool(table), seed),
         prolong_(prolong),
-        elongation_(std::max(1.0, static_cast<double>(tokens_per_rank) / static_cast<double>(kLongThreshold))) {}
+        elongation_(std::max(1.0, static_cast<double>(tokens_per_rank) / static_cast<double>(kLongThreshold))) {
+    // Checked here, not at the first long draw: the longest document the elongation can produce.
+    Tokens source_longest = 0;
+    for (const auto& length : table.at("long_documents"))
+      source_longest = std::max(source_longest, length.get<Tokens>());
+    const double longest = static_cast<double>(source_longest) * elongation_ + kLengthMultiple;  // rounded up
+    if (longest > static_cast<double>(kMaxDocumentTokens)) {
+      fail(
+          "dataset = '{}' with tokens-per-rank = {}: its documents are elongated up to {:.0f} tokens, more than the "
+          "largest supported document ({})",
+          prolong ? "prolong" : "pretrain", tokens_per_rank, longest, kMaxDocumentTokens);
+    }
+  }
 
   Tokens next() override {
     Tokens length = PoolSource::next();
@@ -114,8 +129,9 @@ class LognormalSource : public LengthSource {
  public:
   LognormalSource(double mu, double sigma, std::uint64_t seed) : mu_(mu), sigma_(sigma), rng_(seed) {}
   Tokens next() override {
+    // The tail is cut at the largest supported document (docs/cli.md), as it is cut at 1 below.
     const double value = std::exp(mu_ + sigma_ * rng_.normal());
-    return std::max<Tokens>(1, static_cast<Tokens>(std::llround(std::min(value, 1e15))));
+    return std::max<Tokens>(1, std::llround(std::min(value, static_cast<double>(kMaxDocumentTokens))));
   }
 
  private:
@@ -142,7 +158,9 @@ std::vector<Tokens> parse_lengths(const std::string& text, const std::string& pa
     // Errors name the file and the element: "lengths.json: lengths[3] = -4: must be >= 1".
     const JsonDocument json = JsonDocument::parse(text, path, "lengths");
     for (const auto& v : json.root().elements(1, JsonValue::kAnySize, "a non-empty array of lengths")) {
-      lengths.push_back(v.integer<Tokens>(1));
+      const auto length = v.integer<Tokens>(1);
+      if (length > kMaxDocumentTokens) v.fail_must(longest_document());
+      lengths.push_back(length);
     }
   } else {
     std::istringstream lines(text);
@@ -165,6 +183,9 @@ std::vector<Tokens> parse_lengths(const std::string& text, const std::string& pa
   if (lengths.empty()) fail("dataset file '{}': holds no lengths", path);
   for (std::size_t i = 0; i < lengths.size(); ++i) {
     if (lengths[i] < 1) fail("dataset file '{}': length #{} = {}: must be >= 1", path, i + 1, lengths[i]);
+    if (lengths[i] > kMaxDocumentTokens) {
+      fail("dataset file '{}': length #{} = {}: must be {}", path, i + 1, lengths[i], longest_document());
+    }
   }
   return lengths;
 }
@@ -186,7 +207,9 @@ std::unique_ptr<LengthSource> make_length_source(std::string_view spec, std::uin
   if (parts[0] == "uniform" && parts.size() == 3) {
     const auto lo = parse_number<Tokens>(parts[1], spec, "MIN");
     const auto hi = parse_number<Tokens>(parts[2], spec, "MAX");
-    if (lo < 1 || hi < lo) fail("dataset = '{}': need 1 <= MIN <= MAX", spec);
+    if (lo < 1 || hi < lo || hi > kMaxDocumentTokens) {
+      fail("dataset = '{}': need 1 <= MIN <= MAX <= {} (the largest supported document)", spec, kMaxDocumentTokens);
+    }
     return std::make_unique<UniformSource>(lo, hi, seed);
   }
   if (parts[0] == "lognormal" && parts.size() == 3) {

@@ -2,6 +2,7 @@
 
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/core/text.hpp"
+#include "fulcrum/workload/limits.hpp"
 #include "fulcrum/workload/mask_kinds.hpp"
 
 #include <fmt/format.h>
@@ -35,6 +36,12 @@ Tokens parse_tokens(std::string_view text, std::string_view field) {
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc() || ptr != text.data() + text.size()) {
     fail("{} = '{}': not an integer", field, text);
+  }
+  // No offset, window or block means anything beyond the largest document, and the bound keeps the masks'
+  // pair arithmetic (products of two such values) inside 64 bits.
+  if (value < -kMaxDocumentTokens || value > kMaxDocumentTokens) {
+    fail("{} = {}: must be in [-{}, {}] (the largest supported document)", field, value, kMaxDocumentTokens,
+         kMaxDocumentTokens);
   }
   return value;
 }
@@ -242,6 +249,21 @@ SmallRanges MaskSpec::visible(Tokens q, Tokens doc_len) const {
     case MaskKind::kSharedQuestion: return mask_detail::shared_question_visible(*this, q, doc_len);
   }
   return {};
+}
+
+void MaskSpec::check_length(Tokens doc_len, std::string_view where) const {
+  const std::string_view colon = where.empty() ? "" : ": ";
+  // Beyond it a document's pair count (up to doc_len^2) would not be exact in 64 bits.
+  if (doc_len > kMaxDocumentTokens) {
+    fail("{}{}document length = {}: must be <= {} (the largest supported document)", where, colon, doc_len,
+         kMaxDocumentTokens);
+  }
+  if (kind != MaskKind::kStriped) return;
+  if (doc_len % (ranks * block) != 0) {
+    fail("{}{}mask striped = '{}': document length = {} must be a multiple of ranks x block = {} x {} = {}", where,
+         colon, to_string(), doc_len, ranks, block, ranks * block);
+  }
+  inner->check_length(doc_len, where);
 }
 
 Tokens MaskSpec::count_pairs(Range queries, Range keys, Tokens doc_len) const {

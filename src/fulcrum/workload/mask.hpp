@@ -142,8 +142,9 @@ struct MaskSpec {
   /// Document lengths this mask accepts are the multiples of this: ranks x block for striped (and what
   /// its inner mask needs), 1 for every other kind.
   Tokens length_multiple() const;
-  /// Fails (bad input, naming `mask striped`, its ranks, block and the length) unless doc_len is a
-  /// multiple of length_multiple(). `where`, if not empty, prefixes the message (e.g. "documents[3]").
+  /// Fails (bad input) unless doc_len is at most kMaxDocumentTokens (workload/limits.hpp: every pair count
+  /// is exact in 64 bits up to it) and a multiple of length_multiple() (naming `mask striped`, its ranks,
+  /// block and the length). `where`, if not empty, prefixes the message (e.g. "documents[3]").
   void check_length(Tokens doc_len, std::string_view where = {}) const;
   /// The original position that slot `slot` of a doc_len-token document holds: the striping
   /// permutation (composed with the inner mask's, if that is striped too); identity for other kinds.

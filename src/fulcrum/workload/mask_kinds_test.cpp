@@ -306,7 +306,7 @@ TEST(MaskKinds, ParseRejectsBadTextNamingTheField) {
       {"vsblocks:4:1:x", "mask block offset = 'x'"},
       {"vsblocks:4:1", "mask = 'vsblocks:4:1'"},
       {"striped:0:4:causal", "mask ranks = 0: must be in [1, 2147483647]"},
-      {"striped:3000000000:4:causal", "mask ranks = 3000000000: must be in [1, 2147483647]"},
+      {"striped:3000000000:4:causal", "mask ranks = 3000000000: must be in [-1073741824, 1073741824]"},
       {"striped:2:0:causal", "mask block = 0: must be >= 1"},
       {"striped:2:x:causal", "mask block = 'x'"},
       {"striped:2:4:window:0", "mask window = 0: must be >= 1"},

@@ -123,15 +123,6 @@ Tokens MaskSpec::length_multiple() const {
   return std::lcm(ranks * block, inner->length_multiple());
 }
 
-void MaskSpec::check_length(Tokens doc_len, std::string_view where) const {
-  if (kind != MaskKind::kStriped) return;
-  if (doc_len % (ranks * block) != 0) {
-    fail("{}{}mask striped = '{}': document length = {} must be a multiple of ranks x block = {} x {} = {}", where,
-         where.empty() ? "" : ": ", to_string(), doc_len, ranks, block, ranks * block);
-  }
-  inner->check_length(doc_len, where);
-}
-
 Tokens MaskSpec::source_position(Tokens slot, Tokens doc_len) const {
   if (kind != MaskKind::kStriped) return slot;
   FULCRUM_CHECK(slot >= 0 && slot < doc_len, "slot {} outside a document of {} tokens", slot, doc_len);

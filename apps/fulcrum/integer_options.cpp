@@ -1,0 +1,52 @@
+// Integer options reject values they cannot hold. CLI11 (2.1) converts with strtoll / strtoull and checks
+// neither errno nor the sign: "-1" for an unsigned option becomes 2^64 - 1 and "9223372036854775808" for a
+// signed one becomes 2^63 - 1 (its own check catches only a 64-bit value that does not fit a narrower type).
+// One validator, added to every integer option of every subcommand, rejects both before the conversion.
+#include "commands.hpp"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <limits>
+#include <string>
+
+namespace fulcrum::cli {
+namespace {
+
+// "" when CLI11's conversion of `text` will be exact or will fail by itself (not a whole number).
+std::string integer_range_error(const std::string& text, bool is_unsigned) {
+  const char* begin = text.c_str();
+  char* end = nullptr;
+  errno = 0;
+  bool wraps = false;
+  if (is_unsigned) {
+    // strtoull accepts "-N" and negates it in unsigned arithmetic: only "-0" is exact.
+    wraps = std::strtoull(begin, &end, 0) != 0 && text.find('-') != std::string::npos;
+  } else {
+    static_cast<void>(std::strtoll(begin, &end, 0));
+  }
+  const bool whole = end != begin && *end == '\0';
+  if (!whole || (errno != ERANGE && !wraps)) return {};
+  if (is_unsigned) return fmt::format("{}: must be in [0, {}]", text, std::numeric_limits<std::uint64_t>::max());
+  return fmt::format("{}: must be in [{}, {}]", text, std::numeric_limits<std::int64_t>::min(),
+                     std::numeric_limits<std::int64_t>::max());
+}
+
+}  // namespace
+
+void reject_out_of_range_integers(CLI::App& app) {
+  for (CLI::Option* option : app.get_options()) {
+    // The type name is CLI11's own for integer targets ("INT" signed, "UINT" unsigned); planner flags that
+    // call themselves INT parse as double and are range-checked by their option's declaration as well.
+    const std::string type = option->get_type_name();
+    const bool is_unsigned = type.starts_with("UINT");
+    if (!is_unsigned && !type.starts_with("INT")) continue;
+    option->check(CLI::Validator([is_unsigned](std::string& text) { return integer_range_error(text, is_unsigned); },
+                                 std::string()));
+  }
+  for (CLI::App* sub : app.get_subcommands(std::function<bool(CLI::App*)>())) reject_out_of_range_integers(*sub);
+}
+
+}  // namespace fulcrum::cli
