@@ -4,7 +4,8 @@ set -euo pipefail
 packages=(cmake ninja-build g++ python3 libgtest-dev libbenchmark-dev libfmt-dev nlohmann-json3-dev libcli11-dev
           libomp-dev openmpi-bin libopenmpi-dev libopenblas-dev python3-dev python3-pip python3-venv ccache
           clang-14 clang-tidy-14 clang-format-14  # CI's Clang, TSan (with libomp-dev), tidy and format steps
-          librsvg2-bin)  # rsvg-convert: the chart render tests (scripts/svg_label_check.py)
+          libclang-rt-14-dev  # libFuzzer and the sanitizer runtimes (scripts/fuzz.sh)
+          librsvg2-bin)       # rsvg-convert: the chart render tests (scripts/svg_label_check.py)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

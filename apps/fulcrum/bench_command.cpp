@@ -2,12 +2,13 @@
 // `fulcrum bench comm`: latency and bandwidth between two MPI ranks, and memcpy bandwidth.
 #include "commands.hpp"
 
+#include "fulcrum/core/error.hpp"
 #include "fulcrum/report/kernel_bench_report.hpp"
 #include "fulcrum/report/table.hpp"
 #include "fulcrum/runtime/link_bench.hpp"
 #include "fulcrum/runtime/mpi_communicator.hpp"
 #include "job_session.hpp"
-#include "json_output.hpp"
+#include "outputs.hpp"
 
 #include <fmt/format.h>
 
@@ -34,12 +35,13 @@ Action add_bench_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--shards", config->shards, "shard sizes for the split study")->delimiter(',')->capture_default_str();
   cmd->add_flag("--no-backward", *no_backward, "time the forward pass only");
-  cmd->add_option("--json", *json_path, "also write the results as JSON to this path");
+  add_output_option(*cmd, "json", *json_path, "also write the results as JSON to this path");
   return [config, json_path, no_backward] {
+    if (!json_path->empty()) check_output_file("json", *json_path);
     config->backward = !*no_backward;
     const auto result = studies::run_kernel_bench(*config);
     fmt::print("{}", kernel_bench_table(result));
-    if (!json_path->empty()) write_json(*json_path, kernel_bench_json(result));
+    if (!json_path->empty()) write_output_json("json", *json_path, kernel_bench_json(result));
     return 0;
   };
 }
@@ -52,9 +54,15 @@ Action add_bench_comm_command(CLI::App& app) {
   auto json_path = std::make_shared<std::string>();
   cmd->add_option("--sizes", *sizes, "message sizes in bytes")->delimiter(',')->capture_default_str();
   cmd->add_option("--repeats", *repeats, "round trips per size; the median is reported")->capture_default_str();
-  cmd->add_option("--json", *json_path, "also write the results as JSON to this path");
+  add_output_option(*cmd, "json", *json_path, "also write the results as JSON to this path");
   return [sizes, repeats, json_path] {
     if (*repeats < 1 || *repeats > 100000) fail("repeats = {}: must be in [1, 100000]", *repeats);
+    // Each size is a buffer on both ranks, sent `repeats` times: a stated bound, as for every cost.
+    constexpr std::size_t kMaxMessageBytes = std::size_t{1} << 30;
+    for (const std::size_t bytes : *sizes) {
+      if (bytes < 1 || bytes > kMaxMessageBytes) fail("sizes: {} must be in [1, {}] bytes", bytes, kMaxMessageBytes);
+    }
+    if (!json_path->empty()) check_output_file("json", *json_path);
     if (!started_by_mpiexec()) return relaunch_under_mpiexec(2);
     runtime::MpiSession session;
     runtime::MpiCommunicator comm;
@@ -70,10 +78,11 @@ Action add_bench_comm_command(CLI::App& app) {
     if (!json_path->empty()) {
       nlohmann::json samples = nlohmann::json::array();
       for (const auto& s : m.samples) samples.push_back({{"bytes", s.bytes}, {"one_way_s", s.one_way_s}});
-      write_json(*json_path, {{"samples", samples},
-                              {"latency_s", m.latency_s},
-                              {"bandwidth_bytes_per_s", m.bandwidth_bytes_per_s},
-                              {"memcpy_bytes_per_s", m.memcpy_bytes_per_s}});
+      write_output_json("json", *json_path,
+                        {{"samples", samples},
+                         {"latency_s", m.latency_s},
+                         {"bandwidth_bytes_per_s", m.bandwidth_bytes_per_s},
+                         {"memcpy_bytes_per_s", m.memcpy_bytes_per_s}});
     }
     return 0;
   };

@@ -7,7 +7,7 @@
 #include "fulcrum/planners/heads/evaluate.hpp"
 #include "fulcrum/planners/heads/scenarios.hpp"
 #include "fulcrum/report/table.hpp"
-#include "json_output.hpp"
+#include "outputs.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -87,6 +87,7 @@ int run_heads(const HeadsConfig& c) {
     fail("tokens = {}: must be in [1, {}]", c.prompt_tokens, heads::kMaxPatternTokens);
   }
   if (c.repeats < 1) fail("repeats = {}: must be >= 1", c.repeats);
+  if (!c.json.empty()) check_output_file("json", c.json);
   if (c.devices < 0) fail("devices = {}: must be >= 1", c.devices);
   const auto solvers = solver_list(c.solvers);
   const Problem p = load_problem(c);
@@ -149,7 +150,7 @@ int run_heads(const HeadsConfig& c) {
                      ms(solve_s[i])});
   }
   if (p.layers.size() > 1) fmt::print("{} layers\n{}", p.layers.size(), summary.to_string());
-  if (!c.json.empty()) write_json(c.json, json);
+  if (!c.json.empty()) write_output_json("json", c.json, json);
   return 0;
 }
 
@@ -171,7 +172,7 @@ Action add_heads_command(CLI::App& app) {
   cmd->add_option("--seed", c->seed, "seed of random scenarios and seeded solvers")->capture_default_str();
   cmd->add_option("--repeats", c->repeats, "solves per solver and layer; the median time is reported")
       ->capture_default_str();
-  cmd->add_option("--json", c->json, "also write the results as JSON to this path");
+  add_output_option(*cmd, "json", c->json, "also write the results as JSON to this path");
   return [c] { return run_heads(*c); };
 }
 

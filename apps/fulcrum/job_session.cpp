@@ -4,10 +4,9 @@
 #include "fulcrum/report/chrome_trace.hpp"
 #include "fulcrum/report/run_report.hpp"
 #include "fulcrum/report/sim_validation_report.hpp"
-#include "fulcrum/report/text_file.hpp"
 #include "fulcrum/runtime/local_communicator.hpp"
 #include "fulcrum/runtime/mpi_communicator.hpp"
-#include "json_output.hpp"
+#include "outputs.hpp"
 
 #include <fmt/format.h>
 
@@ -61,7 +60,7 @@ std::vector<studies::JobResult> run_jobs(const SessionOptions& options, const st
 }
 
 // Every job's events in one trace: job j's rank r is process j * ranks + r.
-void write_trace(const std::vector<studies::JobResult>& results, const std::string& path) {
+void write_trace(const std::vector<studies::JobResult>& results, std::string_view option, const std::string& path) {
   runtime::Timeline all;
   std::vector<std::string> names;
   for (std::size_t j = 0; j < results.size(); ++j) {
@@ -73,7 +72,7 @@ void write_trace(const std::vector<studies::JobResult>& results, const std::stri
       all.events.push_back(e);
     }
   }
-  write_chrome_trace(all, path, names);
+  write_output(option, path, chrome_trace(all, names).dump() + "\n");
 }
 
 int report(const SessionOptions& options, const std::vector<studies::JobResult>& results, bool print) {
@@ -95,22 +94,23 @@ int report(const SessionOptions& options, const std::vector<studies::JobResult>&
   fmt::print("{}", text);
   std::fprintf(stderr, "%s", problems.c_str());
   std::string json = options.json, trace = options.trace, svg = options.svg;
-  if (!options.report_dir.empty()) {
-    std::filesystem::create_directories(options.report_dir);
+  // demo's report folder holds every output; its files' errors name --out.
+  const bool folder = !options.report_dir.empty();
+  if (folder) {
     json = options.report_dir + "/report.json";
     trace = options.report_dir + "/trace.json";
     svg = options.report_dir + "/attention_per_rank.svg";
-    write_text_file(options.report_dir + "/summary.txt", text);
+    write_output("out", options.report_dir + "/summary.txt", text);
   }
-  if (!json.empty()) write_json(json, run_json(results));
-  if (!trace.empty()) write_trace(results, trace);
-  if (!svg.empty()) write_text_file(svg, bar_chart_svg(attention_chart(results)));
+  if (!json.empty()) write_output_json(folder ? "out" : "json", json, run_json(results));
+  if (!trace.empty()) write_trace(results, folder ? "out" : "trace", trace);
+  if (!svg.empty()) write_output(folder ? "out" : "svg", svg, bar_chart_svg(attention_chart(results)));
   if (!options.simulate.empty()) {
     const HardwareModel hardware = load_hardware(options.simulate);
     std::vector<studies::SimValidation> rows;
     for (const auto& job : results) rows.push_back(studies::validate_with_simulator(job, hardware));
     fmt::print("\nsimulated on {} against measured:\n{}", hardware.name, validation_table(rows));
-    if (!options.report_dir.empty()) write_json(options.report_dir + "/simulated.json", validation_json(rows));
+    if (folder) write_output_json("out", options.report_dir + "/simulated.json", validation_json(rows));
   }
   if (!options.report_dir.empty()) fmt::print("report written to {}/\n", options.report_dir);
   return code;
@@ -163,9 +163,9 @@ void SessionOptions::add_to(CLI::App& cmd) {
   cmd.add_option("--max-error", max_error, "fail when a relative error exceeds this")->capture_default_str();
   cmd.add_option("--inject-failure", inject_failure, "testing: RANK:throw or RANK:hang");
   cmd.add_option("--simulate", simulate, "replay the plans on this hardware (preset or JSON) and compare");
-  cmd.add_option("--json", json, "write the results as JSON to this path");
-  cmd.add_option("--trace", trace, "write a Chrome trace (one track per rank and stream) to this path");
-  cmd.add_option("--svg", svg, "write the per-rank attention-time chart to this path");
+  add_output_option(cmd, "json", json, "write the results as JSON to this path");
+  add_output_option(cmd, "trace", trace, "write a Chrome trace (one track per rank and stream) to this path");
+  add_output_option(cmd, "svg", svg, "write the per-rank attention-time chart to this path");
 }
 
 int run_job_session(const SessionOptions& requested, const std::vector<studies::JobConfig>& jobs) {
@@ -188,6 +188,15 @@ int run_job_session(const SessionOptions& requested, const std::vector<studies::
   parse_injection(options.inject_failure, options.ranks);
   if (!options.simulate.empty()) load_hardware(options.simulate);  // a bad name fails before any rank starts
   for (const auto& job : jobs) job.validate(options.ranks);        // bad input fails here, before any rank starts
+  // Outputs too, so a path that cannot be written fails now rather than after the job.
+  if (!options.report_dir.empty()) check_output_folder("out", options.report_dir);
+  for (const auto& [option, path] :
+       {std::pair{"json", options.json}, std::pair{"trace", options.trace}, std::pair{"svg", options.svg}}) {
+    if (!path.empty()) check_output_file(option, path);
+  }
+  for (const auto& job : jobs) {
+    if (!job.save_plans.empty()) check_output_folder("save-plans", job.save_plans);
+  }
   if (options.backend == "local") return run_local(options, jobs);
   if (!started_by_mpiexec()) return relaunch_under_mpiexec(options.ranks);
   return run_mpi(options, jobs);

@@ -10,31 +10,39 @@
 
 #include <cstdio>
 #include <exception>
+#include <new>
 #include <vector>
 
 int main(int argc, char** argv) {
   fulcrum::cli::tie_rank_to_launcher();  // before anything else: a rank must not outlive its mpiexec
   CLI::App app{"Fulcrum: balancing core-attention work across ranks for long-context training"};
   app.require_subcommand(1);
-  std::vector<std::pair<CLI::App*, fulcrum::cli::Action>> commands;
+  // Each subcommand, its action, and the options that size its work (named when memory runs out).
+  struct Command {
+    CLI::App* sub;
+    fulcrum::cli::Action action;
+    const char* sized_by;
+  };
+  std::vector<Command> commands;
   auto plan = fulcrum::cli::add_plan_command(app);
-  commands.emplace_back(app.get_subcommand("plan"), plan);
+  commands.push_back({app.get_subcommand("plan"), plan, "ranks x tokens-per-rank, or a planner's block size"});
   auto bench = fulcrum::cli::add_bench_command(app);
-  commands.emplace_back(app.get_subcommand("bench")->get_subcommand("kernels"), bench);
+  commands.push_back({app.get_subcommand("bench")->get_subcommand("kernels"), bench,
+                      "lengths, split-length, q-heads, kv-heads or head-dim"});
   auto bench_comm = fulcrum::cli::add_bench_comm_command(app);
-  commands.emplace_back(app.get_subcommand("bench")->get_subcommand("comm"), bench_comm);
+  commands.push_back({app.get_subcommand("bench")->get_subcommand("comm"), bench_comm, "sizes"});
   auto profile = fulcrum::cli::add_profile_command(app);
-  commands.emplace_back(app.get_subcommand("profile"), profile);
+  commands.push_back({app.get_subcommand("profile"), profile, "query-lengths, key-lengths or the head shape"});
   auto run = fulcrum::cli::add_run_command(app);
-  commands.emplace_back(app.get_subcommand("run"), run);
+  commands.push_back({app.get_subcommand("run"), run, "ranks x tokens-per-rank"});
   auto demo = fulcrum::cli::add_demo_command(app);
-  commands.emplace_back(app.get_subcommand("demo"), demo);
+  commands.push_back({app.get_subcommand("demo"), demo, "ranks x tokens-per-rank"});
   auto simulate = fulcrum::cli::add_simulate_command(app);
-  commands.emplace_back(app.get_subcommand("simulate"), simulate);
+  commands.push_back({app.get_subcommand("simulate"), simulate, "gpus, max-doc-len or tokens-per-rank"});
   auto heads = fulcrum::cli::add_heads_command(app);
-  commands.emplace_back(app.get_subcommand("heads"), heads);
+  commands.push_back({app.get_subcommand("heads"), heads, "tokens or devices"});
   auto prefill = fulcrum::cli::add_prefill_command(app);
-  commands.emplace_back(app.get_subcommand("prefill"), prefill);
+  commands.push_back({app.get_subcommand("prefill"), prefill, "model, tokens or ranks"});
   fulcrum::cli::reject_out_of_range_integers(app);
   fulcrum::cli::set_command_line(argc, argv);
   try {
@@ -51,10 +59,17 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "fulcrum: error: %s\n", e.what());
     return e.kind() == fulcrum::ErrorKind::kBadInput ? 2 : 1;
   }
+  const char* sized_by = "";
   try {
-    for (auto& [sub, action] : commands) {
-      if (sub->parsed()) return action();
+    for (auto& command : commands) {
+      if (!command.sub->parsed()) continue;
+      sized_by = command.sized_by;
+      return command.action();
     }
+    return 2;
+  } catch (const std::bad_alloc&) {
+    // Options with a cost are bounded or estimated up front; what still does not fit is too large an input.
+    std::fprintf(stderr, "fulcrum: error: %s: too large, out of memory while sizing the work\n", sized_by);
     return 2;
   } catch (const fulcrum::Error& e) {
     std::fprintf(stderr, "fulcrum: error: %s\n", e.what());

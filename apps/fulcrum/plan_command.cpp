@@ -5,7 +5,7 @@
 #include "fulcrum/core/text.hpp"
 #include "fulcrum/report/plan_comparison_report.hpp"
 #include "fulcrum/workload/mask.hpp"
-#include "json_output.hpp"
+#include "outputs.hpp"
 
 #include <fmt/format.h>
 
@@ -30,13 +30,14 @@ Action add_plan_command(CLI::App& app) {
   cmd->add_option("--planners", *planners, "comma-separated: " + planner_list())->capture_default_str();
   add_planner_flags(*cmd, config->options);
   add_topology_flags(*cmd, config->options);
-  cmd->add_option("--json", *json_path, "also write the results as JSON to this path");
+  add_output_option(*cmd, "json", *json_path, "also write the results as JSON to this path");
   return [config, json_path, planners] {
+    if (!json_path->empty()) check_output_file("json", *json_path);
     config->planners = split_names(*planners, "planners");
     const auto comparison = studies::compare_planners(*config);
     fmt::print("{}", plan_comparison_table(comparison));
     fmt::print("packed input imbalance: {:.3f}\n", comparison.packed_imbalance);
-    if (!json_path->empty()) write_json(*json_path, plan_comparison_json(comparison));
+    if (!json_path->empty()) write_output_json("json", *json_path, plan_comparison_json(comparison));
     for (const auto& p : comparison.planners) {
       if (!p.valid) return 1;
     }

@@ -17,7 +17,7 @@
 #include "fulcrum/runtime/mpi_communicator.hpp"
 #include "fulcrum/workload/model_config.hpp"
 #include "job_session.hpp"
-#include "json_output.hpp"
+#include "outputs.hpp"
 #include "prefill_output.hpp"
 #include "prefill_simulate.hpp"
 
@@ -209,7 +209,7 @@ std::vector<PrefillConfigResult> run_configs(const PrefillJob& job, runtime::Com
 
 int report(const PrefillJob& job, const std::vector<PrefillConfigResult>& results) {
   fmt::print("{}", prefill_text(job.info, results));
-  if (!job.args.json.empty()) write_json(job.args.json, prefill_json(job.info, results));
+  if (!job.args.json.empty()) write_output_json("json", job.args.json, prefill_json(job.info, results));
   int code = 0;
   for (const auto& r : results) {
     if (r.max_error && *r.max_error > job.args.max_error) {
@@ -298,7 +298,7 @@ Action add_prefill_command(CLI::App& app) {
   cmd->add_option("--threads", a->threads, "threads per rank for attention and BLAS (0: cores / ranks)")
       ->capture_default_str();
   cmd->add_option("--timeout", a->timeout_s, "watchdog: seconds any rank may wait for another")->capture_default_str();
-  cmd->add_option("--json", a->json, "write the results as JSON to this path");
+  add_output_option(*cmd, "json", a->json, "write the results as JSON to this path");
   cmd->add_option("--inject-failure", a->inject_failure, "testing: this rank's read of layer 1's weights fails");
   cmd->add_option("--simulate", a->simulate,
                   "simulate on a GPU preset (" + fmt::format("{}", fmt::join(hardware_preset_names(), " | ")) +
@@ -310,13 +310,13 @@ Action add_prefill_command(CLI::App& app) {
                                      a->cpip, a->tokens, a->seed, a->json});
     }
     const PrefillJob job = make_job(*a);
+    if (!job.args.json.empty()) check_output_file("json", job.args.json);
     if (job.args.backend == "local") {
       ensure_weights(job);
       return run_local(job);
     }
     if (!started_by_mpiexec()) {
       ensure_weights(job);
-      if (!job.args.json.empty()) write_json(job.args.json, nlohmann::json::object());  // fails now if unwritable
       return relaunch_under_mpiexec(job.args.ranks);
     }
     return run_mpi(job);

@@ -6,7 +6,7 @@
 #include "fulcrum/report/table.hpp"
 #include "fulcrum/sim/prefill.hpp"
 #include "fulcrum/workload/model_config.hpp"
-#include "json_output.hpp"
+#include "outputs.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -67,6 +67,7 @@ int run_prefill_simulation(const PrefillSimArgs& args) {
   const HardwareModel hw = load_hardware(args.hardware);
   const ModelShape shape = resolve_model_shape(args.model);
   if (args.tokens < 1 || args.tokens > (1L << 24)) fail("tokens = {}: must be in [1, {}]", args.tokens, 1L << 24);
+  if (!args.json.empty()) check_output_file("json", args.json);
   const int devices = args.ranks > 0 ? args.ranks : hw.devices_per_node;
   if (args.ranks < 0 || devices > shape.q_heads) {
     fail("ranks = {}: must be in [1, {}] (the model's q heads; 0: the preset's {} per node)", args.ranks, shape.q_heads,
@@ -103,14 +104,15 @@ int run_prefill_simulation(const PrefillSimArgs& args) {
   if (!args.json.empty()) {
     nlohmann::json configs = nlohmann::json::array();
     for (const auto& r : results) configs.push_back(sim::to_json(r));
-    write_json(args.json, {{"hardware", hw.name},
-                           {"model", shape.name},
-                           {"layers", shape.layers},
-                           {"tokens", tokens},
-                           {"devices", devices},
-                           {"patterns", args.patterns},
-                           {"costs", costs_from},
-                           {"configs", configs}});
+    write_output_json("json", args.json,
+                      {{"hardware", hw.name},
+                       {"model", shape.name},
+                       {"layers", shape.layers},
+                       {"tokens", tokens},
+                       {"devices", devices},
+                       {"patterns", args.patterns},
+                       {"costs", costs_from},
+                       {"configs", configs}});
   }
   return 0;
 }

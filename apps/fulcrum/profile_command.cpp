@@ -4,12 +4,13 @@
 
 #include "fulcrum/kernels/profile.hpp"
 #include "fulcrum/report/table.hpp"
-#include "json_output.hpp"
+#include "outputs.hpp"
 #include "profile_heads.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <omp.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <memory>
@@ -60,13 +61,17 @@ Action add_profile_command(CLI::App& app) {
     heads_flag->excludes(option);
   }
   cmd->add_option("--repeats", config->repeats, "timed repeats per cell; the median is kept")->capture_default_str();
-  cmd->add_option("--out", *out, "where to write the JSON (default profile.json; heads_profile.json with --heads)");
+  add_output_option(*cmd, "out", *out,
+                    "where to write the JSON (default profile.json; heads_profile.json with --heads)");
   add_profile_heads_options(*cmd, *heads_args, heads_flag);
   return [config, out, dtype, heads, heads_args] {
-    if (*heads) return run_profile_heads(*heads_args, config->repeats, out->empty() ? "heads_profile.json" : *out);
-    if (out->empty()) *out = "profile.json";
+    if (out->empty()) *out = *heads ? "heads_profile.json" : "profile.json";
+    check_output_file("out", *out);
+    if (*heads) return run_profile_heads(*heads_args, config->repeats, *out);
     config->dtype = kernels::parse_dtype(*dtype);
     const auto table = kernels::profile_attention(*config, [](int done, int total) {
+      // Progress only on a terminal (as simulate's): stderr otherwise holds errors alone, one line each.
+      if (!isatty(STDERR_FILENO)) return;
       std::fprintf(stderr, "\rprofiling %d/%d shapes", done, total);
       if (done == total) std::fprintf(stderr, "\n");
     });
@@ -75,7 +80,7 @@ Action add_profile_command(CLI::App& app) {
     json["measured_with"] = {{"q_heads", config->shape.q_heads},   {"kv_heads", config->shape.kv_heads},
                              {"head_dim", config->shape.head_dim}, {"dtype", *dtype},
                              {"threads", omp_get_max_threads()},   {"repeats", config->repeats}};
-    write_json(*out, json);
+    write_output_json("out", *out, json);
     fmt::print("wrote {}\n", *out);
     return 0;
   };

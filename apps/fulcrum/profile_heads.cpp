@@ -5,7 +5,7 @@
 #include "fulcrum/prefill/head_profile.hpp"
 #include "fulcrum/report/table.hpp"
 #include "fulcrum/workload/model_config.hpp"
-#include "json_output.hpp"
+#include "outputs.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -73,7 +73,7 @@ int run_profile_heads(const ProfileHeadsArgs& a, int repeats, const std::string&
   row("t_qo", profile.qo_s);
   for (const auto& p : config.patterns) row(p.key(), profile.attention_s.at(p.key()));
   fmt::print("{}: {} ({})\n{}", shape.name, profile.device, a.patterns, table.to_string());
-  write_json(out, profile.to_json());
+  write_output_json("out", out, profile.to_json());
   fmt::print("wrote {}\n", out);
   return 0;
 }

@@ -6,6 +6,7 @@
 #include "fulcrum/core/text.hpp"
 #include "fulcrum/workload/mask.hpp"
 #include "job_session.hpp"
+#include "outputs.hpp"
 
 #include <memory>
 
@@ -31,7 +32,8 @@ void add_job_options(CLI::App& cmd, studies::JobConfig& job) {
   cmd.add_option("--threads", job.threads, "kernel threads per rank (0: cores / ranks)")->capture_default_str();
   cmd.add_flag("--deterministic", job.deterministic,
                "backward sums dK/dV in task order: gradients bitwise repeatable whatever the thread count");
-  cmd.add_option("--save-plans", job.save_plans, "write the compiled plans to this folder (JSON if it ends in .json)");
+  add_output_option(cmd, "save-plans", job.save_plans,
+                    "write the compiled plans to this folder (JSON if it ends in .json)");
 }
 
 /// Jobs for every (planner, mode) pair; mode `signal` is the pingpong plan with 1-byte messages.
@@ -76,7 +78,7 @@ Action add_demo_command(CLI::App& app) {
   job->tokens_per_rank = 4096;
   job->seed = 36;
   job->options.set("tolerance", 0.05);  // DistCA within 5% of the mean, the setting docs/performance.md measures
-  cmd->add_option("--out", session->report_dir, "report folder (JSON, Chrome trace, SVG, summary)")
+  add_output_option(*cmd, "out", session->report_dir, "report folder (JSON, Chrome trace, SVG, summary)")
       ->capture_default_str();
   add_job_options(*cmd, *job);
   session->add_to(*cmd);

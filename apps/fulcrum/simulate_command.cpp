@@ -5,8 +5,7 @@
 #include "fulcrum/core/text.hpp"
 #include "fulcrum/report/chrome_trace.hpp"
 #include "fulcrum/report/simulate_report.hpp"
-#include "fulcrum/report/text_file.hpp"
-#include "json_output.hpp"
+#include "outputs.hpp"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -86,10 +85,11 @@ Action add_simulate_command(CLI::App& app) {
   cmd->add_option("--reference", a->spec.reference, "speedups are relative to this system (else the first)")
       ->capture_default_str();
   cmd->add_option("--sweep", a->sweep, "KEY=V1,V2,... (repeatable): run every combination")->take_all();
-  cmd->add_option("--json", a->json_path, "write the results as JSON");
-  cmd->add_option("--csv", a->csv_path, "write the results as CSV");
-  cmd->add_option("--svg", a->svg_path, "write the speedup chart here and the time breakdown beside it (-breakdown)");
-  cmd->add_option("--trace", a->trace_path, "write the first run's first iteration as a Chrome trace");
+  add_output_option(*cmd, "json", a->json_path, "write the results as JSON");
+  add_output_option(*cmd, "csv", a->csv_path, "write the results as CSV");
+  add_output_option(*cmd, "svg", a->svg_path,
+                    "write the speedup chart here and the time breakdown beside it (-breakdown)");
+  add_output_option(*cmd, "trace", a->trace_path, "write the first run's first iteration as a Chrome trace");
   return [a, pp_option] {
     auto& spec = a->spec;
     spec.search_pp = pp_option->count() == 0;
@@ -104,13 +104,18 @@ Action add_simulate_command(CLI::App& app) {
     for (const auto& m : split_names(a->modes, "modes")) spec.modes.push_back(parse_comm_mode(m, "modes"));
     spec.baseline_mode = parse_comm_mode(a->baseline_mode, "baseline-mode");
     for (const auto& s : a->sweep) spec.sweep.push_back(studies::parse_sweep_axis(s));
+    for (const auto& [option, path] : {std::pair{"json", a->json_path}, std::pair{"csv", a->csv_path},
+                                       std::pair{"svg", a->svg_path}, std::pair{"trace", a->trace_path}}) {
+      if (!path.empty()) check_output_file(option, path);
+    }
+    if (!a->svg_path.empty()) check_output_file("svg", sibling_path(a->svg_path, "-breakdown"));
     const studies::Study study = studies::run_study(spec, show_progress);
     fmt::print("{}", study_table(study));
-    if (!a->json_path.empty()) write_json(a->json_path, study_json(study));
-    if (!a->csv_path.empty()) write_text_file(a->csv_path, study_csv(study));
+    if (!a->json_path.empty()) write_output_json("json", a->json_path, study_json(study));
+    if (!a->csv_path.empty()) write_output("csv", a->csv_path, study_csv(study));
     if (!a->svg_path.empty()) {
-      write_text_file(a->svg_path, bar_chart_svg(study_speedup_chart(study)));
-      write_text_file(sibling_path(a->svg_path, "-breakdown"), bar_chart_svg(study_breakdown_chart(study)));
+      write_output("svg", a->svg_path, bar_chart_svg(study_speedup_chart(study)));
+      write_output("svg", sibling_path(a->svg_path, "-breakdown"), bar_chart_svg(study_breakdown_chart(study)));
     }
     if (!a->trace_path.empty()) {
       std::vector<std::string> names;
@@ -119,7 +124,7 @@ Action add_simulate_command(CLI::App& app) {
       for (int r = 0; r < first.config.parallel.attention_ranks(); ++r) {
         names.push_back(fmt::format("stage {} group {}", r / dp, r % dp));
       }
-      write_chrome_trace({first.trace}, a->trace_path, names);
+      write_output("trace", a->trace_path, chrome_trace({first.trace}, names).dump() + "\n");
     }
     return 0;
   };

@@ -3,6 +3,7 @@
 #pragma once
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/core/interval.hpp"
+#include "fulcrum/plan/program.hpp"
 #include <nlohmann/json.hpp>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -38,6 +39,15 @@ std::string option_name(std::string name);
 
 /// A fresh int64 NumPy array of `shape` filled row by row from `values` (size = product of shape).
 py::array_t<std::int64_t> int_array(std::vector<py::ssize_t> shape, const std::vector<std::int64_t>& values);
+
+/// Plans run by simulate_plan and fulcrum.torch must pass verify_plan; verifying costs far more than
+/// compiling (a symbolic run of every row), so a Plan object made by compile_plan, or one that passed
+/// verify_plan, carries this attribute and is not verified again. Plans from bytes or dicts lack it.
+inline constexpr const char* kVerifiedMark = "_verified";
+inline void mark_verified(const py::object& plan) { py::setattr(plan, kVerifiedMark, py::bool_(true)); }
+/// The Plan inside `plan`, verified against its own documents and owners unless it carries the mark;
+/// a plan that fails raises InputError.
+const Plan& verified_plan(const py::object& plan);
 
 /// Plain-data results (hardware models, plans) go through their JSON form: one schema, already tested.
 py::object json_to_python(const nlohmann::json& json);

@@ -1,5 +1,6 @@
 // fulcrum._core: the compiled half of the `fulcrum` package (python/fulcrum re-exports it).
 #include "bindings.hpp"
+#include "fulcrum/plan/program_verify.hpp"
 
 namespace fulcrum::python {
 
@@ -37,7 +38,26 @@ py::array_t<std::int64_t> int_array(std::vector<py::ssize_t> shape, const std::v
 py::object json_to_python(const nlohmann::json& json) { return py::module_::import("json").attr("loads")(json.dump()); }
 
 nlohmann::json python_to_json(const py::handle& object) {
-  return nlohmann::json::parse(py::module_::import("json").attr("dumps")(object).cast<std::string>());
+  std::string text;
+  try {
+    // allow_nan=False: NaN and infinities are not JSON, so they are refused here rather than by the parser.
+    text = py::module_::import("json").attr("dumps")(object, py::arg("allow_nan") = false).cast<std::string>();
+  } catch (const py::error_already_set& e) {
+    if (!e.matches(PyExc_TypeError) && !e.matches(PyExc_ValueError)) throw;
+    fail("not JSON data (dicts, lists, str, int, finite float, bool, None): {}", e.what());
+  }
+  return nlohmann::json::parse(text);
+}
+
+const Plan& verified_plan(const py::object& plan) {
+  const Plan& p = plan.cast<const Plan&>();
+  if (py::hasattr(plan, kVerifiedMark) && py::bool_(plan.attr(kVerifiedMark))) return p;
+  {
+    py::gil_scoped_release unlocked;
+    require_valid_plan(p);
+  }
+  mark_verified(plan);
+  return p;
 }
 
 // fulcrum.Error is a RuntimeError carrying the library's message unchanged; bad input (ErrorKind::kBadInput)

@@ -28,7 +28,8 @@ void bind_plan(py::module_& m) {
   m.def("verify_coverage", &verify_coverage, py::arg("assignment"), release,
         "Placement, well-formed tasks and exact coverage only (transfers are not looked at).");
 
-  py::class_<Plan>(m, "Plan", "Per-rank Programs for one pass, as compiled from an Assignment.")
+  // dynamic_attr: a Plan instance carries the verified mark (bindings.hpp) in its __dict__.
+  py::class_<Plan>(m, "Plan", py::dynamic_attr(), "Per-rank Programs for one pass, as compiled from an Assignment.")
       .def_property_readonly("pass_", [](const Plan& p) { return std::string(to_string(p.pass)); })
       .def_readonly("planner", &Plan::planner)
       .def_property_readonly("mode", [](const Plan& p) { return std::string(to_string(p.mode)); })
@@ -56,19 +57,41 @@ void bind_plan(py::module_& m) {
         const HeadLayout heads = head_layout(model, dtype_bytes);
         const Pass p = parse_pass(pass);
         const CommMode s = parse_comm_mode(mode);
-        py::gil_scoped_release unlocked;
-        return compile(a, heads, p, s);
+        Plan plan;
+        {
+          py::gil_scoped_release unlocked;
+          plan = compile(a, heads, p, s);
+        }
+        // compile's output verifies by construction (its tests run verify_plan on every planner's plans).
+        py::object out = py::cast(std::move(plan));
+        mark_verified(out);
+        return out;
       },
       py::arg("assignment"), py::arg("model"), py::arg("pass_") = "forward", py::arg("mode") = "pingpong",
       py::arg("dtype_bytes") = 4,
       "Lowers a verified Assignment to per-rank Programs. pass_: forward | backward; mode: pingpong | "
       "single-stream | signal (pingpong with 1-byte messages); dtype_bytes: 4 (fp32) or 2 (bf16).");
-  m.def("verify_plan", &verify_plan, py::arg("plan"), py::arg("batch"), release,
-        "Runs every rank's Program symbolically: structure, matching messages, no deadlock, data flow, exact "
-        "coverage and exactly-once outputs. `batch` is the Assignment's batch.");
+  m.def(
+      "verify_plan",
+      [](const py::object& plan_object, const Batch* batch) {
+        const Plan& plan = plan_object.cast<const Plan&>();
+        VerifyReport report;
+        {
+          py::gil_scoped_release unlocked;
+          report = batch ? verify_plan(plan, *batch) : verify_plan(plan);
+        }
+        // Only the check against its own documents is the one simulate_plan and StepPlan would repeat.
+        if (report.ok() && batch == nullptr) mark_verified(plan_object);
+        return report;
+      },
+      py::arg("plan"), py::arg("batch") = py::none(),
+      "Runs every rank's Program symbolically: structure, matching messages, no deadlock, data flow, exact "
+      "coverage and exactly-once outputs. `batch` is the Assignment's batch; without it, the plan's own "
+      "documents and owned rows stand for it.");
   m.def(
       "plan_steps",
-      [](const Plan& plan, Tokens tile_tokens) {
+      [](const py::object& plan_object, Tokens tile_tokens) {
+        const Plan& plan = verified_plan(plan_object);  // it walks the plan's buffers and items
         PlanSteps s;
         {
           py::gil_scoped_release unlocked;  // only around the C++: the dict needs the GIL
@@ -78,7 +101,8 @@ void bind_plan(py::module_& m) {
       },
       py::arg("plan"), py::arg("tile_tokens") = 64,
       "Per [rank][step] (a ring's steps; other plans' nano-batches): planned attention FLOPs, active tiles "
-      "(per head, tile_tokens square) and bytes sent, as lists of lists.");
+      "(per head, tile_tokens square) and bytes sent, as lists of lists. A plan not from compile_plan is "
+      "verified first (InputError if it fails).");
   m.def(
       "step_balance",
       [](const StepMatrix& table) {

@@ -32,9 +32,15 @@ void bind_sim(py::module_& m) {
 
   m.def(
       "simulate_plan",
-      [](const Plan& plan, const HardwareModel& hardware) { return sim::simulate_plan(plan, hardware); },
-      py::arg("plan"), py::arg("hardware"), py::call_guard<py::gil_scoped_release>(),
-      "Runs one Plan in virtual time (a plan compiled in mode `signal` sends 1-byte messages).");
+      [](const py::object& plan_object, const HardwareModel& hardware) {
+        // A Plan from Python may come from bytes or a dict: the simulator runs only plans that verify.
+        const Plan& plan = verified_plan(plan_object);
+        py::gil_scoped_release unlocked;
+        return sim::simulate_plan(plan, hardware);
+      },
+      py::arg("plan"), py::arg("hardware"),
+      "Runs one Plan in virtual time (a plan compiled in mode `signal` sends 1-byte messages). The plan is "
+      "verified first (verify_plan against its own documents and owners): one that fails raises InputError.");
 
   m.def(
       "simulate_training",

@@ -131,6 +131,19 @@ def test_compile_step_refuses_what_it_cannot_run():
         step.owned(1)
 
 
+def test_a_step_plan_from_bytes_runs_only_once_verified():
+    """Plans shared as bytes (rank 0's plans sent to the others) are verified before they run: a corrupt one is
+    InputError naming verify_plan; intact ones build the same StepPlan as the compiled plans."""
+    step = step_for(2)
+    forward, backward = step.forward_plan.to_bytes(), step.backward_plan.to_bytes()
+    same = ft.StepPlan(fulcrum.Plan.from_bytes(forward), fulcrum.Plan.from_bytes(backward))
+    assert same.rows(0) == step.rows(0) and same.owned(1) == step.owned(1)
+    data = step.forward_plan.to_dict()
+    data["programs"][1]["instructions"] = []  # rank 1 never sends: messages unmatched, outputs missing
+    with raises("forward plan: fails verify_plan, so it is not run"):
+        ft.StepPlan(fulcrum.Plan.from_dict(data), fulcrum.Plan.from_bytes(backward))
+
+
 def test_import_fulcrum_does_not_import_torch():
     # torch is the optional extra: only `import fulcrum.torch` may load it.
     code = "import sys, fulcrum; assert 'torch' not in sys.modules, 'import fulcrum loaded torch'"

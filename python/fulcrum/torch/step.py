@@ -9,16 +9,29 @@ from .program import Document, OwnedRows, parse_plan
 _DTYPE_BYTES = {torch.float32: 4, torch.bfloat16: 2}
 
 
+def _require_verified(plan: _core.Plan) -> None:
+    """Runs only plans that pass verify_plan: those from bytes or dicts are checked here (compile_plan's carry
+    the mark verify_plan sets, since verifying costs far more than compiling)."""
+    if getattr(plan, "_verified", False):
+        return
+    report = _core.verify_plan(plan)
+    if not report.ok:
+        raise _core.InputError(f"{plan.pass_} plan: fails verify_plan, so it is not run: {report.summary()}")
+
+
 class StepPlan:
     """The forward and the backward Plan compiled from one Assignment for one head layout.
 
     Every rank builds the same StepPlan (planning and compiling are deterministic, so each rank may plan
     the batch itself). Plan rank r is process-group rank r. Rank r's q, k, v rows are the tokens of the
     Assignment's batch segments placed on r, in segment order (``owned(r)`` lists them); documents are
-    indexed as in ``assignment.batch.documents``.
+    indexed as in ``assignment.batch.documents``. Plans from bytes or dicts (say, rank 0's plans sent to
+    the others) are verified here first (``verify_plan``); one that fails raises InputError.
     """
 
     def __init__(self, forward: _core.Plan, backward: _core.Plan) -> None:
+        for plan in (forward, backward):
+            _require_verified(plan)
         if forward.pass_ != "forward" or backward.pass_ != "backward":
             raise _core.InputError(f"StepPlan(forward, backward): got a {forward.pass_} and a {backward.pass_} plan")
         self.forward_plan = forward

@@ -1,5 +1,7 @@
 #include "fulcrum/core/json_reader.hpp"
 
+#include "fulcrum/core/input_file.hpp"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -114,9 +116,10 @@ JsonDocument JsonDocument::parse(std::string_view text, std::string source, std:
   nlohmann::json json;
   try {
     json = nlohmann::json::parse(text.begin(), text.end());
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
     // e.what() reads "[json.exception.parse_error.101] parse error at line 3, column 5: ..."; keep the
-    // part after the id, which names the position.
+    // part after the id, which names the position. A number beyond double (1e400) is out_of_range.406,
+    // which the parser throws too (found by fuzz/lengths_fuzz).
     std::string why = e.what();
     if (const auto close = why.find("] "); close != std::string::npos) why = why.substr(close + 2);
     fail("{}{}not JSON: {}", source, source.empty() ? "" : ": ", why);
@@ -125,11 +128,7 @@ JsonDocument JsonDocument::parse(std::string_view text, std::string source, std:
 }
 
 JsonDocument JsonDocument::read_file(const std::string& path, std::string root_name) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{}: cannot be read: {}", path, std::strerror(errno));
-  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  if (in.bad()) fail_runtime("{}: read failed: {}", path, std::strerror(errno));
-  return parse(text, path, std::move(root_name));
+  return parse(read_input_file(path, path), path, std::move(root_name));
 }
 
 }  // namespace fulcrum

@@ -81,6 +81,19 @@ TEST(JsonReader, IntegersOutsideTheTypeAndHugeValuesAreRejected) {
             std::string::npos);
 }
 
+// A number beyond double is the parser's out_of_range, not its parse_error: still bad input naming the
+// file (fuzz/lengths_fuzz found it escaping as an unrelated exception).
+TEST(JsonReader, NumbersBeyondDoubleAreBadInput) {
+  const std::string message = error_of([] { JsonDocument::parse("[77e7777]", "lengths.json", "lengths"); });
+  EXPECT_EQ(message.rfind("lengths.json: not JSON: ", 0), 0u) << message;
+}
+
+// A directory opens as a stream on Linux; reading it must be an error naming it, not "basic_filebuf::underflow".
+TEST(JsonReader, ADirectoryIsNamed) {
+  const std::string dir = ::testing::TempDir();
+  EXPECT_EQ(error_of([&] { JsonDocument::read_file(dir, "hardware"); }), dir + ": is a directory, not a file");
+}
+
 TEST(JsonReader, ParseAndFileErrorsNameTheFileAndThePosition) {
   EXPECT_EQ(error_of([] {
               JsonDocument::parse("{\n  \"a\": 1,\n  oops\n}", "cfg.json", "c");

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <initializer_list>
 #include <limits>
@@ -162,9 +163,22 @@ void check_link(std::string_view field, const LinkSpec& link) {
   }
 }
 
+// The ranges a hardware file's numbers must lie in: wide enough for any CPU or GPU (and the TP groups the
+// simulator builds from them), narrow enough that every time the model computes stays finite. Without
+// them a latency of 1e308 s or a peak of 1e-300 FLOP/s passed and ended in an infinite clock, reported
+// as a deadlock. Hand-built models (tests in small units) are checked by validate() alone.
+constexpr double kMinRate = 1e6, kMaxRate = 1e18;          // FLOP/s, bytes/s of memory
+constexpr double kMinAttentionRate = 1e3;                  // FLOP/s of a (tiny, badly tiled) attention shard
+constexpr double kMinLinkRate = 1e3, kMaxLinkRate = 1e15;  // bytes/s of a link
+constexpr double kMaxLatency = 10;                         // seconds
+constexpr double kMinMemory = 1e6, kMaxMemory = 1e16;      // bytes
+constexpr int kMaxDevicesPerNode = 1024;
+constexpr int kMaxComputeSlots = 1 << 20;
+
 LinkSpec link_from_json(const JsonValue& link) {
   link.only_keys({"bandwidth_bytes_per_s", "latency_s"});
-  return {link.at("bandwidth_bytes_per_s").positive(), link.at("latency_s").number(0)};
+  return {link.at("bandwidth_bytes_per_s").number(kMinLinkRate, kMaxLinkRate),
+          link.at("latency_s").number(0, kMaxLatency)};
 }
 
 nlohmann::json link_to_json(const LinkSpec& link) {
@@ -214,10 +228,10 @@ HardwareModel HardwareModel::from_json(const JsonValue& json) {
   HardwareModel hw;
   hw.name = json.at("name").string();
   if (hw.name.empty()) json.at("name").fail_must("a non-empty string");
-  hw.devices_per_node = json.at("devices_per_node").integer<int>(1);
-  hw.peak_flops = json.at("peak_flops").positive();
-  hw.memory_bytes = json.at("memory_bytes").positive();
-  hw.memory_bandwidth = json.at("memory_bandwidth").positive();
+  hw.devices_per_node = json.at("devices_per_node").integer<int>(1, kMaxDevicesPerNode);
+  hw.peak_flops = json.at("peak_flops").number(kMinRate, kMaxRate);
+  hw.memory_bytes = json.at("memory_bytes").number(kMinMemory, kMaxMemory);
+  hw.memory_bandwidth = json.at("memory_bandwidth").number(kMinRate, kMaxRate);
   hw.intra_node = link_from_json(json.at("intra_node"));
   hw.inter_node = link_from_json(json.at("inter_node"));
   // Optional (calibrations of CPU boxes lack it): {0, 0}, not given.
@@ -225,8 +239,13 @@ HardwareModel HardwareModel::from_json(const JsonValue& json) {
   const JsonValue mfu = json.at("linear_mfu");
   hw.linear_mfu = mfu.number();
   if (!(hw.linear_mfu > 0 && hw.linear_mfu <= 1)) mfu.fail_must("in (0, 1]");
-  hw.compute_slots_per_node = json.at("compute_slots_per_node").integer<int>(0);
+  hw.compute_slots_per_node = json.at("compute_slots_per_node").integer<int>(0, kMaxComputeSlots);
   hw.attention = ProfileTable::from_json(json.at("attention"));
+  // A machine's kernel rates, like its peak (a profile table alone may be in any unit).
+  for (const char* pass : {"forward", "backward"}) {
+    for (const auto& v : json.at("attention").at(pass).at("flops_per_s").elements())
+      v.number(kMinAttentionRate, kMaxRate);
+  }
   hw.validate();
   return hw;
 }
@@ -252,8 +271,9 @@ HardwareModel load_hardware(const std::string& path_or_preset) {
   for (const auto& preset : kPresets) {
     if (preset.name == path_or_preset) return preset.make();
   }
+  std::error_code ec;
   std::ifstream in(path_or_preset);
-  if (!in) {
+  if (!in || std::filesystem::is_directory(path_or_preset, ec)) {
     fail("hardware = '{}': neither a preset ({}) nor a readable file", path_or_preset,
          fmt::join(hardware_preset_names(), ", "));
   }

@@ -1,6 +1,7 @@
 #include "fulcrum/kernels/profile.hpp"
 
 #include "fulcrum/core/error.hpp"
+#include "fulcrum/core/memory_budget.hpp"
 
 #include <omp.h>
 
@@ -8,17 +9,36 @@
 
 namespace fulcrum::kernels {
 
+namespace {
+
+// Copies of a cell's q_len rows fused into one call: enough 64-row blocks (per head) for 8 per thread.
+Tokens cell_copies(const ProfileConfig& config, Tokens q_len) {
+  const Tokens work_items = 8 * omp_get_max_threads();
+  const Tokens per_copy = (q_len + 63) / 64 * config.shape.q_heads;
+  return std::max<Tokens>(1, (work_items + per_copy - 1) / per_copy);
+}
+
+}  // namespace
+
 void ProfileConfig::validate() const {
   shape.validate();
-  if (repeats < 1) fail("repeats = {}: must be >= 1", repeats);
+  if (repeats < 1 || repeats > kMaxMeasuredRepeats)
+    fail("repeats = {}: must be in [1, {}]", repeats, kMaxMeasuredRepeats);
   for (const auto* axis : {&query_lengths, &key_lengths}) {
     const char* name = axis == &query_lengths ? "query-lengths" : "key-lengths";
     if (axis->empty()) fail("{}: at least one length", name);
+    if (axis->size() > kMaxProfileAxis) fail("{}: {} lengths, at most {}", name, axis->size(), kMaxProfileAxis);
     for (std::size_t i = 0; i < axis->size(); ++i) {
-      if ((*axis)[i] < 1) fail("{}: {} must be >= 1", name, (*axis)[i]);
+      if ((*axis)[i] < 1 || (*axis)[i] > kMaxMeasuredLength) {
+        fail("{}: {} must be in [1, {}]", name, (*axis)[i], kMaxMeasuredLength);
+      }
       if (i > 0 && (*axis)[i] <= (*axis)[i - 1]) fail("{}: must be strictly ascending", name);
     }
   }
+  // The largest cell: its query rows fused with copies of itself until every thread has work.
+  const Tokens q_len = query_lengths.back(), k_len = key_lengths.back();
+  check_memory_estimate(fmt::format("query-lengths: {}, key-lengths: {}", q_len, k_len),
+                        measured_call_bytes(shape, cell_copies(*this, q_len) * q_len, k_len));
 }
 
 ProfileTable profile_attention(const ProfileConfig& config, const std::function<void(int, int)>& progress) {
@@ -29,13 +49,11 @@ ProfileTable profile_attention(const ProfileConfig& config, const std::function<
     grid->key_lengths = config.key_lengths;
     grid->flops_per_s.clear();
   }
-  const Tokens work_items = 8 * omp_get_max_threads();
   const int total = static_cast<int>(config.query_lengths.size() * config.key_lengths.size());
   int done = 0;
   for (Tokens q_len : config.query_lengths) {
     for (Tokens k_len : config.key_lengths) {
-      const Tokens per_copy = (q_len + 63) / 64 * config.shape.q_heads;
-      const Tokens copies = std::max<Tokens>(1, (work_items + per_copy - 1) / per_copy);
+      const Tokens copies = cell_copies(config, q_len);
       std::vector<AttentionTask> tasks;
       const Tokens doc_len = std::max(q_len, k_len);
       for (Tokens c = 0; c < copies; ++c) {

@@ -13,6 +13,9 @@
 
 namespace fulcrum::kernels {
 
+/// The most lengths on each axis of the grid (each cell is timed; the table interpolates between them).
+inline constexpr std::size_t kMaxProfileAxis = 64;
+
 struct ProfileConfig {
   std::vector<Tokens> query_lengths = {64, 128, 256, 512, 1024, 2048, 4096};
   std::vector<Tokens> key_lengths = {64, 256, 1024, 4096, 16384};

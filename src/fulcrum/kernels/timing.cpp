@@ -127,6 +127,12 @@ AttentionTiming time_attention(std::span<const AttentionTask> tasks, const Atten
                               : time_typed<BFloat16>(tasks, shape, q_rows, kv_rows, repeats, backward, min_seconds);
 }
 
+double measured_call_bytes(const AttentionShape& shape, Tokens q_rows, Tokens kv_rows) {
+  const double d = shape.head_dim;
+  return 4.0 * (static_cast<double>(q_rows) * shape.q_heads * (4 * d + 1) +
+                static_cast<double>(kv_rows) * shape.kv_heads * 4 * d);
+}
+
 std::vector<AttentionTask> sharded_document(Tokens doc_len, Tokens shard, const MaskSpec& mask) {
   if (doc_len < 1) fail("length = {}: must be >= 1", doc_len);
   if (shard < 1) fail("shard = {}: must be >= 1", shard);

@@ -10,6 +10,15 @@
 
 namespace fulcrum::kernels {
 
+/// Stated bounds of what `bench kernels` and `profile` measure: a call over more rows takes hours (time
+/// grows with the square of the length), and more repeats multiply it.
+inline constexpr Tokens kMaxMeasuredLength = Tokens{1} << 17;
+inline constexpr int kMaxMeasuredRepeats = 1000;
+
+/// Bytes the buffers of a measured call of q_rows x kv_rows take (Q, O, dO, dQ and LSE rows; K, V, dK and
+/// dV rows; fp32), for the up-front memory check.
+double measured_call_bytes(const AttentionShape& shape, Tokens q_rows, Tokens kv_rows);
+
 enum class DType { kF32, kBF16 };
 DType parse_dtype(const std::string& text);  // "fp32" | "bf16"; errors name the field `dtype`
 const char* to_string(DType dtype);

@@ -22,7 +22,8 @@ std::uint64_t contribution_id(int rank, std::size_t at, int buffer, Tokens row, 
          head_bits;
 }
 
-// Whether a plan cuts heads anywhere: then its labels are kept per head.
+}  // namespace
+
 bool cuts_heads(const Plan& plan) {
   auto partial = [](const Slice& s) { return !s.heads.all(); };
   for (const auto& p : plan.programs) {
@@ -52,8 +53,6 @@ bool cuts_heads(const Plan& plan) {
   }
   return false;
 }
-
-}  // namespace
 
 template <typename... Args>
 void Machine::error(fmt::format_string<Args...> format, Args&&... args) {

@@ -22,6 +22,10 @@
 
 namespace fulcrum::program_labels {
 
+/// Whether a plan cuts heads anywhere (an item or a slice over some heads): then its labels are kept per
+/// head, one per head of a buffer's field in each row, else one per row.
+bool cuts_heads(const Plan& plan);
+
 enum class LabelState : std::uint8_t { kUndefined, kZero, kValue };
 
 struct Label {

@@ -1,6 +1,8 @@
 #include "fulcrum/plan/program_verify.hpp"
 
+#include "fulcrum/core/error.hpp"
 #include "fulcrum/plan/program_labels.hpp"
+#include "fulcrum/workload/head_masks.hpp"
 
 #include <fmt/format.h>
 
@@ -14,6 +16,12 @@ namespace {
 
 constexpr std::size_t kMaxErrors = 32;
 
+// A head range over `width` heads: some of them, or all of them spelt one way, {0, -1} (HeadRange{}), so
+// that a plan has one encoding (a decoded {0, -7} would mean "all" yet write differently).
+bool heads_ok(HeadRange h, int width) {
+  return h.all() ? h.begin == 0 && h.end == -1 : h.begin >= 0 && h.begin < h.end && h.end <= width;
+}
+
 Field operand_fields_forward[] = {Field::kQ, Field::kK, Field::kV, Field::kO, Field::kLse};
 Field operand_fields_backward[] = {Field::kQ,  Field::kK,  Field::kV,  Field::kO, Field::kLse,
                                    Field::kDO, Field::kDQ, Field::kDK, Field::kDV};
@@ -23,6 +31,8 @@ class PlanChecker {
   PlanChecker(const Plan& plan, const Batch& batch) : plan_(plan), batch_(batch) {}
 
   VerifyReport run() {
+    check_layout();
+    if (!report_.ok()) return std::move(report_);  // head counts and sizes the remaining checks compute with
     check_documents();
     for (const auto& p : plan_.programs) check_structure(p);
     if (!report_.ok()) return std::move(report_);
@@ -42,6 +52,47 @@ class PlanChecker {
     if (report_.errors.size() < kMaxErrors) report_.errors.push_back(fmt::format(format, std::forward<Args>(args)...));
   }
 
+  // The plan's shape: head counts that GQA can split, a dtype, streams, and no more buffer rows than the
+  // symbolic run below may hold (its labels take tens of bytes per row and tracked head).
+  void check_layout() {
+    const HeadLayout& h = plan_.heads;
+    if (h.q_heads < 1 || h.q_heads > kMaxPlanHeads || h.kv_heads < 1 || h.q_heads % h.kv_heads != 0) {
+      error("heads: q_heads = {}, kv_heads = {}: need 1 <= kv_heads, kv_heads dividing q_heads <= {}", h.q_heads,
+            h.kv_heads, kMaxPlanHeads);
+    }
+    if (h.head_dim < 1 || h.head_dim > kMaxPlanHeadDim) {
+      error("heads.head_dim = {}: must be in [1, {}]", h.head_dim, kMaxPlanHeadDim);
+    }
+    if (h.dtype_bytes != 2 && h.dtype_bytes != 4) error("heads.dtype_bytes = {}: must be 2 or 4", h.dtype_bytes);
+    if (plan_.nano_batches < 1) error("nano_batches = {}: must be >= 1", plan_.nano_batches);
+    if (!report_.ok()) return;
+    const bool per_head = program_labels::cuts_heads(plan_);
+    Tokens cells = 0;
+    for (const auto& p : plan_.programs) {
+      for (const auto& b : p.buffers) {
+        if (b.rows < 0 || b.rows > kMaxPlanCells) {
+          error("rank {}: buffer '{}' has {} rows: must be in [0, {}]", p.rank, b.name, b.rows, kMaxPlanCells);
+          return;
+        }
+        // What the symbolic run allocates: a label per row, or per row and head where heads are cut. Each
+        // term is at most 2^28 x 1024, and the sum stops at the first step past the bound: no overflow.
+        cells += b.rows * (per_head ? h.heads_of(b.field) : 1);
+        if (cells > kMaxPlanCells) {
+          error("buffers: over {} rows{} in all programs, more than verify_plan checks", kMaxPlanCells,
+                per_head ? " x heads" : "");
+          return;
+        }
+      }
+      for (const auto& i : p.instructions) {
+        if (i.stream < 0 || i.stream >= plan_.nano_batches) {
+          error("rank {}: an instruction's stream {} is not in [0, nano_batches = {})", p.rank, i.stream,
+                plan_.nano_batches);
+          return;
+        }
+      }
+    }
+  }
+
   void check_documents() {
     if (plan_.documents.size() != batch_.documents.size()) {
       error("plan has {} documents, the batch {}", plan_.documents.size(), batch_.documents.size());
@@ -49,6 +100,21 @@ class PlanChecker {
     if (plan_.ranks() != batch_.ranks) error("plan has {} programs, the batch {} ranks", plan_.ranks(), batch_.ranks);
     for (int r = 0; r < plan_.ranks(); ++r) {
       if (plan_.programs[r].rank != r) error("programs[{}].rank = {}", r, plan_.programs[r].rank);
+    }
+    for (std::size_t d = 0; d < plan_.documents.size(); ++d) {
+      const PlanDocument& doc = plan_.documents[d];
+      if (doc.length < 1 || doc.length > kMaxPlanCells) {
+        error("documents[{}].length = {}: must be in [1, {}]", d, doc.length, kMaxPlanCells);
+        continue;
+      }
+      if (!doc.head_masks.empty() && static_cast<int>(doc.head_masks.size()) != plan_.heads.q_heads) {
+        error("documents[{}].head_masks: {} masks for {} q heads", d, doc.head_masks.size(), plan_.heads.q_heads);
+      }
+      try {
+        check_mask_lengths(doc.mask, doc.head_masks, doc.length, fmt::format("documents[{}]", d));
+      } catch (const Error& e) {
+        error("{}", e.what());
+      }
     }
     for (std::size_t d = 0; d < std::min(plan_.documents.size(), batch_.documents.size()); ++d) {
       const PlanDocument& mine = plan_.documents[d];
@@ -68,7 +134,8 @@ class PlanChecker {
     }
     for (const auto& o : p.owned) {
       if (o.doc < 0 || o.doc >= static_cast<int>(plan_.documents.size()) || o.tokens.begin < 0 ||
-          o.tokens.end > plan_.documents[o.doc].length || o.row < 0) {
+          o.tokens.end < o.tokens.begin || o.tokens.end > plan_.documents[o.doc].length || o.row < 0 ||
+          o.row > kMaxPlanCells) {
         error("rank {}: owned rows of document {} [{}, {}) leave the document", p.rank, o.doc, o.tokens.begin,
               o.tokens.end);
         continue;
@@ -94,14 +161,15 @@ class PlanChecker {
   }
 
   bool slice_ok(const Program& p, const Slice& s, std::string_view what) {
+    // Written so that no sum can overflow: row and rows are whatever the file said.
     if (s.buffer < 0 || s.buffer >= static_cast<int>(p.buffers.size()) || s.row < 0 || s.rows < 0 ||
-        s.row + s.rows > p.buffers[s.buffer].rows) {
+        s.row > p.buffers[s.buffer].rows || s.rows > p.buffers[s.buffer].rows - s.row) {
       error("rank {}: {}: slice [{}, +{}) of buffer {} is out of range", p.rank, what, s.row, s.rows, s.buffer);
       return false;
     }
     const HeadRange h = s.heads;
     const int width = plan_.heads.heads_of(p.buffers[s.buffer].field);
-    if (h.all() ? h.begin != 0 : (h.begin < 0 || h.begin >= h.end || h.end > width)) {
+    if (!heads_ok(h, width)) {
       error("rank {}: {}: slice of '{}' has heads [{}, {}) outside its {} heads", p.rank, what,
             p.buffers[s.buffer].name, h.begin, h.end, width);
       return false;
@@ -138,8 +206,9 @@ class PlanChecker {
       }
       const Tokens len = plan_.documents[item.doc].length;
       auto span_ok = [&](const RowSpan& s, int buffer) {
-        return s.count >= 0 && s.row >= 0 && s.row + s.count <= p.buffers[buffer].rows && s.position >= 0 &&
-               s.position + s.count <= len;
+        const Tokens rows = p.buffers[buffer].rows;
+        return s.count >= 0 && s.row >= 0 && s.row <= rows && s.count <= rows - s.row && s.position >= 0 &&
+               s.position <= len && s.count <= len - s.position;
       };
       if (!span_ok(item.queries[0], q) || !span_ok(item.queries[1], q) || !span_ok(item.keys, k) ||
           item.queries[0].count == 0 || item.keys.count == 0) {
@@ -147,7 +216,7 @@ class PlanChecker {
               item.doc);
       }
       const HeadRange h = item.heads;
-      if (h.all() ? h.begin != 0 : (h.begin < 0 || h.begin >= h.end || h.end > plan_.heads.q_heads)) {
+      if (!heads_ok(h, plan_.heads.q_heads)) {
         error("rank {} instruction {}: an item of document {} has heads [{}, {}) outside the plan's {} q heads", p.rank,
               at, item.doc, h.begin, h.end, plan_.heads.q_heads);
       }
@@ -204,6 +273,12 @@ class PlanChecker {
 
   void check_reduce(const Program& p, std::size_t at, const Reduce& r) {
     const bool merge = r.op == ReduceOp::kMerge;
+    // A sum has no LSE operands: they stay empty, so the plan has one encoding (JSON drops what a binary
+    // file could hold there).
+    if (!merge && (!(r.out_lse == Slice{}) || !r.part_lse.empty())) {
+      error("rank {} instruction {}: a sum has LSE operands (out_lse, part_lse), which only a merge uses", p.rank, at);
+      return;
+    }
     if (!slice_ok(p, r.out, "reduce output") || (merge && !slice_ok(p, r.out_lse, "reduce LSE output"))) return;
     if (r.parts.empty() || (merge && r.part_lse.size() != r.parts.size())) {
       error("rank {} instruction {}: reduce has {} parts and {} LSE parts", p.rank, at, r.parts.size(),
@@ -312,5 +387,36 @@ class PlanChecker {
 }  // namespace
 
 VerifyReport verify_plan(const Plan& plan, const Batch& batch) { return PlanChecker(plan, batch).run(); }
+
+Batch plan_batch(const Plan& plan) {
+  Batch batch;
+  batch.ranks = plan.ranks();
+  for (std::size_t d = 0; d < plan.documents.size(); ++d) {
+    const PlanDocument& doc = plan.documents[d];
+    batch.documents.push_back({static_cast<std::int64_t>(d), doc.length, doc.mask, doc.head_masks});
+  }
+  for (const auto& p : plan.programs) {
+    // Owned ranges come from outside: only sound ones are summed (verify_plan reports the others).
+    Tokens tokens = 0;
+    for (const auto& o : p.owned) {
+      batch.segments.push_back({o.doc, o.tokens, p.rank});
+      if (o.tokens.begin >= 0 && o.tokens.begin <= o.tokens.end && o.tokens.end <= kMaxPlanCells) {
+        tokens += o.tokens.size();
+      }
+    }
+    batch.tokens_per_rank = std::max(batch.tokens_per_rank, tokens);
+  }
+  std::sort(batch.segments.begin(), batch.segments.end(), [](const Segment& a, const Segment& b) {
+    return std::tie(a.doc, a.tokens.begin, a.tokens.end) < std::tie(b.doc, b.tokens.begin, b.tokens.end);
+  });
+  return batch;
+}
+
+VerifyReport verify_plan(const Plan& plan) { return verify_plan(plan, plan_batch(plan)); }
+
+void require_valid_plan(const Plan& plan, std::string_view what) {
+  const VerifyReport report = verify_plan(plan);
+  if (!report.ok()) fail("{}: fails verify_plan, so it is not run: {}", what, report.summary());
+}
 
 }  // namespace fulcrum

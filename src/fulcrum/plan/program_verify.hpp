@@ -18,9 +18,30 @@
 #include "fulcrum/plan/verify.hpp"
 #include "fulcrum/workload/batch.hpp"
 
+#include <string_view>
+
 namespace fulcrum {
 
-/// `batch` is the Assignment's batch the plan was compiled from (documents and token owners).
+/// The largest plan verify_plan checks, and so the largest plan from outside (a file, bytes, Python) that
+/// runs: at most 2^28 buffer rows over all programs (rows x the field's heads where the plan cuts heads;
+/// the symbolic run keeps a label of about 40 bytes for each), so at most that many tokens per document;
+/// at most 1024 q heads of at most 1024 values. Larger plans are reported, not checked.
+inline constexpr Tokens kMaxPlanCells = Tokens{1} << 28;
+inline constexpr int kMaxPlanHeads = 1024;
+inline constexpr int kMaxPlanHeadDim = 1024;
+
+/// `batch` is the Assignment's batch the plan was compiled from (documents and token owners). Any Plan,
+/// however malformed (a decoded file), gets a report, never a crash or an exception.
 VerifyReport verify_plan(const Plan& plan, const Batch& batch);
+
+/// The batch a plan carries: its documents, and as segments the rows each program owns.
+Batch plan_batch(const Plan& plan);
+/// verify_plan against the plan's own documents and owners (plan_batch): for a plan that arrives without
+/// its Assignment. Everything but the batch's origin is checked.
+VerifyReport verify_plan(const Plan& plan);
+/// The gate for plans from outside: throws a bad-input Error "WHAT: fails verify_plan, so it is not run:
+/// N problem(s): ..." unless verify_plan(plan) passes. The simulator and the executors run only plans
+/// that pass (compiled plans do by construction; their tests verify them).
+void require_valid_plan(const Plan& plan, std::string_view what = "plan");
 
 }  // namespace fulcrum

@@ -1,10 +1,15 @@
 #include "fulcrum/plan/program_verify.hpp"
 
+#include "fulcrum/core/error.hpp"
 #include "fulcrum/plan/compile.hpp"
 
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace fulcrum {
 namespace {
@@ -186,6 +191,102 @@ TEST(VerifyPlan, FindsMissingCoverage) {
     return true;
   });
   EXPECT_NE(first_error(f).find("coverage"), std::string::npos) << first_error(f);
+}
+
+// Plans from outside: verify_plan without a batch checks a plan against its own documents and owners, so
+// a compiled plan passes it and require_valid_plan lets it through.
+TEST(VerifyPlan, APlanVerifiesAgainstItsOwnDocumentsAndOwners) {
+  for (Pass pass : {Pass::kForward, Pass::kBackward}) {
+    const Fixture f(pass, CommMode::kPingPong);
+    EXPECT_TRUE(verify_plan(f.plan).ok()) << verify_plan(f.plan).summary();
+    EXPECT_NO_THROW(require_valid_plan(f.plan));
+    const Batch own = plan_batch(f.plan);
+    ASSERT_EQ(own.segments.size(), f.a.batch.segments.size());
+    for (std::size_t i = 0; i < own.segments.size(); ++i) {
+      EXPECT_EQ(own.segments[i].rank, f.a.batch.segments[i].rank);
+      EXPECT_EQ(own.segments[i].tokens, f.a.batch.segments[i].tokens);
+    }
+  }
+}
+
+TEST(VerifyPlan, RequireValidPlanIsBadInputNamingTheProblem) {
+  Fixture f(Pass::kForward, CommMode::kPingPong);
+  f.plan.programs[1].instructions.clear();
+  try {
+    require_valid_plan(f.plan, "plan.fcpl");
+    FAIL() << "a broken plan passed";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
+    EXPECT_EQ(std::string(e.what()).rfind("plan.fcpl: fails verify_plan, so it is not run: ", 0), 0u) << e.what();
+  }
+}
+
+// Values a corrupt file can hold, each reported (never a crash, an overflow or an exception): head counts
+// GQA cannot split or that are zero, a dtype, streams, buffer rows that are negative or huge, slices and
+// spans whose sums overflow, and documents of no tokens.
+TEST(VerifyPlan, CorruptValuesAreReportedNotCrashedOn) {
+  constexpr Tokens kHuge = std::numeric_limits<Tokens>::max() - 2;
+  const std::vector<std::pair<std::function<void(Plan&)>, std::string>> cases = {
+      {[](Plan& p) { p.heads.q_heads = 0; }, "heads: q_heads = 0"},
+      {[](Plan& p) { p.heads.kv_heads = 0; }, "kv_heads = 0"},
+      {[](Plan& p) { p.heads.kv_heads = 3; }, "kv_heads dividing q_heads"},
+      {[](Plan& p) { p.heads.head_dim = 1 << 30; }, "heads.head_dim"},
+      {[](Plan& p) { p.heads.dtype_bytes = 3; }, "heads.dtype_bytes = 3"},
+      {[](Plan& p) { p.nano_batches = 0; }, "nano_batches = 0"},
+      {[](Plan& p) { p.programs[0].instructions[0].stream = 7; }, "stream 7"},
+      {[](Plan& p) { p.programs[0].buffers[0].rows = -5; }, "has -5 rows"},
+      {[](Plan& p) { p.programs[0].buffers[0].rows = kHuge; }, "rows: must be in [0, 268435456]"},
+      {[](Plan& p) { p.programs[1].buffers[0].rows = kMaxPlanCells; }, "more than verify_plan checks"},
+      {[](Plan& p) { p.documents[0].length = 0; }, "documents[0].length = 0"},
+      {[](Plan& p) { p.documents[1].head_masks = {MaskSpec::causal()}; }, "documents[1].head_masks: 1 masks"},
+      {[](Plan& p) {
+         p.programs[0].owned[0].tokens = {5, kHuge};
+       },
+       "leave the document"},
+      {[](Plan& p) {
+         for (auto& in : p.programs[0].instructions) {
+           if (auto* c = std::get_if<CommLaunch>(&in.op); c && !c->sends.empty()) c->sends[0].slice.row = kHuge;
+         }
+       },
+       "is out of range"},
+      {[](Plan& p) {
+         for (auto& in : p.programs[0].instructions) {
+           if (auto* a = std::get_if<Attention>(&in.op)) a->items[0].keys.position = kHuge;
+         }
+       },
+       "leaves its buffers or the document"},
+      // "All heads" spelt other than {0, -1}: it would verify yet re-encode differently (fuzz/plan_binary_fuzz).
+      {[](Plan& p) {
+         for (auto& in : p.programs[0].instructions) {
+           if (auto* a = std::get_if<Attention>(&in.op)) a->items[0].heads = {0, -7};
+         }
+       },
+       "has heads [0, -7)"},
+      {[](Plan& p) {
+         for (auto& prog : p.programs) {
+           for (auto& in : prog.instructions) {
+             if (auto* r = std::get_if<Reduce>(&in.op); r && r->op == ReduceOp::kSum) r->out_lse.heads = {0, -9};
+           }
+         }
+       },
+       "a sum has LSE operands"},
+  };
+  for (const auto& [mutate, needle] : cases) {
+    int mutated = 0;
+    for (Pass pass : {Pass::kForward, Pass::kBackward}) {
+      Fixture f(pass, CommMode::kPingPong);
+      const Plan original = f.plan;
+      mutate(f.plan);
+      if (f.plan == original) continue;  // e.g. a sum, which only the backward pass has
+      ++mutated;
+      for (const VerifyReport& report : {verify_plan(f.plan), verify_plan(f.plan, f.a.batch)}) {
+        ASSERT_FALSE(report.ok()) << needle;
+        EXPECT_NE(report.summary().find(needle), std::string::npos)
+            << "wanted '" << needle << "' in " << report.summary();
+      }
+    }
+    EXPECT_GT(mutated, 0) << needle;
+  }
 }
 
 }  // namespace

@@ -3,11 +3,11 @@
 #include "fulcrum/plan/serialize.hpp"
 
 #include "fulcrum/core/error.hpp"
+#include "fulcrum/core/input_file.hpp"
 
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <iterator>
 
 namespace fulcrum {
 namespace {
@@ -30,18 +30,12 @@ void save_plan(const Plan& plan, const std::string& path) {
 }
 
 Plan load_plan(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("plan file '{}': cannot open: {}", path, std::strerror(errno));
-  const std::vector<std::uint8_t> bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  if (in.bad()) fail_runtime("plan file '{}': read failed: {}", path, std::strerror(errno));
+  const std::string text = read_input_file(path, fmt::format("plan file '{}'", path));
   // JSON: the reader names the file and the field ("plan.json: plan.version = 2: ...").
-  if (is_json_path(path)) {
-    const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-    return plan_from_json(JsonDocument::parse(text, path, "plan").root());
-  }
+  if (is_json_path(path)) return plan_from_json(JsonDocument::parse(text, path, "plan").root());
   // Binary: the decoder names the field; this adds the file, keeping the error's kind.
   try {
-    return plan_from_binary(bytes);
+    return plan_from_binary({reinterpret_cast<const std::uint8_t*>(text.data()), text.size()});
   } catch (const Error& e) {
     throw Error(fmt::format("plan file '{}': {}", path, e.what()), e.kind());
   }

@@ -17,6 +17,41 @@ namespace {
 
 constexpr std::string_view kMagic = "FCPL";
 
+/// The offset of the first byte of `text` that is not part of a well-formed UTF-8 sequence (RFC 3629:
+/// no overlong forms, no surrogates, nothing above U+10FFFF), or text.size() when it all is.
+std::size_t invalid_utf8_at(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(text[k]); };
+    const unsigned char c = byte(i);
+    std::size_t extra = 0;
+    unsigned char lo = 0x80, hi = 0xBF;  // the allowed range of the second byte
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    if (c >= 0xC2 && c <= 0xDF) {
+      extra = 1;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      extra = 2;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      extra = 3;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    } else {
+      return i;
+    }
+    if (text.size() - i <= extra || byte(i + 1) < lo || byte(i + 1) > hi) return i;
+    for (std::size_t k = 2; k <= extra; ++k) {
+      if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return i;
+    }
+    i += extra + 1;
+  }
+  return text.size();
+}
+
 /// Matches T and const T, so one schema function serves the writer (const data) and the reader.
 template <class T, class U>
 concept Is = std::same_as<std::remove_const_t<T>, U>;
@@ -93,6 +128,11 @@ class BinaryReader {
   void string(std::string& text, const char* what) {
     const std::size_t n = count(what);
     text.assign(reinterpret_cast<const char*>(bytes_.data() + at_), n);
+    // Names reach Python as str and JSON as strings, both UTF-8 only: a corrupt byte is caught here,
+    // not as a UnicodeDecodeError or a JSON type error far from the file.
+    if (const std::size_t bad = invalid_utf8_at(text); bad != text.size()) {
+      fail("plan binary: {} at byte {}: not UTF-8 (byte {} of the string)", path(what), at_, bad);
+    }
     at_ += n;
   }
   void mask(MaskSpec& mask, const char* what) {
@@ -107,11 +147,16 @@ class BinaryReader {
   }
   template <class Vec, class F>
   void sequence(Vec& items, const char* what, F&& each) {
-    items.resize(count(what));
+    const std::size_t n = count(what);
+    // Grown element by element, never resized to the count: an entry is many times larger in memory
+    // than its smallest encoding, so a corrupt count that still fits the remaining bytes would otherwise
+    // allocate far more than the input holds before the reader notices the truncation. Each element
+    // read consumes bytes, so memory stays proportional to the input.
+    items.clear();
     // The path stack is only formatted on error, so tracking it costs a push and a pop per list.
     path_.emplace_back(what, 0);
-    for (auto& item : items) {
-      each(item);
+    for (std::size_t i = 0; i < n; ++i) {
+      each(items.emplace_back());
       ++path_.back().second;
     }
     path_.pop_back();

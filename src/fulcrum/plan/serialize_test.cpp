@@ -2,6 +2,7 @@
 
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/core/random.hpp"
+#include "fulcrum/plan/program_verify.hpp"
 
 #include <gtest/gtest.h>
 
@@ -287,18 +288,40 @@ TEST(Serialize, OutOfRangeBinaryValuesThrowNamingTheField) {
 }
 
 TEST(Serialize, EveryCorruptedByteThrowsOrDecodes) {
-  // A fuzz sweep (meant for the ASan/UBSan build): any byte value anywhere gives an Error or some plan,
-  // never a crash, a hang or a huge allocation.
+  // A fuzz sweep (meant for the ASan/UBSan build; fuzz/plan_binary_fuzz goes further): any byte value
+  // anywhere gives a bad-input Error or some plan, which verify_plan reports on without throwing; never a
+  // crash, a hang or a huge allocation.
   const auto bytes = to_binary(random_plan(13, 1, 7));
   for (std::size_t i = 0; i < bytes.size(); ++i) {
     for (std::uint8_t value : {std::uint8_t{0}, std::uint8_t{1}, std::uint8_t{0x7f}, std::uint8_t{0xff}}) {
       auto bad = bytes;
       bad[i] = value;
       try {
-        (void)plan_from_binary(bad);
-      } catch (const Error&) {}
+        const Plan plan = plan_from_binary(bad);
+        EXPECT_FALSE(verify_plan(plan).ok());  // a random plan is wrong, and says so
+      } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::kBadInput) << e.what();
+      }
     }
   }
+}
+
+// Names reach Python as str and JSON as strings: bytes that are not UTF-8 are refused where they are read
+// (they surfaced as a UnicodeDecodeError, or a JSON type error, far from the file).
+TEST(Serialize, StringsThatAreNotUtf8AreRefused) {
+  Plan plan = random_plan(5, 1, 2);
+  plan.planner = "dcp";
+  auto bytes = to_binary(plan);
+  const std::string_view view(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  const std::size_t at = view.find("dcp");
+  ASSERT_NE(at, std::string_view::npos);
+  for (std::uint8_t bad : {std::uint8_t{0xff}, std::uint8_t{0xc0}, std::uint8_t{0x80}, std::uint8_t{0xed}}) {
+    auto corrupt = bytes;
+    corrupt[at + 1] = bad;
+    expect_error([&] { plan_from_binary(corrupt); }, {"plan.planner at byte", "not UTF-8"});
+  }
+  plan.planner = "d\xc3\xa9p \xf0\x9f\x98\x80";  // two- and four-byte sequences are fine
+  EXPECT_EQ(plan_from_binary(to_binary(plan)), plan);
 }
 
 TEST(Serialize, MalformedJsonThrowsNamingTheField) {
@@ -376,7 +399,7 @@ TEST(Serialize, SaveAndLoadChooseTheFormatByExtension) {
   EXPECT_LT(std::filesystem::file_size(binary_path), std::filesystem::file_size(json_path));
 
   // Errors name the file: a missing one, a binary read as JSON, JSON read as binary.
-  expect_error([&] { load_plan((dir / "missing.fcpl").string()); }, {"missing.fcpl", "cannot open"});
+  expect_error([&] { load_plan((dir / "missing.fcpl").string()); }, {"missing.fcpl", "cannot be read"});
   std::filesystem::copy_file(binary_path, dir / "binary.json");
   expect_error([&] { load_plan((dir / "binary.json").string()); }, {"binary.json: not JSON: parse error"});
   std::filesystem::copy_file(json_path, dir / "text.bin");

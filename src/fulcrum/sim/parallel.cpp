@@ -32,7 +32,10 @@ void ParallelConfig::validate_layout(const HardwareModel& gpu, const ModelShape&
   const std::int64_t stage_gpus = std::int64_t{tp} * pp;
   if (pp < 1 || gpus % stage_gpus != 0) fail("pp = {}: tp x pp = {} must divide gpus = {}", pp, stage_gpus, gpus);
   if (model.layers % pp != 0) fail("pp = {}: must divide the model's {} layers", pp, model.layers);
-  if (microbatches < 0) fail("microbatches = {}: must be >= 0 (0 picks a default)", microbatches);
+  // Simulated time grows linearly with micro-batches (each is planned and simulated): a stated bound.
+  if (microbatches < 0 || microbatches > kMaxMicrobatches) {
+    fail("microbatches = {}: must be in [0, {}] (0 picks a default)", microbatches, kMaxMicrobatches);
+  }
 }
 
 HardwareModel tp_group_hardware(const HardwareModel& gpu, int tp) {

@@ -17,6 +17,11 @@
 
 namespace fulcrum::sim {
 
+/// The most micro-batches per pipeline and iteration; and per run, micro-batches x iterations (each
+/// micro-batch is planned and simulated, so a run's time is linear in these).
+inline constexpr int kMaxMicrobatches = 1024;
+inline constexpr int kMaxMicrobatchesPerRun = 1 << 16;
+
 struct ParallelConfig {
   int gpus = 64;
   int tp = 8;

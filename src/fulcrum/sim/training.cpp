@@ -27,6 +27,10 @@ void TrainingConfig::validate(const HardwareModel& gpu, const ModelShape& model)
     fail("tokens-per-rank = {}: must be in [0, {}] (0: max-doc-len)", tokens_per_rank, kMaxLength);
   }
   if (iterations < 1 || iterations > 1000) fail("iterations = {}: must be in [1, 1000]", iterations);
+  if (static_cast<std::int64_t>(parallel.microbatch_count()) * iterations > kMaxMicrobatchesPerRun) {
+    fail("microbatches = {}: {} micro-batches x {} iterations exceed the {} a run simulates", parallel.microbatches,
+         parallel.microbatch_count(), iterations, kMaxMicrobatchesPerRun);
+  }
   if (!sparse::parse_dynamic_mask(mask)) (void)MaskSpec::parse(mask);  // names the field and the syntax
   const bool cp_groups = find_planner(system).capabilities.cp_groups != CpGroups::kNone;
   const double cp_degree = planner_options.get(cp_degree_option());

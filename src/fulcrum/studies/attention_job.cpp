@@ -1,7 +1,9 @@
 #include "fulcrum/studies/attention_job.hpp"
 #include "fulcrum/kernels/kernel_threads.hpp"
+#include "fulcrum/kernels/timing.hpp"
 
 #include "fulcrum/core/error.hpp"
+#include "fulcrum/core/memory_budget.hpp"
 #include "fulcrum/core/statistics.hpp"
 #include "fulcrum/plan/program_verify.hpp"
 #include "fulcrum/plan/serialize.hpp"
@@ -135,6 +137,13 @@ void JobConfig::validate(int ranks) const {
   make_length_source(dataset, seed, tokens_per_rank);
   make_planner(planner, planner_options());
   if (repeats < 1 || repeats > 1000) fail("repeats = {}: must be in [1, 1000]", repeats);
+  // Ranks are processes or threads of this machine: every rank's Q/K/V/O and gradients, what it receives
+  // (about as much again) and the reference's copies all come out of its memory.
+  const ModelShape shape = model_shape_preset(model);
+  check_memory_estimate(fmt::format("tokens-per-rank = {} on {} ranks", tokens_per_rank, ranks),
+                        3.0 * ranks *
+                            kernels::measured_call_bytes({shape.q_heads, shape.kv_heads, shape.head_dim, 0},
+                                                         tokens_per_rank, tokens_per_rank));
   if (threads < 0 || threads > 1024) fail("threads = {}: must be in [0, 1024] (0 = automatic)", threads);
 }
 

@@ -1,6 +1,7 @@
 #include "fulcrum/studies/kernel_bench.hpp"
 
 #include "fulcrum/core/error.hpp"
+#include "fulcrum/core/memory_budget.hpp"
 
 #include <fmt/format.h>
 
@@ -13,11 +14,20 @@ void KernelBenchConfig::validate() const {
   shape.validate();
   kernels::parse_dtype(dtype);
   MaskSpec::parse(mask);
-  if (repeats < 1) fail("repeats = {}: must be >= 1", repeats);
-  for (Tokens l : lengths) {
-    if (l < 1) fail("lengths: {} must be >= 1", l);
+  if (repeats < 1 || repeats > kernels::kMaxMeasuredRepeats) {
+    fail("repeats = {}: must be in [1, {}]", repeats, kernels::kMaxMeasuredRepeats);
   }
-  if (split_length < 0) fail("split-length = {}: must be >= 0 (0 skips the shard study)", split_length);
+  for (Tokens l : lengths) {
+    if (l < 1 || l > kernels::kMaxMeasuredLength) {
+      fail("lengths: {} must be in [1, {}]", l, kernels::kMaxMeasuredLength);
+    }
+    check_memory_estimate(fmt::format("lengths: {}", l), kernels::measured_call_bytes(shape, l, l));
+  }
+  if (split_length < 0 || split_length > kernels::kMaxMeasuredLength) {
+    fail("split-length = {}: must be in [0, {}] (0 skips the shard study)", split_length, kernels::kMaxMeasuredLength);
+  }
+  check_memory_estimate(fmt::format("split-length = {}", split_length),
+                        kernels::measured_call_bytes(shape, split_length, split_length));
   for (Tokens s : shards) {
     if (s < 1) fail("shards: {} must be >= 1", s);
   }

@@ -184,12 +184,18 @@ Study run_study(const StudySpec& spec, const std::function<void(int, int)>& prog
   study.reference = std::find(spec.systems.begin(), spec.systems.end(), spec.reference) != spec.systems.end()
                         ? spec.reference
                         : spec.systems.front();
+  std::size_t runs_per_point = 0;
+  for (const auto& system : spec.systems) runs_per_point += overlaps_traffic(system) ? spec.modes.size() : 1;
+  // The grid's size is known before any run: a stated bound instead of hours of runs.
   std::size_t points = 1;
-  for (const auto& axis : spec.sweep) points *= axis.values.size();
-  int runs_per_point = 0;
-  for (const auto& system : spec.systems)
-    runs_per_point += overlaps_traffic(system) ? static_cast<int>(spec.modes.size()) : 1;
-  const int total = static_cast<int>(points) * runs_per_point;
+  for (std::size_t a = 0; a <= spec.sweep.size(); ++a) {
+    if (a > 0) points *= spec.sweep[a - 1].values.size();
+    if (points * runs_per_point > kMaxStudyRuns) {
+      fail("sweep: {} points x {} systems and modes make over {} runs, the most a study does", points, runs_per_point,
+           kMaxStudyRuns);
+    }
+  }
+  const int total = static_cast<int>(points * runs_per_point);
   int done = 0;
   for (std::size_t p = 0; p < points; ++p) {
     StudySpec at = spec;

@@ -29,6 +29,9 @@ bool overlaps_traffic(const std::string& system);
 /// "key=v1,v2,..." (the CLI's --sweep); errors name the key and list the allowed ones.
 SweepAxis parse_sweep_axis(const std::string& text);
 
+/// The most runs (sweep points x systems and modes) one study does.
+inline constexpr std::size_t kMaxStudyRuns = 1000;
+
 struct StudySpec {
   // base.parallel.cp = 0 picks per system, by its planner's CpGroups: a node of up to 8 TP groups
   // (per-document CP), or the smallest CP degree whose groups hold the longest document whole (WLB-LLM

@@ -1,6 +1,7 @@
 #include "fulcrum/workload/length_source.hpp"
 
 #include "fulcrum/core/error.hpp"
+#include "fulcrum/core/input_file.hpp"
 #include "fulcrum/core/json_reader.hpp"
 #include "fulcrum/core/random.hpp"
 #include "fulcrum/core/text.hpp"
@@ -148,12 +149,9 @@ T parse_number(std::string_view text, std::string_view spec, std::string_view wh
   return value;
 }
 
-std::vector<Tokens> read_lengths_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) fail("dataset file '{}': cannot be read", path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  const std::string text = buffer.str();
+}  // namespace
+
+std::vector<Tokens> parse_lengths(const std::string& text, const std::string& path) {
   std::vector<Tokens> lengths;
   const auto first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] == '[') {
@@ -190,6 +188,12 @@ std::vector<Tokens> read_lengths_file(const std::string& path) {
     }
   }
   return lengths;
+}
+
+namespace {
+
+std::vector<Tokens> read_lengths_file(const std::string& path) {
+  return parse_lengths(read_input_file(path, fmt::format("dataset file '{}'", path)), path);
 }
 
 }  // namespace

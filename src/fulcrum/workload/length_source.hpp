@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace fulcrum {
 
@@ -27,5 +28,10 @@ class LengthSource {
 /// Every length a source can produce is at most kMaxDocumentTokens (workload/limits.hpp): a MAX, a file's
 /// length or an elongation beyond it is an error here. Errors name the field `dataset`.
 std::unique_ptr<LengthSource> make_length_source(std::string_view spec, std::uint64_t seed, Tokens tokens_per_rank);
+
+/// The lengths of a `file:PATH` dataset from the file's text: a JSON array when it starts with '[', else one
+/// integer per line (blank lines skipped). Every length in [1, kMaxDocumentTokens]; errors name `path` and the
+/// element or line.
+std::vector<Tokens> parse_lengths(const std::string& text, const std::string& path);
 
 }  // namespace fulcrum

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <string>
 
 namespace fulcrum::dcp {
@@ -12,6 +13,31 @@ HeadRange Blocks::heads(const ComputeBlock& block) const {
   if (head_blocks == 1) return HeadRange{};
   const int per_block = q_heads / head_blocks;
   return {block.head_block * per_block, (block.head_block + 1) * per_block};
+}
+
+double tile_estimate(const Batch& batch, Tokens block_tokens, int head_blocks) {
+  double tiles = 0;
+  for (const auto& d : batch.documents) {
+    const double blocks = std::ceil(static_cast<double>(d.length) / static_cast<double>(block_tokens));
+    tiles += blocks * blocks;
+  }
+  return tiles * head_blocks;
+}
+
+void check_block_count(const Batch& batch, Tokens block_tokens, int head_blocks) {
+  const double tiles = tile_estimate(batch, block_tokens, head_blocks);
+  if (tiles <= kMaxTileEstimate) return;
+  // The smallest block that fits (the estimate falls as blocks grow), to say what would work.
+  Tokens lo = block_tokens, hi = std::max<Tokens>(block_tokens, 1);
+  while (tile_estimate(batch, hi, head_blocks) > kMaxTileEstimate && hi < (Tokens{1} << 40)) hi *= 2;
+  while (hi - lo > 1) {
+    const Tokens mid = lo + (hi - lo) / 2;
+    (tile_estimate(batch, mid, head_blocks) > kMaxTileEstimate ? lo : hi) = mid;
+  }
+  fail(
+      "dcp-block = {}: {} ranks x {} tokens make about {:.3g} computation blocks (documents' squares of blocks x "
+      "{} head blocks), more than the {:.3g} DCP plans; use dcp-block >= {} or fewer tokens",
+      block_tokens, batch.ranks, batch.tokens_per_rank, tiles, head_blocks, kMaxTileEstimate, hi);
 }
 
 void check_head_blocks(int head_blocks, const ModelShape& model) {

@@ -44,6 +44,16 @@ struct Blocks {
   HeadRange heads(const ComputeBlock& block) const;
 };
 
+/// The most computation blocks DCP plans, as estimated up front: its hypergraph partitioning takes
+/// about two minutes at 350,000 blocks (and memory grows with them), so larger batches are refused
+/// before any work instead of running for hours or out of memory.
+inline constexpr double kMaxTileEstimate = 1 << 19;
+/// An upper bound on the computation blocks of `batch`: per document (its blocks)^2, times head blocks.
+double tile_estimate(const Batch& batch, Tokens block_tokens, int head_blocks);
+/// Throws a bad-input Error naming dcp-block, the estimate and the smallest block that fits, when
+/// tile_estimate exceeds kMaxTileEstimate.
+void check_block_count(const Batch& batch, Tokens block_tokens, int head_blocks);
+
 /// Throws a bad-input Error naming the dcp-head-blocks option unless `head_blocks` divides the model's
 /// kv heads (so it divides its q heads and every head block holds whole GQA groups).
 void check_head_blocks(int head_blocks, const ModelShape& model);

@@ -61,6 +61,7 @@ void DcpPlanner::check_batch_size(const Batch& batch) const {
 }
 
 Assignment DcpPlanner::do_plan(const Batch& batch) {
+  dcp::check_block_count(batch, options_.get_tokens(kBlock), options_.get_int(kHeadBlocks));
   const auto blocks =
       dcp::make_blocks(batch, options_.get_tokens(kBlock), options_.model, options_.get_int(kHeadBlocks));
   const auto graph = dcp::placement_hypergraph(blocks, options_.model);
