@@ -295,7 +295,7 @@ LaunchTimes MpiCommunicator::wait(int handle) {
   return times;
 }
 
-std::string MpiCommunicator::await_collective(MPI_Request collective) {
+std::string MpiCommunicator::await_collective(MPI_Request& collective) {
   // A collective's request cannot say which rank is missing. So every rank also sends a note to the next
   // rank of a ring when it reaches the collective: a rank whose note from the previous rank never came
   // names that rank (a stopped or hung rank is named by its successor, when that one waits here), at the
@@ -310,13 +310,19 @@ std::string MpiCommunicator::await_collective(MPI_Request collective) {
   }
   std::vector<bool> done(requests.size(), false);
   std::size_t remaining = requests.size();
-  if (poll(requests, done, remaining)) return {};
-  const bool note_missing = size_ > 1 && !done[1];
+  const bool all_done = poll(requests, done, remaining);
+  // MPI freed the collective's request when it completed: the caller's handle must not be used again.
+  collective = requests[0];
+  if (all_done) return {};
   // The notes stay posted (freed, not cancelled): should a caller go on after the timeout, a late note
   // still meets this collective's receive, not a later one's.
   for (std::size_t i = 1; i < requests.size(); ++i) {
     if (requests[i] != MPI_REQUEST_NULL) MPI_Request_free(&requests[i]);
   }
+  // The collective finished and only a note is late (its sender was descheduled between posting the
+  // collective and the note on a loaded machine): every rank arrived, so this is no timeout.
+  if (done[0]) return {};
+  const bool note_missing = size_ > 1 && !done[1];
   return note_missing ? fmt::format("rank {} never arrived", previous) : "some rank never arrived";
 }
 
@@ -329,7 +335,9 @@ void MpiCommunicator::settle_abandoned_collectives() {
   std::size_t remaining = requests.size();
   if (remaining == 0 || poll(requests, done, remaining)) return;
   static std::vector<AbandonedCollective> still_live;  // reachable until exit, so not reported as a leak
-  std::move(abandoned_.begin(), abandoned_.end(), std::back_inserter(still_live));
+  for (std::size_t i = 0; i < abandoned_.size(); ++i) {
+    if (!done[i]) still_live.push_back(std::move(abandoned_[i]));  // a finished one's handle is freed: drop it
+  }
   abandoned_.clear();
 }
 

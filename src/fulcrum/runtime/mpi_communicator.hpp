@@ -98,7 +98,8 @@ class MpiCommunicator final : public Communicator {
   [[noreturn]] void throw_timeout(int handle, const Launch& launch) const;
   // Waits for a posted collective under the watchdog; on a timeout returns who is missing, as far as
   // this rank can tell ("rank R never arrived" or "some rank never arrived"), else an empty string.
-  std::string await_collective(MPI_Request collective);
+  // Sets `collective` to MPI_REQUEST_NULL when it completed (MPI freed it), so only live ones are kept.
+  std::string await_collective(MPI_Request& collective);
   // Waits up to the timeout for the collectives that timed out earlier; keeps the unfinished ones' buffers.
   void settle_abandoned_collectives();
 
