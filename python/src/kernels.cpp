@@ -4,6 +4,7 @@
 // of dimensions) raises fulcrum.InputError naming the argument, rather than silently copying: a copy of
 // an output would drop the kernel's result.
 #include "bindings.hpp"
+#include "fulcrum/core/simd.hpp"
 #include "fulcrum/kernels/attention.hpp"
 #include "fulcrum/kernels/reference.hpp"
 #include <limits>
@@ -142,6 +143,9 @@ py::array_t<double> double_array(const std::vector<double>& values, std::vector<
 }  // namespace
 
 void bind_kernels(py::module_& m) {
+  m.def("simd_path", &simd::simd_path,
+        "Which version of the CPU kernels this process runs: the ISA level their load-time dispatch picked "
+        "(x86-64-v4 AVX-512, x86-64-v3 AVX2 + FMA, or the SSE2 baseline).");
   py::class_<PyAttentionTask>(m, "AttentionTask",
                               "Query rows (one or two (row, position, count) spans) of a document of length doc_len "
                               "against one span of key rows; `position` is the token's place in its document. "

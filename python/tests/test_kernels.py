@@ -233,3 +233,31 @@ def test_tensors_off_the_cpu_are_refused_naming_the_argument():
     q = torch.zeros(8, 1, 16)
     with pytest.raises(fulcrum.InputError, match="k: a tensor on meta"):
         fulcrum.attention_forward(tasks, q, torch.zeros(8, 1, 16, device="meta"), q)
+
+
+def cpu_flags():
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return None
+
+
+def test_simd_path_is_the_best_isa_level_the_cpu_has():
+    """One build carries x86-64-v4, -v3 and baseline kernels; the loader must pick the best the CPU runs
+    (the single-feature clones it replaced left an AVX2 machine on SSE2, 6.5x slower)."""
+    path = fulcrum.simd_path()
+    assert path.split(" ")[0] in {"x86-64-v4", "x86-64-v3", "x86-64", "avx512", "avx2", "portable"}, path
+    flags = cpu_flags()
+    if flags is None or "run-time dispatch" not in path:
+        pytest.skip(f"no /proc/cpuinfo or a build without dispatch: {path}")
+    # GCC's x86-64-v3 and -v4 feature sets (v2's SSE4.2 and POPCNT come with them on any such CPU).
+    v3 = {"avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "abm", "movbe", "xsave", "sse4_2", "popcnt"} <= flags
+    v4 = v3 and {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"} <= flags
+    if v4:
+        assert path.startswith("x86-64-v4"), path
+    elif v3:
+        assert path.startswith("x86-64-v3"), path

@@ -163,7 +163,7 @@ FULCRUM_INLINE void add_key_rows(const Backward<T>& b, std::size_t index, const 
 // then dV[j] += sum_i P[i][j] dO[i] and dK[j] += sum_i dS[i][j] Q[i] broadcast P and dS against dO's
 // and Q's rows, a 64-column strip at a time.
 template <class T>
-FULCRUM_KERNEL_CLONES void key_item(const Backward<T>& b, std::size_t index, const WorkItem& item, Scratch& w) {
+FULCRUM_SIMD_CLONES void key_item(const Backward<T>& b, std::size_t index, const WorkItem& item, Scratch& w) {
   const AttentionTask& task = b.tasks[item.task];
   const int dim = b.q.dim;
   const long ld = padded_dim(dim);
@@ -225,7 +225,7 @@ FULCRUM_KERNEL_CLONES void key_item(const Backward<T>& b, std::size_t index, con
 // dK/dV for one chunk of gathered columns: as key_item, against every query tile of the set's heads,
 // each row under gathered_row_bits (the columns it sees that the grid did not compute).
 template <class T>
-FULCRUM_KERNEL_CLONES void column_item(const Backward<T>& b, std::size_t index, const WorkItem& item, Scratch& w) {
+FULCRUM_SIMD_CLONES void column_item(const Backward<T>& b, std::size_t index, const WorkItem& item, Scratch& w) {
   const HeadColumns& columns = b.columns->sets()[static_cast<std::size_t>(item.columns)];
   const AttentionTask& task = b.tasks[item.task];
   const int dim = b.q.dim;
@@ -270,7 +270,7 @@ FULCRUM_KERNEL_CLONES void column_item(const Backward<T>& b, std::size_t index, 
 // dQ for one query tile of one q head: transposed scores as in the forward pass, then
 // dQ[i] += sum_j dS^T[j][i] K[j] broadcasts dS^T against K's rows.
 template <class T>
-FULCRUM_KERNEL_CLONES void query_item(const Backward<T>& b, std::size_t, const WorkItem& item, Scratch& w) {
+FULCRUM_SIMD_CLONES void query_item(const Backward<T>& b, std::size_t, const WorkItem& item, Scratch& w) {
   const AttentionTask& task = b.tasks[item.task];
   const int dim = b.q.dim;
   const long ld = padded_dim(dim);

@@ -150,7 +150,7 @@ FULCRUM_INLINE void gathered_tiles(const Forward<T>& f, const WorkItem& item, co
 }
 
 template <class T>
-FULCRUM_KERNEL_CLONES void forward_item(const Forward<T>& f, const WorkItem& item, ForwardScratch& w) {
+FULCRUM_SIMD_CLONES void forward_item(const Forward<T>& f, const WorkItem& item, ForwardScratch& w) {
   const AttentionTask& task = f.tasks[item.task];
   const int dim = f.q.dim;
   const long ld = padded_dim(dim);

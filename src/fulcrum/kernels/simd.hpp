@@ -1,8 +1,8 @@
 // The kernels' vector layer, written once with GCC vector extensions on core/simd.hpp's 16-float
-// vectors (one AVX-512 register). Everything here is always_inline, so each target_clones entry point in the
-// kernels compiles it for its own ISA: zmm registers and FMAs on AVX-512, the same code split into
-// narrower registers on the portable clone. Hand-written (not a BLAS call) because the attention
-// tiles are small, fused with the online softmax, and read operands at strides no BLAS takes.
+// vectors (one AVX-512 register). Everything here is always_inline, so each FULCRUM_SIMD_CLONES entry point
+// in the kernels compiles it for its own ISA: zmm registers and FMAs on AVX-512, the same code split into
+// ymm halves on AVX2 and into xmm quarters on the portable clone. Hand-written (not a BLAS call) because the
+// attention tiles are small, fused with the online softmax, and read operands at strides no BLAS takes.
 #pragma once
 
 #include "fulcrum/core/simd.hpp"
@@ -13,14 +13,6 @@
 #include <new>
 #include <vector>
 
-#if defined(__clang__)
-// Clang 14 (CI's) rejects target_clones on function templates; the Clang builds (CI's clang and tsan
-// presets) check correctness, not speed, so they compile the portable code only.
-#define FULCRUM_KERNEL_CLONES
-#else
-// Dispatch at load time (ifunc): the AVX-512 clone where the CPU has it, the portable one elsewhere.
-#define FULCRUM_KERNEL_CLONES __attribute__((target_clones("avx512f", "default")))
-#endif
 
 namespace fulcrum::kernels::simd {
 

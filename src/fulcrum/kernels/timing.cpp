@@ -27,7 +27,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // 12 independent accumulator vectors: enough to cover the FMA latency (4 cycles) on two FMA ports.
-FULCRUM_KERNEL_CLONES float fma_loop(long iterations, float seed) {
+FULCRUM_SIMD_CLONES float fma_loop(long iterations, float seed) {
   using simd::Vec;
   Vec acc[12];
   for (int i = 0; i < 12; ++i) acc[i] = simd::splat(seed + static_cast<float>(i));

@@ -109,8 +109,9 @@ std::vector<float> transposed_q(const std::vector<float>& q, const EstimatorShap
 // log2(e) / sqrt(head_dim), for exp2), -inf where the key is after the row or the row is padding,
 // key-major: out[j * rows + i]. Also each row's maximum. A logit is the same fp32 sum in element order
 // for every key, so the value of a (row, key) pair does not depend on which rank holds the key.
-void head_logits(const EstimatorShape& s, const KeyRows& keys, int h, const std::vector<float>& qt, Tokens window,
-                 Tokens rows, Tokens first_row, float scale, float* out, double* row_max) {
+FULCRUM_SIMD_CLONES void head_logits(const EstimatorShape& s, const KeyRows& keys, int h, const std::vector<float>& qt,
+                                     Tokens window, Tokens rows, Tokens first_row, float scale, float* out,
+                                     double* row_max) {
   const auto n = static_cast<Tokens>(keys.positions.size());
   const Tokens dim = s.head_dim, stride = s.kv_heads * dim;
   const float* k_head = keys.k.data() + static_cast<std::ptrdiff_t>(h / (s.q_heads / s.kv_heads) * dim);

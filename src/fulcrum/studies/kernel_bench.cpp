@@ -2,6 +2,7 @@
 
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/core/memory_budget.hpp"
+#include "fulcrum/core/simd.hpp"
 
 #include <fmt/format.h>
 
@@ -38,6 +39,7 @@ KernelBench run_kernel_bench(const KernelBenchConfig& config) {
   KernelBench bench;
   bench.config = config;
   bench.threads = omp_get_max_threads();
+  bench.simd_path = simd::simd_path();
   // The roofline is measured before and after the kernels and the higher kept: on a shared machine a
   // single low reading would flatter every percentage.
   bench.peak_flops = kernels::measure_fma_peak();

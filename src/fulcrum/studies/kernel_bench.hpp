@@ -36,6 +36,7 @@ struct KernelBenchRow {
 struct KernelBench {
   KernelBenchConfig config;
   int threads = 0;
+  std::string simd_path;  // which clone of the kernels ran (simd::simd_path())
   double peak_flops = 0;
   std::vector<KernelBenchRow> rows;
 };
