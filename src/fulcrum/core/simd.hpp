@@ -15,12 +15,12 @@
 // presets) check correctness, not speed, so they compile the portable code only.
 #define FULCRUM_SIMD_CLONES
 #else
-// One build carries three versions of each hot entry point and picks one at load time (an ifunc resolver
-// reading CPUID): x86-64-v4 (AVX-512 F/BW/DQ/VL: zmm registers), x86-64-v3 (AVX2 + FMA: each vector in
-// two ymm halves) and the x86-64 baseline (SSE2). So `pip install .`, a plain CMake build and the release
-// preset's -march=native run the same code on the same machine. The ISA levels, not single features:
-// "avx512f" alone left AVX2 machines on the SSE2 clone, 6.5x slower than -march=native (issue 18).
-#define FULCRUM_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+// One build carries two versions of each hot entry point and the loader picks one (an ifunc resolver reading
+// CPUID): AVX-512 where the CPU has it (each 16-float vector one zmm register), the x86-64 baseline (SSE2)
+// elsewhere. No AVX2 version: GCC has no 64-byte vector mode without AVX-512 and lowers these vectors
+// through the stack, which ran the kernels at half the SSE2 clone's speed on an AVX2 (Zen 3) machine
+// (measured with an x86-64-v3 clone, docs/performance.md); an AVX2 path needs 8-float vectors of its own.
+#define FULCRUM_SIMD_CLONES __attribute__((target_clones("avx512f", "default")))
 #endif
 
 namespace fulcrum::simd {
@@ -62,23 +62,6 @@ FULCRUM_INLINE Vec exp2_bounded(Vec x) {
   Vec scale;
   std::memcpy(&scale, &bits, sizeof scale);
   return p * scale;
-}
-
-/// Which version FULCRUM_SIMD_CLONES' resolvers pick on this CPU (what `fulcrum bench kernels` prints).
-inline const char* simd_path() {
-#if defined(__clang__)
-#if defined(__AVX512F__)
-  return "avx512 (compiled in; Clang build, no run-time dispatch)";
-#elif defined(__AVX2__)
-  return "avx2 (compiled in; Clang build, no run-time dispatch)";
-#else
-  return "portable (Clang build, no run-time dispatch)";
-#endif
-#else
-  if (__builtin_cpu_supports("x86-64-v4")) return "x86-64-v4 (AVX-512, run-time dispatch)";
-  if (__builtin_cpu_supports("x86-64-v3")) return "x86-64-v3 (AVX2 + FMA, run-time dispatch)";
-  return "x86-64 (SSE2, run-time dispatch)";
-#endif
 }
 
 }  // namespace fulcrum::simd

@@ -13,7 +13,6 @@
 #include <new>
 #include <vector>
 
-
 namespace fulcrum::kernels::simd {
 
 // The vector type and its element-wise helpers live in core (the estimator uses them too).

@@ -12,8 +12,8 @@ std::string kernel_bench_table(const studies::KernelBench& bench) {
   const double peak_flops = bench.peak_flops;
   const int threads = bench.threads;
 
-  std::string out = fmt::format("fp32 FMA peak: {:.1f} GFLOP/s on {} threads; kernels: {}\n", peak_flops / 1e9,
-                                threads, bench.simd_path);
+  std::string out = fmt::format("fp32 FMA peak: {:.1f} GFLOP/s on {} threads; kernels: {}\n", peak_flops / 1e9, threads,
+                                bench.simd_path);
   out += fmt::format("{} attention, {} q heads / {} kv heads, head dim {}, {}; median of {}\n", config.mask,
                      config.shape.q_heads, config.shape.kv_heads, config.shape.head_dim, config.dtype, config.repeats);
   Table table({"study", "pass", "length", "tasks", "seconds", "GFLOP/s", "% of peak"});

@@ -2,7 +2,7 @@
 
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/core/memory_budget.hpp"
-#include "fulcrum/core/simd.hpp"
+#include "fulcrum/core/simd_path.hpp"
 
 #include <fmt/format.h>
 
