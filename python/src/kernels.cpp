@@ -144,8 +144,8 @@ py::array_t<double> double_array(const std::vector<double>& values, std::vector<
 
 void bind_kernels(py::module_& m) {
   m.def("simd_path", &simd::simd_path,
-        "Which version of the CPU kernels this process runs: the ISA level their load-time dispatch picked "
-        "(x86-64-v4 AVX-512, x86-64-v3 AVX2 + FMA, or the SSE2 baseline).");
+        "Which version of the CPU kernels this process runs, as their load-time dispatch picked it: the "
+        "AVX-512 clone where the CPU has it, else the default clone (the x86-64 baseline unless built for more).");
   py::class_<PyAttentionTask>(m, "AttentionTask",
                               "Query rows (one or two (row, position, count) spans) of a document of length doc_len "
                               "against one span of key rows; `position` is the token's place in its document. "
