@@ -35,6 +35,10 @@ Action add_bench_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--shards", config->shards, "shard sizes for the split study")->delimiter(',')->capture_default_str();
   cmd->add_flag("--no-backward", *no_backward, "time the forward pass only");
+  cmd->add_option(
+         "--simd", config->simd,
+         "the kernels' ISA version: auto (FULCRUM_SIMD, else the best this CPU runs) | avx512 | avx2 | baseline")
+      ->capture_default_str();
   add_output_option(*cmd, "json", *json_path, "also write the results as JSON to this path");
   return [config, json_path, no_backward] {
     if (!json_path->empty()) check_output_file("json", *json_path);

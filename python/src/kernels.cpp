@@ -144,8 +144,9 @@ py::array_t<double> double_array(const std::vector<double>& values, std::vector<
 
 void bind_kernels(py::module_& m) {
   m.def("simd_path", &simd::simd_path,
-        "Which version of the CPU kernels this process runs, as their load-time dispatch picked it: the "
-        "AVX-512 clone where the CPU has it, else the default clone (the x86-64 baseline unless built for more).");
+        "Which ISA version of the CPU kernels this process runs (every build carries avx512, avx2 and baseline "
+        "and picks at run time): the best the CPU runs unless the environment's FULCRUM_SIMD chose another, "
+        "e.g. 'avx2 (run-time dispatch; best on this CPU: avx2)'.");
   py::class_<PyAttentionTask>(m, "AttentionTask",
                               "Query rows (one or two (row, position, count) spans) of a document of length doc_len "
                               "against one span of key rows; `position` is the token's place in its document. "

@@ -1,3 +1,7 @@
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -246,11 +250,24 @@ def cpu_flags():
     return None
 
 
-def test_simd_path_is_the_avx512_clone_exactly_where_the_cpu_has_avx512():
-    """One build carries AVX-512 and baseline kernels; the loader must pick AVX-512 where the CPU has it."""
+def test_simd_path_is_the_best_version_the_cpu_runs():
+    """One build carries avx512, avx2 and baseline kernels; dispatch must pick the best the CPU has."""
+    if os.environ.get("FULCRUM_SIMD"):
+        pytest.skip("FULCRUM_SIMD chooses the version")
     path = fulcrum.simd_path()
-    assert path.split(" ")[0] in {"avx512f", "default,", "avx512", "avx2", "portable"}, path
     flags = cpu_flags()
-    if flags is None or "run-time dispatch" not in path:
-        pytest.skip(f"no /proc/cpuinfo or a build without dispatch: {path}")
-    assert path.startswith("avx512f") == ("avx512f" in flags), (path, "avx512f" in flags)
+    if flags is None:
+        pytest.skip(f"no /proc/cpuinfo: {path}")
+    best = "avx512" if "avx512f" in flags else "avx2" if {"avx2", "fma"} <= flags else "baseline"
+    assert path.startswith(f"{best} (run-time dispatch; best on this CPU: {best})"), (path, best)
+
+
+def test_fulcrum_simd_selects_a_version_and_refuses_one_the_cpu_lacks_or_does_not_know():
+    """FULCRUM_SIMD picks the version at start-up; a bad value is a clear error on the first kernel call."""
+    code = "import fulcrum; print(fulcrum.simd_path())"
+    env = dict(os.environ, FULCRUM_SIMD="baseline")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.startswith("baseline (run-time dispatch"), out.stdout
+    env["FULCRUM_SIMD"] = "sse4"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.returncode != 0 and "FULCRUM_SIMD = 'sse4': expected avx512, avx2 or baseline" in out.stderr, out.stderr

@@ -1,26 +1,69 @@
 #include "fulcrum/core/simd_path.hpp"
 
-namespace fulcrum::simd {
+#include "fulcrum/core/error.hpp"
 
-// Mirrors the resolver GCC emits for FULCRUM_SIMD_CLONES, target_clones("avx512f", "default"). The default
-// clone is compiled for the build's own flags: the baseline unless the build asked for more (-march=native).
-const char* simd_path() {
-#if defined(__clang__)
-#if defined(__AVX512F__)
-  return "avx512 (compiled in; Clang build, no run-time dispatch)";
-#elif defined(__AVX2__)
-  return "avx2 (compiled in; Clang build, no run-time dispatch)";
-#else
-  return "portable (Clang build, no run-time dispatch)";
-#endif
-#else
-  if (__builtin_cpu_supports("avx512f")) return "avx512f (run-time dispatch)";
-#if defined(__AVX2__)
-  return "default, built for AVX2 (run-time dispatch)";
-#else
-  return "default, x86-64 baseline (run-time dispatch)";
-#endif
-#endif
+#include <atomic>
+#include <cstdlib>
+
+namespace fulcrum::simd {
+namespace {
+
+// The ISA in use. Read on every kernel entry (one relaxed load); written at start-up and by select_isa.
+std::atomic<Isa>& active() {
+  static std::atomic<Isa> isa = [] {
+    const char* env = std::getenv("FULCRUM_SIMD");
+    if (env == nullptr || *env == '\0') return best_isa();
+    const Isa wanted = parse_isa(env, "FULCRUM_SIMD");
+    if (!cpu_supports(wanted))
+      fail("FULCRUM_SIMD = {}: this CPU does not run it (best: {})", env, to_string(best_isa()));
+    return wanted;
+  }();
+  return isa;
+}
+
+}  // namespace
+
+const char* to_string(Isa isa) {
+  switch (isa) {
+    case Isa::kAvx512: return "avx512";
+    case Isa::kAvx2: return "avx2";
+    case Isa::kBaseline: break;
+  }
+  return "baseline";
+}
+
+Isa parse_isa(std::string_view text, std::string_view what) {
+  for (const Isa isa : {Isa::kAvx512, Isa::kAvx2, Isa::kBaseline}) {
+    if (text == to_string(isa)) return isa;
+  }
+  fail("{} = '{}': expected avx512, avx2 or baseline", what, text);
+}
+
+bool cpu_supports(Isa isa) {
+  switch (isa) {
+    case Isa::kAvx512: return __builtin_cpu_supports("avx512f") != 0;
+    case Isa::kAvx2: return __builtin_cpu_supports("avx2") != 0 && __builtin_cpu_supports("fma") != 0;
+    case Isa::kBaseline: break;
+  }
+  return true;
+}
+
+Isa best_isa() {
+  if (cpu_supports(Isa::kAvx512)) return Isa::kAvx512;
+  if (cpu_supports(Isa::kAvx2)) return Isa::kAvx2;
+  return Isa::kBaseline;
+}
+
+Isa active_isa() { return active().load(std::memory_order_relaxed); }
+
+void select_isa(Isa isa) {
+  if (!cpu_supports(isa))
+    fail("simd: {} selected, but this CPU does not run it (best: {})", to_string(isa), to_string(best_isa()));
+  active().store(isa, std::memory_order_relaxed);
+}
+
+std::string simd_path() {
+  return std::string(to_string(active_isa())) + " (run-time dispatch; best on this CPU: " + to_string(best_isa()) + ")";
 }
 
 }  // namespace fulcrum::simd

@@ -1,5 +1,8 @@
 #include "fulcrum/core/simd.hpp"
 
+#include "fulcrum/core/error.hpp"
+#include "fulcrum/core/simd_path.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -32,6 +35,43 @@ TEST(Exp2Bounded, MatchesFp64WhereFloatsAreNormal) {
   EXPECT_EQ(ends[1], 0.0f);
   EXPECT_EQ(ends[2], 0.0f);
   EXPECT_EQ(ends[3], 0.0f);
+}
+
+// The same polynomial at every width the ISA versions use, bit for bit on this build's arithmetic.
+TEST(Exp2Bounded, EveryWidthGivesTheSameValues) {
+  for (int step = 0; step <= 130 * 64; step += 16) {
+    Vec x;
+    for (int l = 0; l < 16; ++l) x[l] = -static_cast<float>(step + l) / 64.0f;
+    const Vec wide = exp2_bounded(x);
+    for (int l = 0; l < 16; l += 4) {
+      const Lanes<4>::Vec narrow = exp2_bounded(Lanes<4>::Vec{x[l], x[l + 1], x[l + 2], x[l + 3]});
+      for (int i = 0; i < 4; ++i) EXPECT_EQ(narrow[i], wide[l + i]) << "x = " << x[l + i];
+    }
+  }
+}
+
+TEST(Isa, NamesRoundTripAndBadNamesAreRefusedNamingTheField) {
+  for (const Isa isa : {Isa::kBaseline, Isa::kAvx2, Isa::kAvx512}) EXPECT_EQ(parse_isa(to_string(isa), "simd"), isa);
+  try {
+    parse_isa("sse4", "--simd");
+    FAIL() << "sse4 accepted";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "--simd = 'sse4': expected avx512, avx2 or baseline");
+  }
+}
+
+TEST(Isa, TheBestVersionRunsUnlessOneIsSelectedAndOnlyWhatTheCpuRuns) {
+  EXPECT_TRUE(cpu_supports(Isa::kBaseline));
+  EXPECT_TRUE(cpu_supports(best_isa()));
+  const Isa before = active_isa();
+  select_isa(Isa::kBaseline);
+  EXPECT_EQ(active_isa(), Isa::kBaseline);
+  EXPECT_NE(simd_path().find("baseline (run-time dispatch"), std::string::npos) << simd_path();
+  if (!cpu_supports(Isa::kAvx512)) {
+    EXPECT_THROW(select_isa(Isa::kAvx512), Error);
+  }
+  EXPECT_EQ(active_isa(), Isa::kBaseline);  // a refused selection changes nothing
+  select_isa(before);
 }
 
 }  // namespace

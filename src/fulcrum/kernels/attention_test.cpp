@@ -2,6 +2,7 @@
 // and 8, head dims 64 and 128, lengths 1..2048 (most not multiples of the 64-row tile), several tasks
 // per document sharing key rows, head+tail query pairs and key ranges that start inside the document.
 #include "fulcrum/core/error.hpp"
+#include "fulcrum/core/simd_path.hpp"
 #include "fulcrum/kernels/kernel_test_cases.hpp"
 
 #include <fmt/format.h>
@@ -79,6 +80,28 @@ TEST_P(EveryMask, LongDocumentUpTo2048Tokens) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, EveryMask, ::testing::Range(0, testing::mask_kind_count()));
+
+// One build carries a version of the kernels per ISA (core/simd.hpp); the tests above run the one this
+// CPU picks. Every other version it can run is checked here the same way: every mask kind, head dims
+// of whole vectors (64, 128) and one that is not (72: the element-wise transpose), GQA, and lengths that
+// are not multiples of any vector width.
+TEST(KernelIsas, EveryVersionThisCpuRunsMatchesTheFp64Reference) {
+  const simd::Isa before = simd::active_isa();
+  for (const simd::Isa isa : {simd::Isa::kBaseline, simd::Isa::kAvx2, simd::Isa::kAvx512}) {
+    if (!simd::cpu_supports(isa)) continue;
+    simd::select_isa(isa);
+    Rng rng(4000 + static_cast<std::uint64_t>(isa));
+    for (int kind = 0; kind < testing::mask_kind_count(); ++kind) {
+      std::vector<Tokens> lengths = {rng.uniform_int(1, 300), rng.uniform_int(1, 90)};
+      const MaskSpec mask = testing::every_mask(rng, lengths[0])[static_cast<std::size_t>(kind)];
+      const AttentionShape shape{4, 2, kind % 3 == 0 ? 72 : (kind % 3 == 1 ? 64 : 128), 0};
+      const Problem p = testing::make_problem(rng, shape, lengths, mask, 3, kind % 2 == 1, false);
+      check_fp32(p, fmt::format("{} mask {} head dim {} lengths {}", simd::to_string(isa), mask.to_string(),
+                                shape.head_dim, fmt::join(lengths, ",")));
+    }
+  }
+  simd::select_isa(before);
+}
 
 TEST(Kernels, RowsWithNoVisibleKeyGiveZeroOutputAndMinusInfinityLse) {
   // Keys [40, 64) under a causal mask: query rows 0..39 see nothing.

@@ -43,7 +43,7 @@ constexpr int kBlockTiles = 4;
 // Per query tile of the item: Q^T, the output rows, and the running maxima and sums.
 struct QueryTileState {
   Floats q_t, o;
-  Vec m[kTileVecs], l[kTileVecs];
+  alignas(64) float m[kTile], l[kTile];
 };
 
 // A tile to compute: key tile `offset` against query tile `t` of the item.
@@ -72,45 +72,48 @@ struct ForwardScratch {
 // rescaling every time was ~3% of a forward pass (measured).
 constexpr float kRescaleSlack = 8.0f;
 
-// m: the rows' reference maxima (base 2), l: running sums relative to them, both per query as vectors;
-// o: [64][ld] output rows.
-FULCRUM_INLINE void online_softmax(float* s_t, int nk, float* o, long ld, Tokens nq, Vec* m, Vec* l) {
-  Vec m_new[kTileVecs], m_safe[kTileVecs], alpha[kTileVecs], sum[kTileVecs];
-  for (Vec& x : m_new) x = splat(kNegInf);
+// m: the rows' reference maxima (base 2), l: running sums relative to them, 64 of each; o: [64][ld] output rows.
+template <class Isa>
+FULCRUM_INLINE void online_softmax(float* s_t, int nk, float* o, long ld, Tokens nq, float* m, float* l) {
+  using Vec = typename Isa::Vec;
+  constexpr int kLanes = Isa::kLanes, kVecs = kTileVecs<Isa>;
+  Vec m_new[kVecs], m_safe[kVecs], alpha[kVecs], sum[kVecs];
+  for (Vec& x : m_new) x = splat<Vec>(kNegInf);
   for (int j = 0; j < nk; ++j) {
-    for (int v = 0; v < kTileVecs; ++v) m_new[v] = max(m_new[v], load(s_t + j * kTile + v * kLanes));
+    for (int v = 0; v < kVecs; ++v) m_new[v] = max(m_new[v], load<Vec>(s_t + j * kTile + v * kLanes));
   }
-  for (int v = 0; v < kTileVecs; ++v) {
-    m_new[v] = m_new[v] > m[v] + splat(kRescaleSlack) ? m_new[v] : m[v];
+  for (int v = 0; v < kVecs; ++v) {
+    const Vec m_old = load<Vec>(m + v * kLanes);
+    m_new[v] = m_new[v] > m_old + splat<Vec>(kRescaleSlack) ? m_new[v] : m_old;
     // A row that has seen no visible key keeps max -inf; subtracting 0 keeps its p = 2^-inf = 0.
-    m_safe[v] = m_new[v] == splat(kNegInf) ? splat(0.0f) : m_new[v];
-    alpha[v] = exp2_bounded(m[v] - m_safe[v]);
+    m_safe[v] = m_new[v] == splat<Vec>(kNegInf) ? splat<Vec>(0.0f) : m_new[v];
+    alpha[v] = exp2_bounded(m_old - m_safe[v]);
     sum[v] = Vec{};
   }
   for (int j = 0; j < nk; ++j) {
-    for (int v = 0; v < kTileVecs; ++v) {
+    for (int v = 0; v < kVecs; ++v) {
       float* s = s_t + j * kTile + v * kLanes;
-      const Vec p = exp2_bounded(load(s) - m_safe[v]);
+      const Vec p = exp2_bounded(load<Vec>(s) - m_safe[v]);
       store(s, p);
       sum[v] += p;
     }
   }
   float scale[kTile];
-  for (int v = 0; v < kTileVecs; ++v) {
-    l[v] = l[v] * alpha[v] + sum[v];
+  for (int v = 0; v < kVecs; ++v) {
+    store(l + v * kLanes, load<Vec>(l + v * kLanes) * alpha[v] + sum[v]);
     store(scale + v * kLanes, alpha[v]);
-    m[v] = m_new[v];
+    store(m + v * kLanes, m_new[v]);
   }
   for (Tokens i = 0; i < nq; ++i) {
     if (scale[i] == 1.0f) continue;
-    const Vec a = splat(scale[i]);
-    for (long c = 0; c < ld; c += kLanes) store(o + i * ld + c, load(o + i * ld + c) * a);
+    const Vec a = splat<Vec>(scale[i]);
+    for (long c = 0; c < ld; c += kLanes) store(o + i * ld + c, load<Vec>(o + i * ld + c) * a);
   }
 }
 
 // The item's query tiles against the gathered columns the grid left out, a 64-column chunk (one dense
 // K/V tile) at a time, each chunk against every query tile while it is in cache.
-template <class T>
+template <class Isa, class T>
 FULCRUM_INLINE void gathered_tiles(const Forward<T>& f, const WorkItem& item, const HeadColumns& columns,
                                    ForwardScratch& w) {
   const AttentionTask& task = f.tasks[item.task];
@@ -141,16 +144,16 @@ FULCRUM_INLINE void gathered_tiles(const Forward<T>& f, const WorkItem& item, co
       QueryTileState& s = w.tiles[t];
       const Tokens nq = std::min<Tokens>(kTile, item.rows.count - t * kTile);
       if (!columns.tile_bits(tile_index[t], c, sources[t], nq, bits)) continue;
-      gemm({w.s_t.data(), kTile, k, ld, 1, s.q_t.data(), kTile, dim, nk}, false);  // S^T = K Q^T
-      mask_rows(w.s_t.data(), true, nq, nk, [&](Tokens i) { return bits[i]; });
-      online_softmax(w.s_t.data(), nk, s.o.data(), ld, nq, s.m, s.l);
-      gemm_wide({s.o.data(), ld, w.s_t.data(), 1, kTile, v, ld, nk, nq}, ld, true);  // O += P V
+      gemm<Isa>({w.s_t.data(), kTile, k, ld, 1, s.q_t.data(), kTile, dim, nk}, false);  // S^T = K Q^T
+      mask_rows<Isa>(w.s_t.data(), true, nq, nk, [&](Tokens i) { return bits[i]; });
+      online_softmax<Isa>(w.s_t.data(), nk, s.o.data(), ld, nq, s.m, s.l);
+      gemm_wide<Isa>({s.o.data(), ld, w.s_t.data(), 1, kTile, v, ld, nk, nq}, ld, true);  // O += P V
     }
   }
 }
 
-template <class T>
-FULCRUM_SIMD_CLONES void forward_item(const Forward<T>& f, const WorkItem& item, ForwardScratch& w) {
+template <class Isa, class T>
+FULCRUM_INLINE void forward_item(const Forward<T>& f, const WorkItem& item, ForwardScratch& w) {
   const AttentionTask& task = f.tasks[item.task];
   const int dim = f.q.dim;
   const long ld = padded_dim(dim);
@@ -162,10 +165,11 @@ FULCRUM_SIMD_CLONES void forward_item(const Forward<T>& f, const WorkItem& item,
   auto tile_rows = [&](int t) { return std::min<Tokens>(kTile, item.rows.count - t * kTile); };
   for (int t = 0; t < n_tiles; ++t) {
     QueryTileState& s = w.tiles[t];
-    load_transposed(s.q_t.data(), f.q.at(item.rows.row + t * kTile, item.head), f.q.row_stride(), tile_rows(t), dim,
-                    f.scale_log2);
+    load_transposed<Isa>(s.q_t.data(), f.q.at(item.rows.row + t * kTile, item.head), f.q.row_stride(), tile_rows(t),
+                         dim, f.scale_log2);
     std::fill(s.o.begin(), s.o.end(), 0.0f);
-    for (int v = 0; v < kTileVecs; ++v) s.m[v] = splat(kNegInf), s.l[v] = Vec{};
+    std::fill(std::begin(s.m), std::end(s.m), kNegInf);
+    std::fill(std::begin(s.l), std::end(s.l), 0.0f);
   }
 
   // The active tiles first, so that each K/V tile's rows can be prefetched while the one before computes:
@@ -203,17 +207,19 @@ FULCRUM_SIMD_CLONES void forward_item(const Forward<T>& f, const WorkItem& item,
     const Range queries = positions(item.rows, t * kTile, nq);
     const Range keys = positions(task.keys, offset, nk);
     const auto first = kv_first(offset);
-    gemm({w.s_t.data(), kTile, f.k_rows + first, ld, 1, s.q_t.data(), kTile, dim, nk, &next_k}, false);  // S^T = K Q^T
-    mask_scores(w.s_t.data(), true, mask, task.doc_len, queries, keys, kind);
-    online_softmax(w.s_t.data(), static_cast<int>(nk), s.o.data(), ld, nq, s.m, s.l);
-    gemm_wide({s.o.data(), ld, w.s_t.data(), 1, kTile, f.v_rows + first, ld, nk, nq, &next_v}, ld, true);  // O += P V
+    gemm<Isa>({w.s_t.data(), kTile, f.k_rows + first, ld, 1, s.q_t.data(), kTile, dim, nk, &next_k},
+              false);  // S^T = K Q^T
+    mask_scores<Isa>(w.s_t.data(), true, mask, task.doc_len, queries, keys, kind);
+    online_softmax<Isa>(w.s_t.data(), static_cast<int>(nk), s.o.data(), ld, nq, s.m, s.l);
+    gemm_wide<Isa>({s.o.data(), ld, w.s_t.data(), 1, kTile, f.v_rows + first, ld, nk, nq, &next_v}, ld,
+                   true);  // O += P V
   }
-  if (columns != nullptr) gathered_tiles(f, item, *columns, w);
+  if (columns != nullptr) gathered_tiles<Isa>(f, item, *columns, w);
 
   for (int t = 0; t < n_tiles; ++t) {
     const QueryTileState& s = w.tiles[t];
-    float m_row[kTile], l_row[kTile];
-    for (int v = 0; v < kTileVecs; ++v) store(m_row + v * kLanes, s.m[v]), store(l_row + v * kLanes, s.l[v]);
+    const float* m_row = s.m;
+    const float* l_row = s.l;
     for (Tokens i = 0; i < tile_rows(t); ++i) {
       const Tokens row = item.rows.row + t * kTile + i;
       T* out = f.o.at(row, item.head);
@@ -224,6 +230,14 @@ FULCRUM_SIMD_CLONES void forward_item(const Forward<T>& f, const WorkItem& item,
     }
   }
 }
+
+// forward_item compiled once per ISA (simd::dispatch).
+struct ForwardItem {
+  template <class Isa, class T>
+  FULCRUM_INLINE static void run(const Forward<T>& f, const WorkItem& item, ForwardScratch& w) {
+    forward_item<Isa>(f, item, w);
+  }
+};
 
 template <class T>
 void run_forward(std::span<const AttentionTask> tasks, const AttentionShape& shape, HeadTensor<const T> q,
@@ -244,11 +258,12 @@ void run_forward(std::span<const AttentionTask> tasks, const AttentionShape& sha
                      shape.softmax_scale() * std::numbers::log2e_v<float>};
   const std::vector<WorkItem> items = query_tiles(tasks, shape.q_heads, kBlockTiles * kTile);
   const auto n = static_cast<std::ptrdiff_t>(items.size());
+  const fulcrum::simd::Isa isa = fulcrum::simd::active_isa();
 #pragma omp parallel
   {
     ForwardScratch scratch(shape.head_dim, padded_dim(shape.head_dim));
 #pragma omp for schedule(dynamic, 1)
-    for (std::ptrdiff_t i = 0; i < n; ++i) forward_item(f, items[static_cast<std::size_t>(i)], scratch);
+    for (std::ptrdiff_t i = 0; i < n; ++i) dispatch<ForwardItem>(isa, f, items[static_cast<std::size_t>(i)], scratch);
   }
 }
 

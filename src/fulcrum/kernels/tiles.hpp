@@ -43,57 +43,58 @@ inline Range positions(const RowSpan& r, Tokens offset, Tokens count) {
 }
 
 namespace detail {
-// One stage of a 16 x 16 in-register transpose: rows a and b (D rows apart) swap their off-diagonal
-// blocks of D lanes in every group of 2D lanes. Stages D = 8, 4, 2, 1 transpose the whole block.
-template <int D, int... L>
-FULCRUM_INLINE simd::Vec swap_low(simd::Vec a, simd::Vec b, std::integer_sequence<int, L...>) {
-  return __builtin_shufflevector(a, b, (L % (2 * D) < D ? L : 16 + L - D)...);
+// One stage of an L x L in-register transpose (L = a vector's lanes): rows a and b (D rows apart) swap
+// their off-diagonal blocks of D lanes in every group of 2D lanes. Stages D = L/2, ..., 2, 1 transpose
+// the whole block.
+template <int D, class V, int... L>
+FULCRUM_INLINE V swap_low(V a, V b, std::integer_sequence<int, L...>) {
+  return __builtin_shufflevector(a, b, (L % (2 * D) < D ? L : int{sizeof...(L)} + L - D)...);
 }
-template <int D, int... L>
-FULCRUM_INLINE simd::Vec swap_high(simd::Vec a, simd::Vec b, std::integer_sequence<int, L...>) {
-  return __builtin_shufflevector(a, b, (L % (2 * D) < D ? L + D : 16 + L)...);
+template <int D, class V, int... L>
+FULCRUM_INLINE V swap_high(V a, V b, std::integer_sequence<int, L...>) {
+  return __builtin_shufflevector(a, b, (L % (2 * D) < D ? L + D : int{sizeof...(L)} + L)...);
 }
-template <int D>
-FULCRUM_INLINE void transpose_stage(simd::Vec* r) {
-  constexpr auto lanes = std::make_integer_sequence<int, simd::kLanes>{};
-  for (int i = 0; i < simd::kLanes; ++i) {
+template <class Isa, int D = Isa::kLanes / 2>
+FULCRUM_INLINE void transpose(typename Isa::Vec* r) {
+  constexpr auto lanes = std::make_integer_sequence<int, Isa::kLanes>{};
+  for (int i = 0; i < Isa::kLanes; ++i) {
     if (i % (2 * D) >= D) continue;
-    const simd::Vec a = r[i], b = r[i + D];
+    const typename Isa::Vec a = r[i], b = r[i + D];
     r[i] = swap_low<D>(a, b, lanes);
     r[i + D] = swap_high<D>(a, b, lanes);
   }
+  if constexpr (D > 1) transpose<Isa, D / 2>(r);
 }
-template <class T>
-FULCRUM_INLINE simd::Vec load_row(const T* p) {
+template <class Isa, class T>
+FULCRUM_INLINE typename Isa::Vec load_row(const T* p) {
+  using Vec = typename Isa::Vec;
   if constexpr (std::is_same_v<T, float>) {
-    return simd::load(p);
+    return simd::load<Vec>(p);
   } else {
-    float row[simd::kLanes];
-    for (int k = 0; k < simd::kLanes; ++k) row[k] = to_float(p[k]);
-    return simd::load(row);
+    float row[Isa::kLanes];
+    for (int k = 0; k < Isa::kLanes; ++k) row[k] = to_float(p[k]);
+    return simd::load<Vec>(row);
   }
 }
 }  // namespace detail
 
-/// out[c][i] = scale * src[i][c], out is [dim][64] and zero past `count`. 16 x 16 blocks are transposed
-/// in registers (four shuffle stages): element by element, building Q^T and K^T was ~6% of a sparse
-/// call (measured), where few products share each transposed tile.
-template <class T>
+/// out[c][i] = scale * src[i][c], out is [dim][64] and zero past `count`. Blocks of L x L (L = the
+/// vector's lanes) are transposed in registers (log2 L shuffle stages): element by element, building Q^T
+/// and K^T was ~6% of a sparse call (measured), where few products share each transposed tile.
+template <class Isa, class T>
 FULCRUM_INLINE void load_transposed(float* out, const T* src, std::ptrdiff_t stride, Tokens count, int dim,
                                     float scale) {
-  using simd::kLanes;
+  using Vec = typename Isa::Vec;
+  constexpr int kLanes = Isa::kLanes;
   if (dim % kLanes == 0) {
-    const simd::Vec s = simd::splat(scale);
+    const Vec s = simd::splat<Vec>(scale);
     for (Tokens i0 = 0; i0 < simd::kTile; i0 += kLanes) {
       for (int c0 = 0; c0 < dim; c0 += kLanes) {
-        simd::Vec r[kLanes];
+        Vec r[kLanes];
         for (int i = 0; i < kLanes; ++i) {
-          r[i] = i0 + i < count ? detail::load_row(src + (i0 + i) * stride + c0) * s : simd::Vec{};
+          r[i] = i0 + i < count ? detail::load_row<Isa>(src + (i0 + i) * stride + c0) * s : Vec{};
         }
-        detail::transpose_stage<8>(r);
-        detail::transpose_stage<4>(r);
-        detail::transpose_stage<2>(r);
-        detail::transpose_stage<1>(r);
+        detail::transpose<Isa>(r);
         for (int c = 0; c < kLanes; ++c) simd::store(out + (c0 + c) * simd::kTile + i0, r[c]);
       }
     }
@@ -170,14 +171,20 @@ inline void transpose_bits(std::uint64_t* w) {
     }
   }
 }
-/// Sets row[c] = -inf for the c < 64 whose bit of `keep` is clear, 16 lanes at a time.
+/// Sets row[c] = -inf for the c < 64 whose bit of `keep` is clear, a vector at a time.
+template <class Isa>
 FULCRUM_INLINE void keep_columns(float* row, std::uint64_t keep) {
-  const simd::IVec lane_bit = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768};
-  for (int v = 0; v < simd::kTileVecs; ++v) {
-    const auto bits = static_cast<std::int32_t>((keep >> (v * simd::kLanes)) & 0xFFFFu);
-    if (bits == 0xFFFF) continue;
-    const simd::IVec kept = ((simd::IVec{} + bits) & lane_bit) != 0;
-    simd::store(row + v * simd::kLanes, kept ? simd::load(row + v * simd::kLanes) : simd::splat(simd::kNegInf));
+  using Vec = typename Isa::Vec;
+  using IVec = typename Isa::IVec;
+  constexpr int kLanes = Isa::kLanes;
+  constexpr std::uint64_t kAll = (1ull << kLanes) - 1;
+  IVec lane_bit;
+  for (int l = 0; l < kLanes; ++l) lane_bit[l] = 1 << l;
+  for (int v = 0; v < simd::kTileVecs<Isa>; ++v) {
+    const auto bits = static_cast<std::int32_t>((keep >> (v * kLanes)) & kAll);
+    if (bits == static_cast<std::int32_t>(kAll)) continue;
+    const IVec kept = ((IVec{} + bits) & lane_bit) != 0;
+    simd::store(row + v * kLanes, kept ? simd::load<Vec>(row + v * kLanes) : simd::splat<Vec>(simd::kNegInf));
   }
 }
 }  // namespace detail
@@ -186,7 +193,7 @@ FULCRUM_INLINE void keep_columns(float* row, std::uint64_t keep) {
 /// `transposed`: scores are [key][query] (else [query][key]), ld 64; nk keys computed. Vector selects
 /// over whole rows (a transposed tile's bits are transposed first): setting masked scores one by one
 /// was ~5% of a sparse forward pass (measured), where a third of the tiles are partial.
-template <class RowBits>
+template <class Isa, class RowBits>
 FULCRUM_INLINE void mask_rows(float* s, bool transposed, Tokens nq, int nk, RowBits&& row_bits) {
   std::uint64_t bits[simd::kTile];
   std::uint64_t all = ~0ull;
@@ -194,24 +201,25 @@ FULCRUM_INLINE void mask_rows(float* s, bool transposed, Tokens nq, int nk, RowB
   if (all == ~0ull) return;
   if (!transposed) {
     // Row-major scores have 64 columns, zero-padded past nk: those are masked by the clear bits too.
-    for (Tokens i = 0; i < nq; ++i) detail::keep_columns(s + i * simd::kTile, bits[i]);
+    for (Tokens i = 0; i < nq; ++i) detail::keep_columns<Isa>(s + i * simd::kTile, bits[i]);
     return;
   }
   detail::transpose_bits(bits);  // bits[j]: the queries that key j is visible to
-  for (int j = 0; j < nk; ++j) detail::keep_columns(s + j * simd::kTile, bits[j]);
+  for (int j = 0; j < nk; ++j) detail::keep_columns<Isa>(s + j * simd::kTile, bits[j]);
 }
 
 /// Sets masked scores to -inf. Keys past `keys.size()` (a short last tile) are masked too; a full
 /// 64-key tile is left as is.
+template <class Isa>
 FULCRUM_INLINE void mask_scores(float* s, bool transposed, const MaskSpec& mask, Tokens doc_len, Range queries,
                                 Range keys, TileKind kind) {
   const int nk = static_cast<int>(keys.size());
   if (kind != TileKind::kPartial) {
-    if (nk < simd::kTile) mask_rows(s, transposed, queries.size(), nk, [&](Tokens) { return (1ull << nk) - 1; });
+    if (nk < simd::kTile) mask_rows<Isa>(s, transposed, queries.size(), nk, [&](Tokens) { return (1ull << nk) - 1; });
     return;
   }
-  mask_rows(s, transposed, queries.size(), nk,
-            [&](Tokens i) { return mask.row_bits(queries.begin + i, keys.begin, nk, doc_len); });
+  mask_rows<Isa>(s, transposed, queries.size(), nk,
+                 [&](Tokens i) { return mask.row_bits(queries.begin + i, keys.begin, nk, doc_len); });
 }
 
 }  // namespace fulcrum::kernels

@@ -26,12 +26,15 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// 12 independent accumulator vectors: enough to cover the FMA latency (4 cycles) on two FMA ports.
-FULCRUM_SIMD_CLONES float fma_loop(long iterations, float seed) {
-  using simd::Vec;
-  Vec acc[12];
-  for (int i = 0; i < 12; ++i) acc[i] = simd::splat(seed + static_cast<float>(i));
-  const Vec a = simd::splat(0.999999f), b = simd::splat(1e-7f);
+// 12 independent accumulator registers: enough to cover the FMA latency (4 cycles) on two FMA ports.
+constexpr int kFmaVecs = 12;
+
+template <class Isa>
+FULCRUM_INLINE float fma_loop(long iterations, float seed) {
+  using Vec = typename Isa::Vec;
+  Vec acc[kFmaVecs];
+  for (int i = 0; i < kFmaVecs; ++i) acc[i] = simd::splat<Vec>(seed + static_cast<float>(i));
+  const Vec a = simd::splat<Vec>(0.999999f), b = simd::splat<Vec>(1e-7f);
   for (long it = 0; it < iterations; ++it) {
 #pragma GCC unroll 12
     for (Vec& v : acc) v = v * a + b;
@@ -40,6 +43,15 @@ FULCRUM_SIMD_CLONES float fma_loop(long iterations, float seed) {
   for (const Vec& v : acc) sum += v[0];
   return sum;
 }
+
+// fma_loop compiled once per ISA, the peak of the version the kernels run: its result and its FLOPs.
+struct FmaLoop {
+  template <class Isa>
+  FULCRUM_INLINE static void run(long iterations, float seed, float& sum, double& flops) {
+    sum = fma_loop<Isa>(iterations, seed);
+    flops = 2.0 * Isa::kLanes * kFmaVecs * static_cast<double>(iterations);
+  }
+};
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
@@ -102,20 +114,23 @@ double measure_fma_peak() {
   // The best of several ~0.3 s trials: clocks ramp and neighbours come and go, and the roofline
   // should be the machine's best, so that percentages of it are never flattering.
   const long iterations = 60'000'000;
+  const fulcrum::simd::Isa isa = fulcrum::simd::active_isa();
   double best = 0;
   for (int trial = 0; trial < 5; ++trial) {
     const auto start = Clock::now();
     float sink = 0;
-    int threads = 1;
-#pragma omp parallel reduction(+ : sink)
+    double flops = 0;
+#pragma omp parallel reduction(+ : sink, flops)
     {
-#pragma omp single
-      threads = omp_get_num_threads();
-      sink += fma_loop(iterations, static_cast<float>(omp_get_thread_num()));
+      float sum = 0;
+      double thread_flops = 0;
+      simd::dispatch<FmaLoop>(isa, iterations, static_cast<float>(omp_get_thread_num()), sum, thread_flops);
+      sink += sum;
+      flops += thread_flops;
     }
     const double s = seconds_since(start);
     if (sink == 12345.0f) fmt::print("");  // keeps the loop's result alive
-    best = std::max(best, 2.0 * simd::kLanes * 12.0 * static_cast<double>(iterations) * threads / s);
+    best = std::max(best, flops / s);
   }
   return best;
 }

@@ -32,6 +32,9 @@ void KernelBenchConfig::validate() const {
   for (Tokens s : shards) {
     if (s < 1) fail("shards: {} must be >= 1", s);
   }
+  if (simd != "auto" && !simd::cpu_supports(simd::parse_isa(simd, "simd"))) {
+    fail("simd = {}: this CPU does not run it (best: {})", simd, simd::to_string(simd::best_isa()));
+  }
 }
 
 KernelBench run_kernel_bench(const KernelBenchConfig& config) {
@@ -39,6 +42,13 @@ KernelBench run_kernel_bench(const KernelBenchConfig& config) {
   KernelBench bench;
   bench.config = config;
   bench.threads = omp_get_max_threads();
+  // The ISA version asked for, for this study only (auto: the one the kernels run, FULCRUM_SIMD's or the best).
+  const simd::Isa before = simd::active_isa();
+  if (config.simd != "auto") simd::select_isa(simd::parse_isa(config.simd, "simd"));
+  struct Restore {
+    simd::Isa isa;
+    ~Restore() { simd::select_isa(isa); }
+  } restore{before};
   bench.simd_path = simd::simd_path();
   // The roofline is measured before and after the kernels and the higher kept: on a shared machine a
   // single low reading would flatter every percentage.

@@ -20,6 +20,7 @@ struct KernelBenchConfig {
   bool backward = true;
   Tokens split_length = 32768;  // the document the shard study cuts
   std::vector<Tokens> shards = {32768, 4096, 512, 128};
+  std::string simd = "auto";  // the kernels' ISA version: auto (FULCRUM_SIMD, else the best), avx512, avx2, baseline
   void validate() const;
 };
 
@@ -36,7 +37,7 @@ struct KernelBenchRow {
 struct KernelBench {
   KernelBenchConfig config;
   int threads = 0;
-  std::string simd_path;  // which clone of the kernels ran (simd::simd_path())
+  std::string simd_path;  // which ISA version of the kernels ran (simd::simd_path())
   double peak_flops = 0;
   std::vector<KernelBenchRow> rows;
 };
