@@ -1,5 +1,5 @@
 // Which instruction set the kernels run. One build carries a version of every hot entry point per ISA
-// (core/simd.hpp, simd::dispatch); this picks one at run time. Apart from simd.hpp so that callers need not
+// (core/simd_foreach_isa.hpp, FULCRUM_DISPATCH); this picks one at run time. Apart from simd.hpp so that callers need not
 // see its 64-byte vector types (GCC warns about their ABI without -Wno-psabi).
 #pragma once
 

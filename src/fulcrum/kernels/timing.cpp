@@ -26,32 +26,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// 12 independent accumulator registers: enough to cover the FMA latency (4 cycles) on two FMA ports.
-constexpr int kFmaVecs = 12;
-
-template <class Isa>
-FULCRUM_INLINE float fma_loop(long iterations, float seed) {
-  using Vec = typename Isa::Vec;
-  Vec acc[kFmaVecs];
-  for (int i = 0; i < kFmaVecs; ++i) acc[i] = simd::splat<Vec>(seed + static_cast<float>(i));
-  const Vec a = simd::splat<Vec>(0.999999f), b = simd::splat<Vec>(1e-7f);
-  for (long it = 0; it < iterations; ++it) {
-#pragma GCC unroll 12
-    for (Vec& v : acc) v = v * a + b;
-  }
-  float sum = 0;
-  for (const Vec& v : acc) sum += v[0];
-  return sum;
-}
-
-// fma_loop compiled once per ISA, the peak of the version the kernels run: its result and its FLOPs.
-struct FmaLoop {
-  template <class Isa>
-  FULCRUM_INLINE static void run(long iterations, float seed, float& sum, double& flops) {
-    sum = fma_loop<Isa>(iterations, seed);
-    flops = 2.0 * Isa::kLanes * kFmaVecs * static_cast<double>(iterations);
-  }
-};
+#define FULCRUM_ISA_INCLUDE "fulcrum/kernels/fma_loop-inl.hpp"
+#include "fulcrum/core/simd_foreach_isa.hpp"
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
@@ -124,7 +100,7 @@ double measure_fma_peak() {
     {
       float sum = 0;
       double thread_flops = 0;
-      simd::dispatch<FmaLoop>(isa, iterations, static_cast<float>(omp_get_thread_num()), sum, thread_flops);
+      FULCRUM_DISPATCH(isa, fma_loop(iterations, static_cast<float>(omp_get_thread_num()), sum, thread_flops));
       sink += sum;
       flops += thread_flops;
     }
