@@ -87,6 +87,7 @@ def hand_written_cases(tmp):
         (["bench", "kernels", "--dtype", "fp8"], "dtype"),
         (["bench", "kernels", "--mask", "window:0"], "window"),
         (["bench", "kernels", "--q-heads", "3", "--kv-heads", "2"], "heads"),
+        (["bench", "kernels", "--simd", "sse4"], "simd"),
         (["heads", "--scenario", "S11"], "scenario"),
         (["heads", "--scenario", "S1", "--solvers", "nosuch"], "nosuch"),
         (["heads", "--scenario", "S1", "--solvers", "greedy,greedy"], "solvers"),

@@ -61,6 +61,7 @@ struct Avx512 : Lanes<16> {
 /// Runs `call` (an unqualified call, e.g. `forward_item<T>(f, item, w)`) in the namespace of `isa`'s version
 /// (core/simd_foreach_isa.hpp). Callers read active_isa() once per call, outside their parallel regions, so
 /// one call runs one version and a bad FULCRUM_SIMD is an error at the call, not inside an OpenMP region.
+// NOLINTBEGIN(bugprone-macro-parentheses): `call` follows a namespace qualifier, where no parentheses go.
 #define FULCRUM_DISPATCH(isa, call)                                    \
   do {                                                                 \
     switch (isa) {                                                     \
@@ -69,3 +70,4 @@ struct Avx512 : Lanes<16> {
       case ::fulcrum::simd::Isa::kBaseline: isa_baseline::call; break; \
     }                                                                  \
   } while (false)
+// NOLINTEND(bugprone-macro-parentheses)
