@@ -19,10 +19,12 @@ namespace fulcrum::simd {
 /// L-float vectors, and their int32 counterparts (comparison results, exponent bits).
 template <int L>
 struct Lanes {
-  typedef float Vec __attribute__((vector_size(4 * L)));
-  typedef std::int32_t IVec __attribute__((vector_size(4 * L)));
+  // typedef, not using: GCC 12 drops a dependent vector_size from an alias-declaration (a 4-byte "vector").
+  typedef float Vec __attribute__((vector_size(4 * L)));          // NOLINT(modernize-use-using)
+  typedef std::int32_t IVec __attribute__((vector_size(4 * L)));  // NOLINT(modernize-use-using)
   static constexpr int kLanes = L;
 };
+static_assert(sizeof(Lanes<8>::Vec) == 32 && sizeof(Lanes<4>::IVec) == 16, "vector_size lost");
 template <class V>
 inline constexpr int kLanesOf = static_cast<int>(sizeof(V) / sizeof(float));
 
