@@ -1,6 +1,6 @@
 // Which instruction set the kernels run. One build carries a version of every hot entry point per ISA
-// (core/simd_foreach_isa.hpp, FULCRUM_DISPATCH); this picks one at run time. Apart from simd.hpp so that callers need not
-// see its 64-byte vector types (GCC warns about their ABI without -Wno-psabi).
+// (core/simd_foreach_isa.hpp, FULCRUM_DISPATCH); this picks one at run time. Apart from simd.hpp so that callers need
+// not see its 64-byte vector types (GCC warns about their ABI without -Wno-psabi).
 #pragma once
 
 #include <string>
