@@ -13,10 +13,7 @@ std::atomic<Isa>& active() {
   static std::atomic<Isa> isa = [] {
     const char* env = std::getenv("FULCRUM_SIMD");
     if (env == nullptr || *env == '\0') return best_isa();
-    const Isa wanted = parse_isa(env, "FULCRUM_SIMD");
-    if (!cpu_supports(wanted))
-      fail("FULCRUM_SIMD = {}: this CPU does not run it (best: {})", env, to_string(best_isa()));
-    return wanted;
+    return require_isa(env, "FULCRUM_SIMD");
   }();
   return isa;
 }
@@ -48,6 +45,12 @@ bool cpu_supports(Isa isa) {
   return true;
 }
 
+Isa require_isa(std::string_view text, std::string_view what) {
+  const Isa isa = parse_isa(text, what);
+  if (!cpu_supports(isa)) fail("{} = {}: this CPU does not run it (best: {})", what, text, to_string(best_isa()));
+  return isa;
+}
+
 Isa best_isa() {
   if (cpu_supports(Isa::kAvx512)) return Isa::kAvx512;
   if (cpu_supports(Isa::kAvx2)) return Isa::kAvx2;
@@ -56,11 +59,7 @@ Isa best_isa() {
 
 Isa active_isa() { return active().load(std::memory_order_relaxed); }
 
-void select_isa(Isa isa) {
-  if (!cpu_supports(isa))
-    fail("simd: {} selected, but this CPU does not run it (best: {})", to_string(isa), to_string(best_isa()));
-  active().store(isa, std::memory_order_relaxed);
-}
+void select_isa(Isa isa) { active().store(require_isa(to_string(isa), "simd"), std::memory_order_relaxed); }
 
 std::string simd_path() {
   return std::string(to_string(active_isa())) + " (run-time dispatch; best on this CPU: " + to_string(best_isa()) + ")";

@@ -17,6 +17,8 @@ const char* to_string(Isa isa);
 Isa parse_isa(std::string_view text, std::string_view what);
 /// Whether this CPU (and its OS) runs `isa`.
 bool cpu_supports(Isa isa);
+/// parse_isa, then fails unless this CPU runs it, naming `what` and the best it runs.
+Isa require_isa(std::string_view text, std::string_view what);
 /// The best ISA this CPU supports.
 Isa best_isa();
 

@@ -4,14 +4,13 @@
 
 // Scores (already masked) become P = 2^(S - lse2); dP becomes dS = P * (dP - D). Row-major: one
 // LSE and D per row (at `stride` apart); transposed: vectors of them along the 64 queries.
-template <class Isa>
 FULCRUM_INLINE void softmax_grad_rows(float* s, float* dp, Tokens rows, const float* lse2, const float* delta,
                                       int stride) {
-  using Vec = typename Isa::Vec;
+  using Vec = Isa::Vec;
   constexpr int kLanes = Isa::kLanes;
   for (Tokens i = 0; i < rows; ++i) {
     const Vec l = splat<Vec>(lse2[i * stride]), d = splat<Vec>(delta[i * stride]);
-    for (int v = 0; v < kTileVecs<Isa>; ++v) {
+    for (int v = 0; v < kTileVecs; ++v) {
       float* si = s + i * kTile + v * kLanes;
       float* dpi = dp + i * kTile + v * kLanes;
       const Vec p = exp2_bounded(load<Vec>(si) - l);
@@ -20,13 +19,12 @@ FULCRUM_INLINE void softmax_grad_rows(float* s, float* dp, Tokens rows, const fl
     }
   }
 }
-template <class Isa>
 FULCRUM_INLINE void softmax_grad_transposed(float* s_t, float* dp_t, Tokens keys, const float* lse2,
                                             const float* delta) {
-  using Vec = typename Isa::Vec;
+  using Vec = Isa::Vec;
   constexpr int kLanes = Isa::kLanes;
   for (Tokens j = 0; j < keys; ++j) {
-    for (int v = 0; v < kTileVecs<Isa>; ++v) {
+    for (int v = 0; v < kTileVecs; ++v) {
       float* sj = s_t + j * kTile + v * kLanes;
       float* dpj = dp_t + j * kTile + v * kLanes;
       const Vec p = exp2_bounded(load<Vec>(sj) - load<Vec>(lse2 + v * kLanes));
@@ -39,7 +37,7 @@ FULCRUM_INLINE void softmax_grad_transposed(float* s_t, float* dp_t, Tokens keys
 // dK/dV for one key tile of one kv head: row-major scores S[query][key] (vectors along the keys),
 // then dV[j] += sum_i P[i][j] dO[i] and dK[j] += sum_i dS[i][j] Q[i] broadcast P and dS against dO's
 // and Q's rows, a 64-column strip at a time.
-template <class Isa, class T>
+template <class T>
 FULCRUM_INLINE void key_item(const Backward<T>& b, std::size_t index, const WorkItem& item, Scratch& w) {
   const AttentionTask& task = b.tasks[item.task];
   const int dim = b.q.dim;
@@ -50,8 +48,8 @@ FULCRUM_INLINE void key_item(const Backward<T>& b, std::size_t index, const Work
   float* v_t = w.b_t.data();
   float* dk = w.acc_a.data();
   float* dv = w.acc_b.data();
-  load_transposed<Isa>(k_t, b.k_rows + b.k_first(item.rows.row, item.head), ld, nk, dim, 1.0f);
-  load_transposed<Isa>(v_t, b.v_rows + b.k_first(item.rows.row, item.head), ld, nk, dim, 1.0f);
+  load_transposed(k_t, b.k_rows + b.k_first(item.rows.row, item.head), ld, nk, dim, 1.0f);
+  load_transposed(v_t, b.v_rows + b.k_first(item.rows.row, item.head), ld, nk, dim, 1.0f);
   std::fill(w.acc_a.begin(), w.acc_a.end(), 0.0f);
   std::fill(w.acc_b.begin(), w.acc_b.end(), 0.0f);
 
@@ -88,20 +86,20 @@ FULCRUM_INLINE void key_item(const Backward<T>& b, std::size_t index, const Work
     const MaskSpec& mask = task.mask_of(h);
     const float* qs = b.q_rows + b.q_first(row, h);
     const float* d_o = b.do_rows + b.q_first(row, h);
-    gemm<Isa>({w.s.data(), kTile, qs, ld, 1, k_t, kTile, dim, nq, &next_q}, false);  // S = Q K^T
-    mask_scores<Isa>(w.s.data(), false, mask, task.doc_len, {position, position + nq}, keys, kind);
-    gemm<Isa>({w.dp.data(), kTile, d_o, ld, 1, v_t, kTile, dim, nq, &next_do}, false);  // dP = dO V^T
-    softmax_grad_rows<Isa>(w.s.data(), w.dp.data(), nq, b.lse2 + b.row_head(row, h), b.delta + b.row_head(row, h),
-                           b.q.heads);
-    gemm_wide<Isa>({dv, ld, w.s.data(), 1, kTile, d_o, ld, nq, nk}, ld, true);  // dV += P^T dO
-    gemm_wide<Isa>({dk, ld, w.dp.data(), 1, kTile, qs, ld, nq, nk}, ld, true);  // dK += dS^T Q
+    gemm({w.s.data(), kTile, qs, ld, 1, k_t, kTile, dim, nq, &next_q}, false);  // S = Q K^T
+    mask_scores(w.s.data(), false, mask, task.doc_len, {position, position + nq}, keys, kind);
+    gemm({w.dp.data(), kTile, d_o, ld, 1, v_t, kTile, dim, nq, &next_do}, false);  // dP = dO V^T
+    softmax_grad_rows(w.s.data(), w.dp.data(), nq, b.lse2 + b.row_head(row, h), b.delta + b.row_head(row, h),
+                      b.q.heads);
+    gemm_wide({dv, ld, w.s.data(), 1, kTile, d_o, ld, nq, nk}, ld, true);  // dV += P^T dO
+    gemm_wide({dk, ld, w.dp.data(), 1, kTile, qs, ld, nq, nk}, ld, true);  // dK += dS^T Q
   }
   add_key_rows(b, index, item, w);
 }
 
 // dK/dV for one chunk of gathered columns: as key_item, against every query tile of the set's heads,
 // each row under gathered_row_bits (the columns it sees that the grid did not compute).
-template <class Isa, class T>
+template <class T>
 FULCRUM_INLINE void column_item(const Backward<T>& b, std::size_t index, const WorkItem& item, Scratch& w) {
   const HeadColumns& columns = b.columns->sets()[static_cast<std::size_t>(item.columns)];
   const AttentionTask& task = b.tasks[item.task];
@@ -109,8 +107,8 @@ FULCRUM_INLINE void column_item(const Backward<T>& b, std::size_t index, const W
   const long ld = padded_dim(dim);
   const Tokens nk = item.rows.count;
   const int chunk = static_cast<int>(item.rows.row / kTile);
-  load_transposed<Isa>(w.a_t.data(), columns.k + item.rows.row * ld, ld, nk, dim, 1.0f);
-  load_transposed<Isa>(w.b_t.data(), columns.v + item.rows.row * ld, ld, nk, dim, 1.0f);
+  load_transposed(w.a_t.data(), columns.k + item.rows.row * ld, ld, nk, dim, 1.0f);
+  load_transposed(w.b_t.data(), columns.v + item.rows.row * ld, ld, nk, dim, 1.0f);
   std::fill(w.acc_a.begin(), w.acc_a.end(), 0.0f);
   std::fill(w.acc_b.begin(), w.acc_b.end(), 0.0f);
   const Tokens first_source = columns.sources[static_cast<std::size_t>(item.rows.row)];
@@ -131,13 +129,13 @@ FULCRUM_INLINE void column_item(const Backward<T>& b, std::size_t index, const W
         const Tokens row = range.row + offset;
         const float* qs = b.q_rows + b.q_first(row, h);
         const float* d_o = b.do_rows + b.q_first(row, h);
-        gemm<Isa>({w.s.data(), kTile, qs, ld, 1, w.a_t.data(), kTile, dim, nq}, false);  // S = Q K^T
-        mask_rows<Isa>(w.s.data(), false, nq, static_cast<int>(nk), [&](Tokens i) { return bits[i]; });
-        gemm<Isa>({w.dp.data(), kTile, d_o, ld, 1, w.b_t.data(), kTile, dim, nq}, false);  // dP = dO V^T
-        softmax_grad_rows<Isa>(w.s.data(), w.dp.data(), nq, b.lse2 + b.row_head(row, h), b.delta + b.row_head(row, h),
-                               b.q.heads);
-        gemm_wide<Isa>({w.acc_b.data(), ld, w.s.data(), 1, kTile, d_o, ld, nq, nk}, ld, true);  // dV += P^T dO
-        gemm_wide<Isa>({w.acc_a.data(), ld, w.dp.data(), 1, kTile, qs, ld, nq, nk}, ld, true);  // dK += dS^T Q
+        gemm({w.s.data(), kTile, qs, ld, 1, w.a_t.data(), kTile, dim, nq}, false);  // S = Q K^T
+        mask_rows(w.s.data(), false, nq, static_cast<int>(nk), [&](Tokens i) { return bits[i]; });
+        gemm({w.dp.data(), kTile, d_o, ld, 1, w.b_t.data(), kTile, dim, nq}, false);  // dP = dO V^T
+        softmax_grad_rows(w.s.data(), w.dp.data(), nq, b.lse2 + b.row_head(row, h), b.delta + b.row_head(row, h),
+                          b.q.heads);
+        gemm_wide({w.acc_b.data(), ld, w.s.data(), 1, kTile, d_o, ld, nq, nk}, ld, true);  // dV += P^T dO
+        gemm_wide({w.acc_a.data(), ld, w.dp.data(), 1, kTile, qs, ld, nq, nk}, ld, true);  // dK += dS^T Q
       }
     }
   }
@@ -146,7 +144,7 @@ FULCRUM_INLINE void column_item(const Backward<T>& b, std::size_t index, const W
 
 // dQ for one query tile of one q head: transposed scores as in the forward pass, then
 // dQ[i] += sum_j dS^T[j][i] K[j] broadcasts dS^T against K's rows.
-template <class Isa, class T>
+template <class T>
 FULCRUM_INLINE void query_item(const Backward<T>& b, std::size_t, const WorkItem& item, Scratch& w) {
   const AttentionTask& task = b.tasks[item.task];
   const int dim = b.q.dim;
@@ -158,8 +156,8 @@ FULCRUM_INLINE void query_item(const Backward<T>& b, std::size_t, const WorkItem
   float* q_t = w.a_t.data();
   float* do_t = w.b_t.data();
   float* dq = w.acc_a.data();
-  load_transposed<Isa>(q_t, b.q_rows + b.q_first(item.rows.row, item.head), ld, nq, dim, 1.0f);
-  load_transposed<Isa>(do_t, b.do_rows + b.q_first(item.rows.row, item.head), ld, nq, dim, 1.0f);
+  load_transposed(q_t, b.q_rows + b.q_first(item.rows.row, item.head), ld, nq, dim, 1.0f);
+  load_transposed(do_t, b.do_rows + b.q_first(item.rows.row, item.head), ld, nq, dim, 1.0f);
   std::fill(w.acc_a.begin(), w.acc_a.end(), 0.0f);
   float lse2[kTile], delta[kTile];
   for (Tokens i = 0; i < kTile; ++i) {
@@ -171,11 +169,11 @@ FULCRUM_INLINE void query_item(const Backward<T>& b, std::size_t, const WorkItem
   // next grid tile's K and V rows are prefetched (sparse masks: far from these).
   Prefetch next_k, next_v;
   auto add_tile = [&](const float* k_tile, const float* v_tile, Tokens nk, auto&& mask_tile) {
-    gemm<Isa>({w.s.data(), kTile, k_tile, ld, 1, q_t, kTile, dim, nk, &next_k}, false);  // S^T = K Q^T
+    gemm({w.s.data(), kTile, k_tile, ld, 1, q_t, kTile, dim, nk, &next_k}, false);  // S^T = K Q^T
     mask_tile(w.s.data());
-    gemm<Isa>({w.dp.data(), kTile, v_tile, ld, 1, do_t, kTile, dim, nk, &next_v}, false);  // dP^T = V dO^T
-    softmax_grad_transposed<Isa>(w.s.data(), w.dp.data(), nk, lse2, delta);
-    gemm_wide<Isa>({dq, ld, w.dp.data(), 1, kTile, k_tile, ld, nk, nq}, ld, true);  // dQ += dS K
+    gemm({w.dp.data(), kTile, v_tile, ld, 1, do_t, kTile, dim, nk, &next_v}, false);  // dP^T = V dO^T
+    softmax_grad_transposed(w.s.data(), w.dp.data(), nk, lse2, delta);
+    gemm_wide({dq, ld, w.dp.data(), 1, kTile, k_tile, ld, nk, nq}, ld, true);  // dQ += dS K
   };
   const HeadColumns* columns = b.columns->of(item.task, item.head);
   const MaskSpec& grid = columns == nullptr ? mask : columns->rest;
@@ -202,7 +200,7 @@ FULCRUM_INLINE void query_item(const Backward<T>& b, std::size_t, const WorkItem
     }
     const Range keys{tile.position, tile.position + tile.count};
     add_tile(b.k_rows + b.k_first(tile.row, kv_head), b.v_rows + b.k_first(tile.row, kv_head), tile.count,
-             [&](float* s) { mask_scores<Isa>(s, true, mask, task.doc_len, queries, keys, tile.kind); });
+             [&](float* s) { mask_scores(s, true, mask, task.doc_len, queries, keys, tile.kind); });
   }
   if (columns != nullptr) {
     Tokens sources[kTile];
@@ -217,7 +215,7 @@ FULCRUM_INLINE void query_item(const Backward<T>& b, std::size_t, const WorkItem
       if (!columns->tile_bits(query_tile, c, sources, nq, bits)) continue;
       const auto nk = std::min<Tokens>(kTile, static_cast<Tokens>(columns->rows.size()) - c * kTile);
       add_tile(columns->k + c * kTile * ld, columns->v + c * kTile * ld, nk,
-               [&](float* s) { mask_rows<Isa>(s, true, nq, static_cast<int>(nk), [&](Tokens i) { return bits[i]; }); });
+               [&](float* s) { mask_rows(s, true, nq, static_cast<int>(nk), [&](Tokens i) { return bits[i]; }); });
     }
   }
   for (Tokens i = 0; i < nq; ++i) {
@@ -230,8 +228,8 @@ FULCRUM_INLINE void query_item(const Backward<T>& b, std::size_t, const WorkItem
 template <class T>
 void backward_item(ItemKind kind, const Backward<T>& b, std::size_t index, const WorkItem& item, Scratch& w) {
   switch (kind) {
-    case ItemKind::kKey: return key_item<Isa>(b, index, item, w);
-    case ItemKind::kColumn: return column_item<Isa>(b, index, item, w);
-    case ItemKind::kQuery: return query_item<Isa>(b, index, item, w);
+    case ItemKind::kKey: return key_item(b, index, item, w);
+    case ItemKind::kColumn: return column_item(b, index, item, w);
+    case ItemKind::kQuery: return query_item(b, index, item, w);
   }
 }

@@ -5,9 +5,9 @@
 // 12 independent accumulator registers: enough to cover the FMA latency (4 cycles) on two FMA ports.
 constexpr int kFmaVecs = 12;
 
-template <class I>
-FULCRUM_INLINE float fma_chains(long iterations, float seed) {
-  using Vec = typename I::Vec;
+/// The loop in this ISA's version (FULCRUM_DISPATCH calls it): its result and its FLOPs.
+void fma_loop(long iterations, float seed, float& sum, double& flops) {
+  using Vec = Isa::Vec;
   Vec acc[kFmaVecs];
   for (int i = 0; i < kFmaVecs; ++i) acc[i] = splat<Vec>(seed + static_cast<float>(i));
   const Vec a = splat<Vec>(0.999999f), b = splat<Vec>(1e-7f);
@@ -15,13 +15,7 @@ FULCRUM_INLINE float fma_chains(long iterations, float seed) {
 #pragma GCC unroll 12
     for (Vec& v : acc) v = v * a + b;
   }
-  float sum = 0;
+  sum = 0;
   for (const Vec& v : acc) sum += v[0];
-  return sum;
-}
-
-/// The loop in this ISA's version (FULCRUM_DISPATCH calls it): its result and its FLOPs.
-void fma_loop(long iterations, float seed, float& sum, double& flops) {
-  sum = fma_chains<Isa>(iterations, seed);
   flops = 2.0 * Isa::kLanes * kFmaVecs * static_cast<double>(iterations);
 }

@@ -3,10 +3,9 @@
 #include "fulcrum/kernels/vectors-inl.hpp"
 
 // m: the rows' reference maxima (base 2), l: running sums relative to them, 64 of each; o: [64][ld] output rows.
-template <class Isa>
 FULCRUM_INLINE void online_softmax(float* s_t, int nk, float* o, long ld, Tokens nq, float* m, float* l) {
-  using Vec = typename Isa::Vec;
-  constexpr int kLanes = Isa::kLanes, kVecs = kTileVecs<Isa>;
+  using Vec = Isa::Vec;
+  constexpr int kLanes = Isa::kLanes, kVecs = kTileVecs;
   Vec m_new[kVecs], m_safe[kVecs], alpha[kVecs], sum[kVecs];
   for (Vec& x : m_new) x = splat<Vec>(kNegInf);
   for (int j = 0; j < nk; ++j) {
@@ -43,7 +42,7 @@ FULCRUM_INLINE void online_softmax(float* s_t, int nk, float* o, long ld, Tokens
 
 // The item's query tiles against the gathered columns the grid left out, a 64-column chunk (one dense
 // K/V tile) at a time, each chunk against every query tile while it is in cache.
-template <class Isa, class T>
+template <class T>
 FULCRUM_INLINE void gathered_tiles(const Forward<T>& f, const WorkItem& item, const HeadColumns& columns,
                                    ForwardScratch& w) {
   const AttentionTask& task = f.tasks[item.task];
@@ -74,16 +73,16 @@ FULCRUM_INLINE void gathered_tiles(const Forward<T>& f, const WorkItem& item, co
       QueryTileState& s = w.tiles[t];
       const Tokens nq = std::min<Tokens>(kTile, item.rows.count - t * kTile);
       if (!columns.tile_bits(tile_index[t], c, sources[t], nq, bits)) continue;
-      gemm<Isa>({w.s_t.data(), kTile, k, ld, 1, s.q_t.data(), kTile, dim, nk}, false);  // S^T = K Q^T
-      mask_rows<Isa>(w.s_t.data(), true, nq, nk, [&](Tokens i) { return bits[i]; });
-      online_softmax<Isa>(w.s_t.data(), nk, s.o.data(), ld, nq, s.m, s.l);
-      gemm_wide<Isa>({s.o.data(), ld, w.s_t.data(), 1, kTile, v, ld, nk, nq}, ld, true);  // O += P V
+      gemm({w.s_t.data(), kTile, k, ld, 1, s.q_t.data(), kTile, dim, nk}, false);  // S^T = K Q^T
+      mask_rows(w.s_t.data(), true, nq, nk, [&](Tokens i) { return bits[i]; });
+      online_softmax(w.s_t.data(), nk, s.o.data(), ld, nq, s.m, s.l);
+      gemm_wide({s.o.data(), ld, w.s_t.data(), 1, kTile, v, ld, nk, nq}, ld, true);  // O += P V
     }
   }
 }
 
-template <class Isa, class T>
-FULCRUM_INLINE void forward_item_tiles(const Forward<T>& f, const WorkItem& item, ForwardScratch& w) {
+template <class T>
+void forward_item(const Forward<T>& f, const WorkItem& item, ForwardScratch& w) {
   const AttentionTask& task = f.tasks[item.task];
   const int dim = f.q.dim;
   const long ld = padded_dim(dim);
@@ -95,8 +94,8 @@ FULCRUM_INLINE void forward_item_tiles(const Forward<T>& f, const WorkItem& item
   auto tile_rows = [&](int t) { return std::min<Tokens>(kTile, item.rows.count - t * kTile); };
   for (int t = 0; t < n_tiles; ++t) {
     QueryTileState& s = w.tiles[t];
-    load_transposed<Isa>(s.q_t.data(), f.q.at(item.rows.row + t * kTile, item.head), f.q.row_stride(), tile_rows(t),
-                         dim, f.scale_log2);
+    load_transposed(s.q_t.data(), f.q.at(item.rows.row + t * kTile, item.head), f.q.row_stride(), tile_rows(t), dim,
+                    f.scale_log2);
     std::fill(s.o.begin(), s.o.end(), 0.0f);
     std::fill(std::begin(s.m), std::end(s.m), kNegInf);
     std::fill(std::begin(s.l), std::end(s.l), 0.0f);
@@ -137,14 +136,14 @@ FULCRUM_INLINE void forward_item_tiles(const Forward<T>& f, const WorkItem& item
     const Range queries = positions(item.rows, t * kTile, nq);
     const Range keys = positions(task.keys, offset, nk);
     const auto first = kv_first(offset);
-    gemm<Isa>({w.s_t.data(), kTile, f.k_rows + first, ld, 1, s.q_t.data(), kTile, dim, nk, &next_k},
-              false);  // S^T = K Q^T
-    mask_scores<Isa>(w.s_t.data(), true, mask, task.doc_len, queries, keys, kind);
-    online_softmax<Isa>(w.s_t.data(), static_cast<int>(nk), s.o.data(), ld, nq, s.m, s.l);
-    gemm_wide<Isa>({s.o.data(), ld, w.s_t.data(), 1, kTile, f.v_rows + first, ld, nk, nq, &next_v}, ld,
-                   true);  // O += P V
+    gemm({w.s_t.data(), kTile, f.k_rows + first, ld, 1, s.q_t.data(), kTile, dim, nk, &next_k},
+         false);  // S^T = K Q^T
+    mask_scores(w.s_t.data(), true, mask, task.doc_len, queries, keys, kind);
+    online_softmax(w.s_t.data(), static_cast<int>(nk), s.o.data(), ld, nq, s.m, s.l);
+    gemm_wide({s.o.data(), ld, w.s_t.data(), 1, kTile, f.v_rows + first, ld, nk, nq, &next_v}, ld,
+              true);  // O += P V
   }
-  if (columns != nullptr) gathered_tiles<Isa>(f, item, *columns, w);
+  if (columns != nullptr) gathered_tiles(f, item, *columns, w);
 
   for (int t = 0; t < n_tiles; ++t) {
     const QueryTileState& s = w.tiles[t];
@@ -159,10 +158,4 @@ FULCRUM_INLINE void forward_item_tiles(const Forward<T>& f, const WorkItem& item
       *f.lse.at(row, item.head) = empty ? kNegInf : (m_row[i] + std::log2(l_row[i])) * std::numbers::ln2_v<float>;
     }
   }
-}
-
-/// One work item, in this ISA's version (FULCRUM_DISPATCH calls it).
-template <class T>
-void forward_item(const Forward<T>& f, const WorkItem& item, ForwardScratch& w) {
-  forward_item_tiles<Isa>(f, item, w);
 }

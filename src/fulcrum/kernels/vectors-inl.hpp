@@ -4,8 +4,7 @@
 #include "fulcrum/core/simd_ops-inl.hpp"
 
 /// Vectors per tile row.
-template <class I>
-inline constexpr int kTileVecs = kTile / I::kLanes;
+inline constexpr int kTileVecs = kTile / Isa::kLanes;
 
 // The tile products are hand-written, not BLAS calls: the tiles are small, fused with the online softmax,
 // and read operands at strides no BLAS takes.
@@ -13,10 +12,10 @@ inline constexpr int kTileVecs = kTile / I::kLanes;
 /// C[r][0..NV lanes) (+)= sum_k A(r, k) * B[k][0..NV lanes) for r < MR, NV = Isa::kBlockVecs, where
 /// A(r, k) = a[r * a_row + k * a_k], B rows are ldb floats apart and C rows ldc: MR x NV accumulators held
 /// in registers, NV vector loads and MR broadcasts per MR * NV FMAs.
-template <class Isa, int MR>
+template <int MR>
 FULCRUM_INLINE void gemm_block(float* c, long ldc, const float* a, long a_row, long a_k, const float* b, long ldb,
                                long depth, bool accumulate, Prefetch& prefetch) {
-  using Vec = typename Isa::Vec;
+  using Vec = Isa::Vec;
   constexpr int NV = Isa::kBlockVecs, kLanes = Isa::kLanes;
   const float* line = prefetch.next;
   Vec acc[MR][NV];
@@ -48,40 +47,36 @@ FULCRUM_INLINE void gemm_block(float* c, long ldc, const float* a, long a_row, l
 }
 
 /// The last p.rows - r < R rows of a strip, as one block of exactly that many.
-template <class Isa, int R>
+template <int R>
 FULCRUM_INLINE void gemm_rest(const Product& p, bool accumulate, long r, Prefetch& pf) {
   if constexpr (R > 0) {
-    if (p.rows - r < R) return gemm_rest<Isa, R - 1>(p, accumulate, r, pf);
-    gemm_block<Isa, R>(p.c + r * p.ldc, p.ldc, p.a + r * p.a_row, p.a_row, p.a_k, p.b, p.ldb, p.depth, accumulate, pf);
+    if (p.rows - r < R) return gemm_rest<R - 1>(p, accumulate, r, pf);
+    gemm_block<R>(p.c + r * p.ldc, p.ldc, p.a + r * p.a_row, p.a_row, p.a_k, p.b, p.ldb, p.depth, accumulate, pf);
   }
 }
 
 /// One strip of Isa::kBlockVecs vectors of C's columns (p's C and B offset to it), all rows: blocks of
 /// Isa::kBlockRows rows, then one smaller block for the remainder.
-template <class Isa>
 FULCRUM_INLINE void gemm_strip(const Product& p, bool accumulate, Prefetch& pf) {
   constexpr int MR = Isa::kBlockRows;
   long r = 0;
   for (; r + MR <= p.rows; r += MR)
-    gemm_block<Isa, MR>(p.c + r * p.ldc, p.ldc, p.a + r * p.a_row, p.a_row, p.a_k, p.b, p.ldb, p.depth, accumulate, pf);
-  gemm_rest<Isa, MR - 1>(p, accumulate, r, pf);
+    gemm_block<MR>(p.c + r * p.ldc, p.ldc, p.a + r * p.a_row, p.a_row, p.a_k, p.b, p.ldb, p.depth, accumulate, pf);
+  gemm_rest<MR - 1>(p, accumulate, r, pf);
 }
 
 /// C (rows x 64) (+)= A B, in strips of Isa::kBlockVecs vectors.
-template <class Isa>
 FULCRUM_INLINE void gemm(const Product& p, bool accumulate) {
   Prefetch none;
   Prefetch& pf = p.prefetch != nullptr ? *p.prefetch : none;
   constexpr int kStrip = Isa::kBlockVecs * Isa::kLanes;  // columns
   Product strip = p;
-  for (int col = 0; col < kTile; col += kStrip, strip.c += kStrip, strip.b += kStrip)
-    gemm_strip<Isa>(strip, accumulate, pf);
+  for (int col = 0; col < kTile; col += kStrip, strip.c += kStrip, strip.b += kStrip) gemm_strip(strip, accumulate, pf);
 }
 
 /// C (rows x width, width a multiple of 64) (+)= A B, in 64-column strips of C and B.
-template <class Isa>
 FULCRUM_INLINE void gemm_wide(Product p, long width, bool accumulate) {
-  for (long col = 0; col < width; col += kTile, p.c += kTile, p.b += kTile) gemm<Isa>(p, accumulate);
+  for (long col = 0; col < width; col += kTile, p.c += kTile, p.b += kTile) gemm(p, accumulate);
 }
 
 // One stage of an L x L in-register transpose (L = a vector's lanes): rows a and b (D rows apart) swap
@@ -95,20 +90,20 @@ template <int D, class V, int... L>
 FULCRUM_INLINE V swap_high(V a, V b, std::integer_sequence<int, L...>) {
   return __builtin_shufflevector(a, b, (L % (2 * D) < D ? L + D : int{sizeof...(L)} + L)...);
 }
-template <class Isa, int D = Isa::kLanes / 2>
-FULCRUM_INLINE void transpose(typename Isa::Vec* r) {
+template <int D = Isa::kLanes / 2>
+FULCRUM_INLINE void transpose(Isa::Vec* r) {
   constexpr auto lanes = std::make_integer_sequence<int, Isa::kLanes>{};
   for (int i = 0; i < Isa::kLanes; ++i) {
     if (i % (2 * D) >= D) continue;
-    const typename Isa::Vec a = r[i], b = r[i + D];
+    const Isa::Vec a = r[i], b = r[i + D];
     r[i] = swap_low<D>(a, b, lanes);
     r[i + D] = swap_high<D>(a, b, lanes);
   }
-  if constexpr (D > 1) transpose<Isa, D / 2>(r);
+  if constexpr (D > 1) transpose<D / 2>(r);
 }
-template <class Isa, class T>
-FULCRUM_INLINE typename Isa::Vec load_row(const T* p) {
-  using Vec = typename Isa::Vec;
+template <class T>
+FULCRUM_INLINE Isa::Vec load_row(const T* p) {
+  using Vec = Isa::Vec;
   if constexpr (std::is_same_v<T, float>) {
     return load<Vec>(p);
   } else {
@@ -121,10 +116,10 @@ FULCRUM_INLINE typename Isa::Vec load_row(const T* p) {
 /// out[c][i] = scale * src[i][c], out is [dim][64] and zero past `count`. Blocks of L x L (L = the
 /// vector's lanes) are transposed in registers (log2 L shuffle stages): element by element, building Q^T
 /// and K^T was ~6% of a sparse call (measured), where few products share each transposed tile.
-template <class Isa, class T>
+template <class T>
 FULCRUM_INLINE void load_transposed(float* out, const T* src, std::ptrdiff_t stride, Tokens count, int dim,
                                     float scale) {
-  using Vec = typename Isa::Vec;
+  using Vec = Isa::Vec;
   constexpr int kLanes = Isa::kLanes;
   if (dim % kLanes == 0) {
     const Vec s = splat<Vec>(scale);
@@ -132,9 +127,9 @@ FULCRUM_INLINE void load_transposed(float* out, const T* src, std::ptrdiff_t str
       for (int c0 = 0; c0 < dim; c0 += kLanes) {
         Vec r[kLanes];
         for (int i = 0; i < kLanes; ++i) {
-          r[i] = i0 + i < count ? load_row<Isa>(src + (i0 + i) * stride + c0) * s : Vec{};
+          r[i] = i0 + i < count ? load_row(src + (i0 + i) * stride + c0) * s : Vec{};
         }
-        transpose<Isa>(r);
+        transpose(r);
         for (int c = 0; c < kLanes; ++c) store(out + (c0 + c) * simd::kTile + i0, r[c]);
       }
     }
@@ -148,15 +143,14 @@ FULCRUM_INLINE void load_transposed(float* out, const T* src, std::ptrdiff_t str
 }
 
 /// Sets row[c] = -inf for the c < 64 whose bit of `keep` is clear, a vector at a time.
-template <class Isa>
 FULCRUM_INLINE void keep_columns(float* row, std::uint64_t keep) {
-  using Vec = typename Isa::Vec;
-  using IVec = typename Isa::IVec;
+  using Vec = Isa::Vec;
+  using IVec = Isa::IVec;
   constexpr int kLanes = Isa::kLanes;
   constexpr std::uint64_t kAll = (1ull << kLanes) - 1;
   IVec lane_bit;
   for (int l = 0; l < kLanes; ++l) lane_bit[l] = 1 << l;
-  for (int v = 0; v < kTileVecs<Isa>; ++v) {
+  for (int v = 0; v < kTileVecs; ++v) {
     const auto bits = static_cast<std::int32_t>((keep >> (v * kLanes)) & kAll);
     if (bits == static_cast<std::int32_t>(kAll)) continue;
     const IVec kept = ((IVec{} + bits) & lane_bit) != 0;
@@ -168,7 +162,7 @@ FULCRUM_INLINE void keep_columns(float* row, std::uint64_t keep) {
 /// `transposed`: scores are [key][query] (else [query][key]), ld 64; nk keys computed. Vector selects
 /// over whole rows (a transposed tile's bits are transposed first): setting masked scores one by one
 /// was ~5% of a sparse forward pass (measured), where a third of the tiles are partial.
-template <class Isa, class RowBits>
+template <class RowBits>
 FULCRUM_INLINE void mask_rows(float* s, bool transposed, Tokens nq, int nk, RowBits&& row_bits) {
   std::uint64_t bits[simd::kTile];
   std::uint64_t all = ~0ull;
@@ -176,23 +170,22 @@ FULCRUM_INLINE void mask_rows(float* s, bool transposed, Tokens nq, int nk, RowB
   if (all == ~0ull) return;
   if (!transposed) {
     // Row-major scores have 64 columns, zero-padded past nk: those are masked by the clear bits too.
-    for (Tokens i = 0; i < nq; ++i) keep_columns<Isa>(s + i * simd::kTile, bits[i]);
+    for (Tokens i = 0; i < nq; ++i) keep_columns(s + i * simd::kTile, bits[i]);
     return;
   }
   ::fulcrum::kernels::detail::transpose_bits(bits);  // bits[j]: the queries that key j is visible to
-  for (int j = 0; j < nk; ++j) keep_columns<Isa>(s + j * simd::kTile, bits[j]);
+  for (int j = 0; j < nk; ++j) keep_columns(s + j * simd::kTile, bits[j]);
 }
 
 /// Sets masked scores to -inf. Keys past `keys.size()` (a short last tile) are masked too; a full
 /// 64-key tile is left as is.
-template <class Isa>
 FULCRUM_INLINE void mask_scores(float* s, bool transposed, const MaskSpec& mask, Tokens doc_len, Range queries,
                                 Range keys, TileKind kind) {
   const int nk = static_cast<int>(keys.size());
   if (kind != TileKind::kPartial) {
-    if (nk < simd::kTile) mask_rows<Isa>(s, transposed, queries.size(), nk, [&](Tokens) { return (1ull << nk) - 1; });
+    if (nk < simd::kTile) mask_rows(s, transposed, queries.size(), nk, [&](Tokens) { return (1ull << nk) - 1; });
     return;
   }
-  mask_rows<Isa>(s, transposed, queries.size(), nk,
-                 [&](Tokens i) { return mask.row_bits(queries.begin + i, keys.begin, nk, doc_len); });
+  mask_rows(s, transposed, queries.size(), nk,
+            [&](Tokens i) { return mask.row_bits(queries.begin + i, keys.begin, nk, doc_len); });
 }

@@ -7,16 +7,15 @@
 // key-major: out[j * rows + i]. Also each row's maximum. A logit is the same fp32 sum in element order
 // for every key, so the value of a (row, key) pair does not depend on which rank holds the key.
 // The product runs in register blocks of the ISA's (core/simd.hpp): Isa::kBlockRows keys at a time against
-// Isa::kBlockVecs row vectors, a block's sums held in registers over the whole head dimension.
-template <class I>
-FULCRUM_INLINE void head_logits_block(const EstimatorShape& s, const KeyRows& keys, int h, const std::vector<float>& qt,
-                                      Tokens window, Tokens rows, Tokens first_row, float scale, float* out,
-                                      double* row_max) {
+// Isa::kBlockVecs row vectors, a block's sums held in registers over the whole head dimension. This ISA's
+// version; FULCRUM_DISPATCH calls it.
+void head_logits(const EstimatorShape& s, const KeyRows& keys, int h, const std::vector<float>& qt, Tokens window,
+                 Tokens rows, Tokens first_row, float scale, float* out, double* row_max) {
   // The ISA's own vectors (the file's Vec is the 16-float one of the exact reductions).
-  using V = typename I::Vec;
-  using IV = typename I::IVec;
-  constexpr Tokens L = I::kLanes, kRowBlockVecs = kRowBlock / L;
-  constexpr Tokens kKeys = I::kBlockRows, kVecs = I::kBlockVecs;
+  using V = Isa::Vec;
+  using IV = Isa::IVec;
+  constexpr Tokens L = Isa::kLanes, kRowBlockVecs = kRowBlock / L;
+  constexpr Tokens kKeys = Isa::kBlockRows, kVecs = Isa::kBlockVecs;
   const auto n = static_cast<Tokens>(keys.positions.size());
   const Tokens dim = s.head_dim, stride = s.kv_heads * dim;
   const float* k_head = keys.k.data() + static_cast<std::ptrdiff_t>(h / (s.q_heads / s.kv_heads) * dim);
@@ -60,10 +59,4 @@ FULCRUM_INLINE void head_logits_block(const EstimatorShape& s, const KeyRows& ke
       row_max[i] = static_cast<double>(maxima[(i - c) / L][(i - c) % L]);
     }
   }
-}
-
-/// head_logits_block in this ISA's version (FULCRUM_DISPATCH calls it).
-void head_logits(const EstimatorShape& s, const KeyRows& keys, int h, const std::vector<float>& qt, Tokens window,
-                 Tokens rows, Tokens first_row, float scale, float* out, double* row_max) {
-  head_logits_block<Isa>(s, keys, h, qt, window, rows, first_row, scale, out, row_max);
 }

@@ -32,9 +32,7 @@ void KernelBenchConfig::validate() const {
   for (Tokens s : shards) {
     if (s < 1) fail("shards: {} must be >= 1", s);
   }
-  if (simd != "auto" && !simd::cpu_supports(simd::parse_isa(simd, "simd"))) {
-    fail("simd = {}: this CPU does not run it (best: {})", simd, simd::to_string(simd::best_isa()));
-  }
+  if (simd != "auto") simd::require_isa(simd, "simd");
 }
 
 KernelBench run_kernel_bench(const KernelBenchConfig& config) {
@@ -44,7 +42,7 @@ KernelBench run_kernel_bench(const KernelBenchConfig& config) {
   bench.threads = omp_get_max_threads();
   // The ISA version asked for, for this study only (auto: the one the kernels run, FULCRUM_SIMD's or the best).
   const simd::Isa before = simd::active_isa();
-  if (config.simd != "auto") simd::select_isa(simd::parse_isa(config.simd, "simd"));
+  if (config.simd != "auto") simd::select_isa(simd::require_isa(config.simd, "simd"));
   struct Restore {
     simd::Isa isa;
     ~Restore() { simd::select_isa(isa); }
