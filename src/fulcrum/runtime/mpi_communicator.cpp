@@ -6,6 +6,7 @@
 #include <chrono>
 #include <climits>
 #include <cstdio>
+#include <functional>
 #include <iterator>
 #include <string_view>
 #include <utility>
@@ -189,6 +190,13 @@ void MpiCommunicator::progress_loop() {
       owners.insert(owners.end(), incoming_.begin(), incoming_.end());
       incoming_requests_.clear();
       incoming_.clear();
+      // A timed-out wait hands its launch back for cancelling (every request of it is in `active` by now).
+      for (const int handle : cancel_) {
+        for (std::size_t i = 0; i < active.size(); ++i) {
+          if (owners[i].handle == handle) MPI_Cancel(&active[i]);
+        }
+      }
+      cancel_.clear();
     }
     indices.resize(active.size());
     int count = 0;
@@ -211,20 +219,17 @@ void MpiCommunicator::progress_loop() {
     }
     backoff.reset();
     const double now = now_s();
-    bool launch_finished = false;
     {
       std::lock_guard lock(mutex_);
       for (int k = 0; k < count; ++k) {
         const Pending& p = owners[static_cast<std::size_t>(indices[static_cast<std::size_t>(k)])];
         Launch& launch = launches_.at(p.handle);
         launch.done[p.index] = true;
-        if (--launch.remaining == 0) {
-          launch.times.completed_s = now;
-          launch_finished = true;
-        }
+        if (--launch.remaining == 0) launch.times.completed_s = now;
       }
     }
-    if (launch_finished) completed_.notify_all();
+    // Every completion, not only a launch's last: a timed-out wait watches its receives one by one.
+    completed_.notify_all();
     // MPI_Testsome set the finished requests to MPI_REQUEST_NULL; drop them.
     std::size_t kept = 0;
     for (std::size_t i = 0; i < active.size(); ++i) {
@@ -241,12 +246,13 @@ void MpiCommunicator::progress_loop() {
   incoming_requests_.insert(incoming_requests_.end(), active.begin(), active.end());
 }
 
-bool MpiCommunicator::poll(std::vector<MPI_Request>& requests, std::vector<bool>& done, std::size_t& remaining) {
+bool MpiCommunicator::poll(std::vector<MPI_Request>& requests, std::vector<bool>& done, std::size_t& remaining,
+                           double seconds, const std::function<bool()>& enough) {
   const Clock::time_point deadline =
-      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s()));
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
   std::vector<int> indices(requests.size());
   Backoff backoff;
-  while (remaining > 0) {
+  while (remaining > 0 && !(enough && enough())) {
     int count = 0;
     FULCRUM_MPI_CHECK(
         MPI_Testsome(static_cast<int>(requests.size()), requests.data(), &count, indices.data(), MPI_STATUSES_IGNORE));
@@ -262,13 +268,42 @@ bool MpiCommunicator::poll(std::vector<MPI_Request>& requests, std::vector<bool>
   return true;
 }
 
-void MpiCommunicator::throw_timeout(int handle, const Launch& launch) const {
+void MpiCommunicator::fail_timed_out(int handle, Launch& launch, std::unique_lock<std::mutex>& lock) {
   std::vector<detail::IncompleteMessage> incomplete;
   for (std::size_t i = 0; i < launch.messages.size(); ++i) {
     if (!launch.done[i]) incomplete.push_back(launch.messages[i]);
   }
-  throw Error(detail::timeout_message(rank_, timeout_s(), handle, incomplete, launch.messages.size()),
-              ErrorKind::kRuntime);
+  const std::string message = detail::timeout_message(rank_, timeout_s(), handle, incomplete, launch.messages.size());
+  // The caller unwinds from here and frees the launch's buffers, so MPI must let go of them first: the
+  // launch's requests are cancelled, and the receives (MPI writes into those) given a moment to settle.
+  // A receive MPI had already matched cannot be cancelled; it ends when its data is in. Had wait thrown
+  // with one still live, MPI would later write into freed memory (ASan caught the progress thread at it),
+  // so then the job ends here instead, with the same message. Sends only read: a live one is left to MPI
+  // (the destructor cancels and frees it).
+  const auto receives_settled = [&] {
+    for (std::size_t i = 0; i < launch.messages.size(); ++i) {
+      if (!launch.messages[i].is_send && !launch.done[i]) return false;
+    }
+    return true;
+  };
+  const double grace_s = std::min(timeout_s(), 1.0);
+  if (progress_ == MpiProgress::kThread) {
+    cancel_.push_back(handle);
+    work_.notify_all();
+    completed_.wait_for(lock, std::chrono::duration<double>(grace_s), receives_settled);
+  } else {
+    for (MPI_Request& request : launch.requests) {
+      if (request != MPI_REQUEST_NULL) MPI_Cancel(&request);
+    }
+    lock.unlock();
+    poll(launch.requests, launch.done, launch.remaining, grace_s, receives_settled);
+    lock.lock();
+  }
+  if (!receives_settled()) {
+    lock.unlock();
+    abort(message + "; a receive MPI had matched did not finish, so its buffer cannot be handed back");
+  }
+  throw Error(message, ErrorKind::kRuntime);
 }
 
 LaunchTimes MpiCommunicator::wait(int handle) {
@@ -280,14 +315,15 @@ LaunchTimes MpiCommunicator::wait(int handle) {
     const bool settled = completed_.wait_for(lock, std::chrono::duration<double>(timeout_s()),
                                              [&] { return launch.remaining == 0 || !progress_error_.empty(); });
     if (!progress_error_.empty()) fail_runtime("rank {}: MPI progress thread failed: {}", rank_, progress_error_);
-    if (!settled) throw_timeout(handle, launch);
+    if (!settled) fail_timed_out(handle, launch, lock);
   } else {
     // Only this thread touches launches_ in kNone; no lock needed while polling.
     if (launch.remaining > 0) {
       lock.unlock();
-      if (!poll(launch.requests, launch.done, launch.remaining)) throw_timeout(handle, launch);
-      launch.times.completed_s = now_s();  // when this wait saw it: nothing watched it before
+      const bool all_done = poll(launch.requests, launch.done, launch.remaining, timeout_s());
       lock.lock();
+      if (!all_done) fail_timed_out(handle, launch, lock);
+      launch.times.completed_s = now_s();  // when this wait saw it: nothing watched it before
     }
   }
   const LaunchTimes times = launch.times;
@@ -310,7 +346,7 @@ std::string MpiCommunicator::await_collective(MPI_Request& collective) {
   }
   std::vector<bool> done(requests.size(), false);
   std::size_t remaining = requests.size();
-  const bool all_done = poll(requests, done, remaining);
+  const bool all_done = poll(requests, done, remaining, timeout_s());
   // MPI freed the collective's request when it completed: the caller's handle must not be used again.
   collective = requests[0];
   if (all_done) return {};
@@ -333,7 +369,7 @@ void MpiCommunicator::settle_abandoned_collectives() {
   for (const AbandonedCollective& c : abandoned_) requests.push_back(c.request);
   std::vector<bool> done(requests.size(), false);
   std::size_t remaining = requests.size();
-  if (remaining == 0 || poll(requests, done, remaining)) return;
+  if (remaining == 0 || poll(requests, done, remaining, timeout_s())) return;
   static std::vector<AbandonedCollective> still_live;  // reachable until exit, so not reported as a leak
   for (std::size_t i = 0; i < abandoned_.size(); ++i) {
     if (!done[i]) still_live.push_back(std::move(abandoned_[i]));  // a finished one's handle is freed: drop it

@@ -8,6 +8,7 @@
 #include <mpi.h>
 
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -93,9 +94,13 @@ class MpiCommunicator final : public Communicator {
   };
 
   void progress_loop();
-  // Tests `requests` until all are done or the timeout passes (with backoff); returns false on timeout.
-  bool poll(std::vector<MPI_Request>& requests, std::vector<bool>& done, std::size_t& remaining);
-  [[noreturn]] void throw_timeout(int handle, const Launch& launch) const;
+  // Tests `requests` (with backoff) until all are done, or `enough` says so, or `seconds` pass; returns
+  // whether all are done.
+  bool poll(std::vector<MPI_Request>& requests, std::vector<bool>& done, std::size_t& remaining, double seconds,
+            const std::function<bool()>& enough = {});
+  // A wait timed out (`lock` held): cancels the launch's requests, then throws the timeout Error once MPI
+  // holds none of its receive buffers; aborts the job with that message if a receive will not let go.
+  [[noreturn]] void fail_timed_out(int handle, Launch& launch, std::unique_lock<std::mutex>& lock);
   // Waits for a posted collective under the watchdog; on a timeout returns who is missing, as far as
   // this rank can tell ("rank R never arrived" or "some rank never arrived"), else an empty string.
   // Sets `collective` to MPI_REQUEST_NULL when it completed (MPI freed it), so only live ones are kept.
@@ -117,6 +122,7 @@ class MpiCommunicator final : public Communicator {
   std::map<int, Launch> launches_;
   std::vector<MPI_Request> incoming_requests_;  // posted, not yet picked up by the progress thread
   std::vector<Pending> incoming_;
+  std::vector<int> cancel_;  // launches whose wait timed out: the progress thread cancels their requests
   bool stop_ = false;
   std::string progress_error_;  // set when an MPI call in the progress thread failed
   std::thread thread_;

@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -19,6 +20,7 @@
 #include <limits>
 #include <memory>
 #include <thread>
+#include <vector>
 
 namespace fulcrum::runtime {
 namespace {
@@ -124,6 +126,40 @@ TEST_P(MpiComm, MissingSenderTimesOutNamingThePeer) {
                 "rank 1 tag 9)");
     }
     EXPECT_LT(Communicator::now_s() - start_s, 5.0);
+  });
+}
+
+// A timed-out wait throws, and its caller frees the receive buffer while unwinding: the message that comes
+// after must not land there (the progress thread did write a late 512 KiB message into freed memory, seen
+// by ASan in `fulcrum prefill` with a stopped rank). The timed-out receive is cancelled, so the late
+// message waits for the next receive of its tag, which gets it whole.
+TEST_P(MpiComm, MessageAfterATimeoutLandsInTheNextReceiveNotTheFreedBuffer) {
+  on_all_ranks([&] {
+    auto comm = make();
+    constexpr std::size_t kFloats = 128 * 1024;  // 512 KiB: past the eager limit, as in the prefill's all-reduce
+    comm->barrier();
+    if (comm->rank() == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2000));  // after rank 0's watchdog (0.5 s)
+      std::vector<float> data(kFloats);
+      for (std::size_t i = 0; i < kFloats; ++i) data[i] = static_cast<float>(i);
+      const WireMessage send{0, 7, data.data(), kFloats * sizeof(float)};
+      comm->wait(comm->launch(std::span(&send, 1), {}));
+    }
+    if (comm->rank() != 0) return;
+    comm->set_timeout_s(0.5);
+    {
+      std::vector<float> freed(kFloats, -1.0F);
+      const WireMessage receive{1, 7, freed.data(), kFloats * sizeof(float)};
+      EXPECT_THROW(comm->wait(comm->launch({}, std::span(&receive, 1))), Error);
+    }
+    std::vector<float> later(kFloats, -2.0F);  // may reuse the freed memory (ASan quarantines it instead)
+    std::this_thread::sleep_for(std::chrono::milliseconds(3000));  // rank 1 sends meanwhile
+    EXPECT_EQ(std::count(later.begin(), later.end(), -2.0F), static_cast<long>(kFloats));
+    comm->set_timeout_s(30);
+    std::vector<float> next(kFloats, -3.0F);
+    const WireMessage receive{1, 7, next.data(), kFloats * sizeof(float)};
+    comm->wait(comm->launch({}, std::span(&receive, 1)));
+    for (std::size_t i = 0; i < kFloats; ++i) ASSERT_EQ(next[i], static_cast<float>(i)) << "float " << i;
   });
 }
 
