@@ -2,6 +2,7 @@
 
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/core/random.hpp"
+#include "fulcrum/core/sanitizer.hpp"
 #include "fulcrum/plan/plan_test_cases.hpp"
 #include "fulcrum/plan/stats.hpp"
 #include "fulcrum/plan/verify.hpp"
@@ -64,10 +65,12 @@ void expect_bad_input(const std::function<void()>& body, const std::string& mess
   }
 }
 
+// A thousand batches per planner (200 under a sanitizer: core/sanitizer.hpp).
 TEST(Planners, EveryPlanVerifiesOnAThousandRandomBatches) {
+  const auto batches = static_cast<std::uint64_t>(random_cases(1000));
   for (const auto& name : planner_names()) {
     PlannerPerCp planners(name);
-    for (std::uint64_t seed = 0; seed < 1000; ++seed) {
+    for (std::uint64_t seed = 0; seed < batches; ++seed) {
       Batch batch = random_batch(seed);
       Planner& planner = planners.for_batch(batch);
       // Striped layouts need lengths that are whole stripes: other lengths are bad input (checked
