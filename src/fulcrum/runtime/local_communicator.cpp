@@ -67,6 +67,22 @@ void LocalHub::pair(const Unmatched& send, const Unmatched& receive) {
   complete(to, receive.index, now);
 }
 
+void LocalHub::withdraw(int rank, int handle) {
+  const auto it = launches_.find({rank, handle});
+  if (it == launches_.end()) return;
+  const auto& messages = it->second.messages;
+  for (std::size_t i = 0; i < messages.size(); ++i) {
+    const Message& m = messages[i];
+    if (m.done) continue;
+    auto& queues = m.is_send ? unmatched_sends_ : unmatched_receives_;
+    const auto queue = queues.find(m.is_send ? Key{rank, m.peer, m.tag} : Key{m.peer, rank, m.tag});
+    if (queue == queues.end()) continue;
+    std::erase_if(queue->second,
+                  [&](const Unmatched& u) { return u.rank == rank && u.handle == handle && u.index == i; });
+  }
+  launches_.erase(it);
+}
+
 void LocalHub::post(int rank, int handle, std::size_t index) {
   const Message& m = launches_.at({rank, handle}).messages[index];
   const Unmatched self{rank, handle, index};
@@ -173,11 +189,13 @@ LaunchTimes LocalCommunicator::wait(int handle) {
   const bool settled = hub_.changed_.wait_until(lock, deadline_after(timeout_s()), [&] {
     return hub_.aborted_ || launch.remaining == 0 || !launch.error.empty();
   });
-  if (hub_.aborted_) hub_.throw_aborted(rank_);
+  if (hub_.aborted_) {
+    hub_.withdraw(rank_, handle);
+    hub_.throw_aborted(rank_);
+  }
   if (!launch.error.empty()) {
     const std::string error = launch.error;
-    // Incomplete messages may still be matched later and refer to this launch: keep it then.
-    if (launch.remaining == 0) hub_.launches_.erase(it);
+    hub_.withdraw(rank_, handle);
     fail_runtime("rank {}: launch {}: {}", rank_, handle, error);
   }
   if (!settled) {
@@ -185,8 +203,9 @@ LaunchTimes LocalCommunicator::wait(int handle) {
     for (const auto& m : launch.messages) {
       if (!m.done) incomplete.push_back({m.is_send, m.peer, m.tag});
     }
-    throw Error(detail::timeout_message(rank_, timeout_s(), handle, incomplete, launch.messages.size()),
-                ErrorKind::kRuntime);
+    const std::string message = detail::timeout_message(rank_, timeout_s(), handle, incomplete, launch.messages.size());
+    hub_.withdraw(rank_, handle);
+    throw Error(message, ErrorKind::kRuntime);
   }
   const LaunchTimes times = launch.times;
   hub_.launches_.erase(it);

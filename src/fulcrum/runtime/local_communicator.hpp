@@ -57,6 +57,9 @@ class LocalHub {
   void post(int rank, int handle, std::size_t index);
   void complete(Launch& launch, std::size_t index, double now);
   void pair(const Unmatched& send, const Unmatched& receive);
+  // Takes a launch whose wait throws out of the hub: its unmatched messages leave the queues, so no later
+  // partner copies into (or from) the buffers its caller frees while unwinding.
+  void withdraw(int rank, int handle);
   std::vector<double> collect(int rank, std::span<const double> values, const char* what, double timeout_s);
   [[noreturn]] void throw_aborted(int rank) const;
 

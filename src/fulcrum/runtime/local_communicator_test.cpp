@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 namespace fulcrum::runtime {
 namespace {
@@ -156,6 +157,37 @@ TEST(LocalCommunicator, MissingSenderTimesOutNamingThePeer) {
             "tag 7)");
   EXPECT_GE(elapsed_s, 0.5);
   EXPECT_LT(elapsed_s, 5.0);
+}
+
+// A timed-out wait throws and its caller frees the receive buffer: a message sent after must not be copied
+// there (it was: the receive stayed queued), but wait for the next receive of its tag.
+TEST(LocalCommunicator, MessageAfterATimeoutLandsInTheNextReceiveNotTheFreedBuffer) {
+  std::atomic<bool> timed_out{false};
+  run_local_ranks(
+      2,
+      [&](Communicator& comm) {
+        std::vector<int> data(1000);
+        const std::size_t bytes = data.size() * sizeof(int);
+        if (comm.rank() == 0) {
+          while (!timed_out) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<int>(i);
+          const WireMessage send{1, 7, data.data(), bytes};
+          comm.wait(comm.launch(std::span(&send, 1), {}));
+          return;
+        }
+        comm.set_timeout_s(0.2);
+        {
+          std::vector<int> freed(data.size(), -1);
+          const WireMessage receive{0, 7, freed.data(), bytes};
+          EXPECT_THROW(comm.wait(comm.launch({}, std::span(&receive, 1))), Error);
+        }
+        timed_out = true;
+        comm.set_timeout_s(30);
+        const WireMessage receive{0, 7, data.data(), bytes};
+        comm.wait(comm.launch({}, std::span(&receive, 1)));
+        for (std::size_t i = 0; i < data.size(); ++i) ASSERT_EQ(data[i], static_cast<int>(i)) << "int " << i;
+      },
+      30);
 }
 
 TEST(LocalCommunicator, AbortWakesWaitersWithTheMessage) {
