@@ -96,6 +96,9 @@ def hand_written_cases(tmp):
         (["plan", "--nosuch-option", "1"], "--nosuch-option"),
         (["nosuch-subcommand"], "nosuch-subcommand"),
         (["plam"], "did you mean 'plan'"),
+        (["plan", "--planer", "distca"], "unknown option '--planer' (did you mean '--planners'?)"),
+        (["bench", "kernels", "--lenghts", "64"], "did you mean '--lengths'"),
+        (["run", "--ranks", "2", "--nosuch-flag"], "fulcrum run: unknown option '--nosuch-flag'"),
     ]
 
 

@@ -6,6 +6,7 @@ with code 2 and a single stderr line that names the offending field.
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -31,6 +32,14 @@ def check_bad_input(args, result, field):
     check(len(lines) == 1, f"{args}: expected one stderr line, got {lines}")
     check(field in result.stderr, f"{args}: message does not name '{field}': {result.stderr.strip()}")
 
+
+# --version: one line naming the version, the git revision (or "unknown" outside a checkout), the build
+# type, the compiler and the kernel ISA that runs.
+result = run("--version")
+check(result.returncode == 0, f"--version exited {result.returncode}: {result.stderr}")
+check(re.fullmatch(r"fulcrum \d+\.\d+\.\d+ \(git ([0-9a-f]+(-dirty)?|unknown), \w+ build, (GCC|Clang) [^)]+\); "
+                   r"kernels: (baseline|avx2|avx512) .*\n", result.stdout) is not None,
+      f"--version printed {result.stdout!r}")
 
 with tempfile.TemporaryDirectory() as tmp:
     out = os.path.join(tmp, "plan.json")

@@ -34,6 +34,11 @@ void reject_out_of_range_integers(CLI::App& app);
 /// When argv's first word is not an option and names no subcommand of `app`: one line saying so, the
 /// nearest subcommand if it looks like a typo, and the list; else "" (CLI11's own message stands).
 std::string unknown_subcommand_message(CLI::App& app, int argc, char** argv);
+/// For CLI11's "arguments were not expected": the first --option of argv that the (sub)command it follows
+/// does not have, with the nearest one it does have if that looks like a typo; else "".
+std::string unknown_option_message(CLI::App& app, int argc, char** argv);
+/// `fulcrum --version`: "fulcrum 0.1.0 (git REV, BUILD-TYPE build, COMPILER); kernels: ISA".
+std::string version_text();
 /// --devices-per-machine: the machine size real runs and plans assume (the simulator takes it from the
 /// hardware model instead).
 void add_topology_flags(CLI::App& cmd, PlannerOptions& options);

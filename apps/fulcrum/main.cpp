@@ -43,6 +43,8 @@ int main(int argc, char** argv) {
   commands.push_back({app.get_subcommand("heads"), heads, "tokens or devices"});
   auto prefill = fulcrum::cli::add_prefill_command(app);
   commands.push_back({app.get_subcommand("prefill"), prefill, "model, tokens or ranks"});
+  app.set_version_flag("--version", fulcrum::cli::version_text,
+                       "Print the version, git revision, build type, compiler and kernel ISA, then exit");
   fulcrum::cli::reject_out_of_range_integers(app);
   fulcrum::cli::set_command_line(argc, argv);
   try {
@@ -51,8 +53,13 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    const std::string message = fulcrum::cli::unknown_subcommand_message(app, argc, argv);
+    std::string message = fulcrum::cli::unknown_subcommand_message(app, argc, argv);
+    if (message.empty() && dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
+      message = fulcrum::cli::unknown_option_message(app, argc, argv);
+    }
     std::fprintf(stderr, "fulcrum: error: %s\n", message.empty() ? e.what() : message.c_str());
     return 2;
   } catch (const fulcrum::Error& e) {  // a flag's value out of its declared range
