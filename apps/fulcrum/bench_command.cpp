@@ -34,14 +34,26 @@ Action add_bench_command(CLI::App& app) {
   cmd->add_option("--split-length", config->split_length, "document cut into shards (0 skips that study)")
       ->capture_default_str();
   cmd->add_option("--shards", config->shards, "shard sizes for the split study")->delimiter(',')->capture_default_str();
+  auto full = std::make_shared<bool>(false);
+  cmd->add_flag("--full", *full,
+                "the full grid of docs/performance.md: lengths 4096,16384,32768 and a 32768-token document split "
+                "into shards of 32768,4096,512,128 (minutes on a small CPU); --lengths, --split-length and --shards "
+                "given as well still win");
   cmd->add_flag("--no-backward", *no_backward, "time the forward pass only");
   cmd->add_option(
          "--simd", config->simd,
          "the kernels' ISA version: auto (FULCRUM_SIMD, else the best this CPU runs) | avx512 | avx2 | baseline")
       ->capture_default_str();
   add_output_option(*cmd, "json", *json_path, "also write the results as JSON to this path");
-  return [config, json_path, no_backward] {
+  return [cmd, config, json_path, no_backward, full] {
     if (!json_path->empty()) check_output_file("json", *json_path);
+    if (*full) {
+      const studies::KernelBenchConfig given = *config;
+      config->use_full_grid();
+      if (cmd->count("--lengths") > 0) config->lengths = given.lengths;
+      if (cmd->count("--split-length") > 0) config->split_length = given.split_length;
+      if (cmd->count("--shards") > 0) config->shards = given.shards;
+    }
     config->backward = !*no_backward;
     const auto result = studies::run_kernel_bench(*config);
     fmt::print("{}", kernel_bench_table(result));

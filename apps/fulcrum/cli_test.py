@@ -106,6 +106,12 @@ with tempfile.TemporaryDirectory() as tmp:
           [("length", "forward"), ("length", "backward"), ("shards", "forward"), ("shards", "forward")],
           f"bench kernels rows: {data['rows']}")
     check(all(r["gflops"] > 0 for r in data["rows"]), "bench kernels: a row without throughput")
+    # --full with the sizes given beside it: the given ones win (the full grid itself takes minutes).
+    result = run("bench", "kernels", "--full", "--lengths", "200", "--q-heads", "2", "--kv-heads", "1", "--head-dim",
+                 "64", "--split-length", "0", "--no-backward", "--repeats", "1", "--json", out)
+    check(result.returncode == 0, f"bench kernels --full exited {result.returncode}: {result.stderr}")
+    check([(r["study"], r["length"]) for r in json.load(open(out))["rows"]] == [("length", 200)],
+          f"bench kernels --full with --lengths 200 --split-length 0: {result.stdout}")
 
     out = os.path.join(tmp, "profile.json")
     result = run("profile", "--query-lengths", "64,128", "--key-lengths", "64,256", "--q-heads", "2", "--kv-heads", "2",

@@ -11,17 +11,25 @@
 
 namespace fulcrum::studies {
 
+/// The defaults are a quick look (about 45 s on 2 AVX2 cores); full_grid() is the study docs/performance.md
+/// reports (minutes on a small CPU).
 struct KernelBenchConfig {
-  std::vector<Tokens> lengths = {4096, 16384, 32768};
+  std::vector<Tokens> lengths = {2048, 8192};
   kernels::AttentionShape shape{8, 8, 128, 0};
   std::string mask = "causal";
   std::string dtype = "fp32";
   int repeats = 3;
   bool backward = true;
-  Tokens split_length = 32768;  // the document the shard study cuts
-  std::vector<Tokens> shards = {32768, 4096, 512, 128};
+  Tokens split_length = 8192;  // the document the shard study cuts
+  std::vector<Tokens> shards = {8192, 512};
   std::string simd = "auto";  // the kernels' ISA version: auto (FULCRUM_SIMD, else the best), avx512, avx2, baseline
   void validate() const;
+  /// Lengths 4096, 16384 and 32768; a 32768-token document cut into shards of 32768, 4096, 512 and 128.
+  void use_full_grid() {
+    lengths = {4096, 16384, 32768};
+    split_length = 32768;
+    shards = {32768, 4096, 512, 128};
+  }
 };
 
 struct KernelBenchRow {
