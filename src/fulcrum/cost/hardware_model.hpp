@@ -7,6 +7,7 @@
 //   {
 //     "name": "cpu-local",
 //     "devices_per_node": 4,                  // ranks sharing the fast link; rank r is on node r / this
+//     "compute_slots_per_node": 2,            // 0 for GPUs; n: the node's devices share n compute units
 //     "peak_flops": 2.0e12,                   // FLOP/s per device (dense bf16; fp32 for a CPU)
 //     "memory_bytes": 6.4e10,                 // capacity per device
 //     "memory_bandwidth": 5.0e10,             // bytes/s per device, for copies and reductions
