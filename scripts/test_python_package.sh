@@ -24,6 +24,7 @@ export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
 "$py" -m pip install "${pip_flags[@]}" "$repo[test,hf]" \
   --config-settings=build-dir="$repo/build/pip" \
   --config-settings=cmake.build-type=RelWithDebInfo \
+  "--config-settings=cmake.define.CMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" \
   --config-settings=cmake.define.FULCRUM_WERROR=ON
 
 cd "$work"  # outside the source tree: `import fulcrum` must find the installed package
