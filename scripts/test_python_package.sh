@@ -21,7 +21,9 @@ pip_flags=(--quiet --disable-pip-version-check)
 # build's; the build folder is inside the checkout for the same reason.
 export CMAKE_ARGS="-DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON -DCMAKE_DISABLE_FIND_PACKAGE_CLI11=ON -DCMAKE_CXX_COMPILER=c++"
 export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
-"$py" -m pip install "${pip_flags[@]}" "$repo[test,hf]" \
+# --no-build-isolation: the build requirements (scikit-build-core, pybind11) come from the system too
+# (setup.sh), so the bindings compile with the same pybind11 path as the dev build and ccache has them.
+"$py" -m pip install "${pip_flags[@]}" --no-build-isolation "$repo[test,hf]" \
   --config-settings=build-dir="$repo/build/pip" \
   --config-settings=cmake.build-type=RelWithDebInfo \
   "--config-settings=cmake.define.CMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" \
