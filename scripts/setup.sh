@@ -22,7 +22,8 @@ fi
 # Hugging Face integration: CI reaches PyPI but not download.pytorch.org). Each is installed only when python3
 # cannot import it, so a warm machine pays one import check each and torch's large download happens once.
 python_requirements=(pybind11:pybind11 numpy:numpy pytest:pytest scikit_build_core:scikit-build-core torch:torch
-                     transformers:transformers ruff:ruff mypy:mypy)
+                     transformers:transformers ruff:ruff mypy:mypy
+                     jsonschema:jsonschema)  # the published JSON Schemas (docs/schemas) checked against real outputs
 python_missing=()
 for entry in "${python_requirements[@]}"; do
   python3 -c "import ${entry%%:*}" >/dev/null 2>&1 || python_missing+=("${entry#*:}")

@@ -21,6 +21,11 @@ Action add_demo_command(CLI::App& app);
 Action add_simulate_command(CLI::App& app);
 Action add_heads_command(CLI::App& app);  // FlexAttn's head solvers
 Action add_prefill_command(CLI::App& app);
+Action add_models_command(CLI::App& app);  // the model shapes --model accepts
+
+/// --model, with the same help in every subcommand: a preset, a Hugging Face config.json or a Fulcrum model
+/// file; `what` says what the command takes from it. The default is what `model` holds.
+CLI::Option* add_model_option(CLI::App& cmd, std::string& model, std::string_view what);
 
 /// "distca, dcp, ...": the registered planners, for help texts.
 std::string planner_list();

@@ -43,6 +43,8 @@ int main(int argc, char** argv) {
   commands.push_back({app.get_subcommand("heads"), heads, "tokens or devices"});
   auto prefill = fulcrum::cli::add_prefill_command(app);
   commands.push_back({app.get_subcommand("prefill"), prefill, "model, tokens or ranks"});
+  auto models = fulcrum::cli::add_models_command(app);
+  commands.push_back({app.get_subcommand("models"), models, "files"});
   app.set_version_flag("--version", fulcrum::cli::version_text,
                        "Print the version, git revision, build type, compiler and kernel ISA, then exit");
   fulcrum::cli::reject_out_of_range_integers(app);

@@ -20,7 +20,7 @@ Action add_plan_command(CLI::App& app) {
   auto planners = std::make_shared<std::string>("distca,packed,perdoc-cp,wlb");
   cmd->add_option("--dataset", config->dataset, "pretrain | prolong | uniform:MIN:MAX | lognormal:MU:SIGMA | file:PATH")
       ->capture_default_str();
-  cmd->add_option("--model", config->model, "llama3-8b | llama-34b | qwen2.5-3b | tiny")->capture_default_str();
+  add_model_option(*cmd, config->model, "heads, head dim and dtype size the traffic");
   cmd->add_option("--mask", config->mask, mask_syntax_list(" | "))->capture_default_str();
   cmd->add_option("--ranks", config->ranks, "attention servers (= ranks)")->capture_default_str();
   cmd->add_option("--tokens-per-rank", config->tokens_per_rank, "tokens each rank holds after packing")

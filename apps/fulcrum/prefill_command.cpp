@@ -269,10 +269,7 @@ Action add_prefill_command(CLI::App& app) {
   cmd->add_option("--ranks", a->ranks, "ranks (0: every process mpiexec started, else 2)")->capture_default_str();
   cmd->add_option("--backend", a->backend, "mpi (processes; started under mpiexec when needed) | local (threads)")
       ->capture_default_str();
-  cmd->add_option("--model", a->model,
-                  "a preset (" + fmt::format("{}", fmt::join(model_shape_preset_names(), " | ")) +
-                      ") or a Hugging Face config.json")
-      ->capture_default_str();
+  add_model_option(*cmd, a->model, "the decoder whose layers are prefilled");
   cmd->add_option("--tokens", a->tokens, "prompt tokens")->capture_default_str();
   cmd->add_option("--weights", a->weights,
                   "weights file, written from --seed if absent (default fulcrum-MODEL.weights)");

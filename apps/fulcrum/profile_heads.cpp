@@ -1,5 +1,7 @@
 #include "profile_heads.hpp"
 
+#include "commands.hpp"
+
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/planners/heads/scenarios.hpp"
 #include "fulcrum/prefill/head_profile.hpp"
@@ -16,9 +18,7 @@
 namespace fulcrum::cli {
 
 void add_profile_heads_options(CLI::App& cmd, ProfileHeadsArgs& a, CLI::Option* heads_flag) {
-  cmd.add_option("--model", a.model, "--heads: a model preset or config.json (head dim and hidden size)")
-      ->capture_default_str()
-      ->needs(heads_flag);
+  add_model_option(cmd, a.model, "--heads: its head dim and hidden size")->needs(heads_flag);
   cmd.add_option("--patterns", a.patterns, "--heads: head pattern report (JSON) | mixed | full: its pattern keys")
       ->capture_default_str()
       ->needs(heads_flag);

@@ -16,7 +16,7 @@ namespace {
 void add_job_options(CLI::App& cmd, studies::JobConfig& job) {
   cmd.add_option("--dataset", job.dataset, "pretrain | prolong | uniform:MIN:MAX | lognormal:MU:SIGMA | file:PATH")
       ->capture_default_str();
-  cmd.add_option("--model", job.model, "llama3-8b | llama-34b | qwen2.5-3b | tiny")->capture_default_str();
+  add_model_option(cmd, job.model, "its heads and head dim size the Q/K/V tensors the ranks compute on");
   cmd.add_option("--mask", job.mask, mask_syntax_list(" | "))->capture_default_str();
   cmd.add_option("--tokens-per-rank", job.tokens_per_rank, "tokens each rank holds after packing")
       ->capture_default_str();

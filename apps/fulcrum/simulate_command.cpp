@@ -54,7 +54,7 @@ Action add_simulate_command(CLI::App& app) {
   auto& c = a->spec.base;
   c.parallel.cp = 0;
   a->spec.reference = "wlb";
-  cmd->add_option("--model", a->spec.model, "llama3-8b | llama-34b | qwen2.5-3b | tiny")->capture_default_str();
+  add_model_option(*cmd, a->spec.model, "every layer's compute, traffic and memory");
   cmd->add_option(
          "--hardware", a->spec.hardware,
          fmt::format("{} | a JSON file (e.g. data/hardware/cpu-local.json)", fmt::join(hardware_preset_names(), " | ")))

@@ -1,5 +1,6 @@
 """Type stubs for fulcrum._core, the pybind11 module (python/src)."""
-from collections.abc import Iterator, Sequence
+import os
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, SupportsInt
 
 import numpy as np
@@ -25,10 +26,13 @@ class ModelShape:
     head_dim: int
     ffn_hidden: int
     dtype_bytes: int
+    rms_norm_eps: float
+    rope_theta: float
     def __init__(self) -> None: ...
     def validate(self) -> None: ...
 
-def model_shape(name: str) -> ModelShape: ...
+def model_shape(source: str | os.PathLike[str] | Mapping[str, Any] | Any) -> ModelShape: ...
+def model_shape_json(shape: ModelShape) -> dict[str, Any]: ...
 def model_shape_names() -> list[str]: ...
 
 class Mask:
@@ -278,7 +282,7 @@ def simulate_plan(plan: Plan, hardware: HardwareModel) -> SimResult: ...
 def simulate_training(system: str, model: ModelShape, hardware: HardwareModel, *, gpus: int = 64, tp: int = 8,
                       pp: int = 1, cp: int = 1, microbatches: int = 0, mode: str = "pingpong",
                       dataset: str = "pretrain", max_doc_len: int = 131072, tokens_per_rank: int = 0,
-                      iterations: int = 1, seed: int = 0, options: dict[str, float] = ...) -> dict[str, Any]: ...
+                      iterations: int = 16, seed: int = 0, options: dict[str, float] = ...) -> dict[str, Any]: ...
 
 # kernels: storage arrays are float32, or uint16 holding bf16 bits; never copied
 Storage = npt.NDArray[np.float32] | npt.NDArray[np.uint16]

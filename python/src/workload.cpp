@@ -2,7 +2,7 @@
 #include "bindings.hpp"
 #include "fulcrum/workload/batch.hpp"
 #include "fulcrum/workload/length_source.hpp"
-#include "fulcrum/workload/model_shape.hpp"
+#include "fulcrum/workload/model_config.hpp"
 
 namespace fulcrum::python {
 namespace {
@@ -55,12 +55,34 @@ void bind_workload(py::module_& m) {
       .def_readwrite("head_dim", &ModelShape::head_dim)
       .def_readwrite("ffn_hidden", &ModelShape::ffn_hidden)
       .def_readwrite("dtype_bytes", &ModelShape::dtype_bytes)
+      .def_readwrite("rms_norm_eps", &ModelShape::rms_norm_eps)
+      .def_readwrite("rope_theta", &ModelShape::rope_theta)
       .def("validate", &ModelShape::validate, "Raises fulcrum.InputError naming a bad field.")
       .def("__repr__", [](const ModelShape& s) {
         return fmt::format("ModelShape('{}', layers={}, q_heads={}, kv_heads={}, head_dim={})", s.name, s.layers,
                            s.q_heads, s.kv_heads, s.head_dim);
       });
-  m.def("model_shape", &model_shape_preset, py::arg("name"), "A preset ModelShape by name.");
+  m.def(
+      "model_shape",
+      [](const py::object& source) {
+        // A transformers PretrainedConfig hands over its dict; its name_or_path names it.
+        if (py::hasattr(source, "to_dict") && !py::isinstance<py::dict>(source)) {
+          const std::string name = py::str(py::getattr(source, "name_or_path", py::str("")));
+          return model_shape_from_json(python_to_json(source.attr("to_dict")()), name);
+        }
+        if (py::isinstance<py::dict>(source)) {
+          const py::dict d = source.cast<py::dict>();
+          const std::string name = d.contains("name") ? py::str(d["name"]).cast<std::string>() : "";
+          return model_shape_from_json(python_to_json(source), name);
+        }
+        return resolve_model_shape(py::module_::import("os").attr("fspath")(source).cast<std::string>());
+      },
+      py::arg("source"),
+      "A ModelShape from a preset name, a model file's path (a Hugging Face config.json or a Fulcrum model "
+      ".json), a config dict, or a transformers PretrainedConfig; what the CLI's --model accepts.");
+  m.def(
+      "model_shape_json", [](const ModelShape& s) { return json_to_python(model_shape_json(s)); }, py::arg("shape"),
+      "The Fulcrum model file's dict for `shape` (what read_model_file and model_shape read back).");
   m.def("model_shape_names", &model_shape_preset_names);
 
   py::class_<MaskSpec>(m, "Mask", "An attention mask, written as in the CLI: 'causal', 'window:W', ...")

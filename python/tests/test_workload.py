@@ -1,3 +1,6 @@
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 from conftest import RANKS, TOKENS_PER_RANK, whole_stripes
@@ -122,3 +125,34 @@ def test_batch_from_cu_seqlens_keeps_the_loaders_layout():
 def test_batch_from_cu_seqlens_names_the_bad_entry(per_rank, kwargs, message):
     with pytest.raises(fulcrum.InputError, match=message):
         fulcrum.Batch.from_cu_seqlens(per_rank, **kwargs)
+
+
+DATA_MODELS = Path(__file__).resolve().parents[2] / "data" / "models"
+
+
+def test_model_shape_takes_what_the_cli_model_option_takes():
+    preset = fulcrum.model_shape("qwen2.5-3b")
+    config = DATA_MODELS / "qwen2.5-3b" / "config.json"
+    for source in (config, str(config), json.loads(config.read_text()) | {"name": "qwen2.5-3b"}):
+        assert fulcrum.model_shape_json(fulcrum.model_shape(source)) == fulcrum.model_shape_json(preset)
+    own = fulcrum.model_shape_json(preset) | {"name": "own", "q_heads": 32}
+    assert fulcrum.model_shape(own).q_heads == 32
+
+
+def test_model_shape_reads_a_transformers_config():
+    transformers = pytest.importorskip("transformers")
+    config = transformers.LlamaConfig(hidden_size=256, intermediate_size=688, num_attention_heads=4,
+                                      num_key_value_heads=2, num_hidden_layers=2, rope_theta=10000.0,
+                                      rms_norm_eps=1e-5)
+    shape = fulcrum.model_shape(config)
+    tiny = fulcrum.model_shape("tiny")
+    for field in ("layers", "hidden", "q_heads", "kv_heads", "head_dim", "ffn_hidden", "rms_norm_eps", "rope_theta"):
+        assert getattr(shape, field) == getattr(tiny, field), field
+
+
+def test_model_shape_names_a_bad_field():
+    with pytest.raises(fulcrum.InputError, match=r"model\.num_key_value_heads = 3"):
+        fulcrum.model_shape({"hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 8,
+                             "num_hidden_layers": 2, "num_key_value_heads": 3})
+    with pytest.raises(fulcrum.InputError, match="neither a preset"):
+        fulcrum.model_shape("llama-8b")

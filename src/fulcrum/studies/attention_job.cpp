@@ -11,6 +11,7 @@
 #include "fulcrum/studies/dynamic_masks.hpp"
 #include "fulcrum/workload/head_masks.hpp"
 #include "fulcrum/workload/length_source.hpp"
+#include "fulcrum/workload/model_config.hpp"
 
 #include <omp.h>
 
@@ -139,7 +140,7 @@ void JobConfig::validate(int ranks) const {
   if (repeats < 1 || repeats > 1000) fail("repeats = {}: must be in [1, 1000]", repeats);
   // Ranks are processes or threads of this machine: every rank's Q/K/V/O and gradients, what it receives
   // (about as much again) and the reference's copies all come out of its memory.
-  const ModelShape shape = model_shape_preset(model);
+  const ModelShape shape = resolve_model_shape(model);
   check_memory_estimate(fmt::format("tokens-per-rank = {} on {} ranks", tokens_per_rank, ranks),
                         3.0 * ranks *
                             kernels::measured_call_bytes({shape.q_heads, shape.kv_heads, shape.head_dim, 0},
@@ -149,7 +150,7 @@ void JobConfig::validate(int ranks) const {
 
 PlannerOptions JobConfig::planner_options() const {
   PlannerOptions o = options;
-  o.model = model_shape_preset(model);
+  o.model = resolve_model_shape(model);
   return o;
 }
 

@@ -5,6 +5,7 @@
 #include "fulcrum/plan/verify.hpp"
 #include "fulcrum/workload/head_masks.hpp"
 #include "fulcrum/workload/length_source.hpp"
+#include "fulcrum/workload/model_config.hpp"
 
 #include <fmt/format.h>
 
@@ -24,7 +25,7 @@ void PlanConfig::validate() const {
 
 PlannerOptions PlanConfig::planner_options() const {
   PlannerOptions o = options;
-  o.model = model_shape_preset(model);
+  o.model = resolve_model_shape(model);
   return o;
 }
 

@@ -4,6 +4,7 @@
 #include "fulcrum/core/text.hpp"
 #include "fulcrum/planners/baselines/perdoc_cp.hpp"
 #include "fulcrum/workload/mask_kinds.hpp"
+#include "fulcrum/workload/model_config.hpp"
 
 #include <fmt/ranges.h>
 
@@ -207,7 +208,7 @@ Study run_study(const StudySpec& spec, const std::function<void(int, int)>& prog
       apply(at, axis.key, value);
       point.emplace_back(axis.key, value);
     }
-    const ModelShape model = model_shape_preset(at.model);
+    const ModelShape model = resolve_model_shape(at.model);
     const HardwareModel gpu = load_hardware(at.hardware);
     const std::size_t first = study.rows.size();
     for (const auto& system : spec.systems) {

@@ -93,5 +93,69 @@ TEST(ModelConfig, BadFieldsAreNamed) {
   }
 }
 
+TEST(ModelConfig, AFulcrumModelFileRoundTrips) {
+  ModelShape wide = model_shape_preset("small-gqa");
+  wide.name = "wide";
+  wide.q_heads = 32;
+  wide.dtype_bytes = 4;
+  const ConfigFile file(model_shape_json(wide).dump());
+  const ModelShape read = read_model_file(file.path());
+  EXPECT_EQ(model_shape_json(read), model_shape_json(wide));
+  EXPECT_EQ(resolve_model_shape(file.path()).q_heads, 32);
+  EXPECT_EQ(model_shape_from_json(model_shape_json(wide), "ignored").name, "wide");
+}
+
+TEST(ModelConfig, ReadModelFileTakesHuggingFaceConfigsAndTheirNewerFields) {
+  const ConfigFile file(R"({"hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 8,
+    "num_hidden_layers": 2, "dtype": "float32", "rope_parameters": {"rope_theta": 1e6, "rope_type": "default"}})");
+  const ModelShape shape = read_model_file(file.path());
+  EXPECT_EQ(shape.dtype_bytes, 4);
+  EXPECT_EQ(shape.rope_theta, 1e6);
+  EXPECT_EQ(shape.name, "fulcrum-model-config-test");
+  const ModelShape from_dict = model_shape_from_json(nlohmann::json::parse(R"({"hidden_size": 256,
+    "intermediate_size": 512, "num_attention_heads": 8, "num_hidden_layers": 2, "torch_dtype": null})"),
+                                                     "");
+  EXPECT_EQ(from_dict.name, "config");
+  EXPECT_EQ(from_dict.dtype_bytes, 2);
+}
+
+std::string read_error(const std::string& text) {
+  const ConfigFile file(text);
+  try {
+    read_model_file(file.path());
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ModelConfig, BadModelFilesAreNamed) {
+  const std::string fulcrum = model_shape_json(model_shape_preset("tiny")).dump();
+  const std::string hf = R"({"hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 8,
+    "num_hidden_layers": 2)";
+  EXPECT_NE(read_error(hf + R"(, "torch_dtype": "int4"})").find("model.torch_dtype = \"int4\": must be one of"),
+            std::string::npos);
+  EXPECT_NE(read_error(R"({"vocab_size": 1})").find("neither a Hugging Face config.json"), std::string::npos);
+  EXPECT_NE(read_error("[1]").find("model = [1]: must be an object"), std::string::npos) << read_error("[1]");
+  auto patched = [&](const char* key, nlohmann::json value) {
+    nlohmann::json json = nlohmann::json::parse(fulcrum);
+    json[key] = std::move(value);
+    return read_error(json.dump());
+  };
+  EXPECT_NE(patched("heads", 4).find("model.heads: unknown field"), std::string::npos) << patched("heads", 4);
+  EXPECT_NE(patched("schema_version", 2).find("model.schema_version = 2"), std::string::npos);
+  EXPECT_NE(patched("q_heads", 3).find("kv_heads = 2: must divide q_heads = 3"), std::string::npos);
+  EXPECT_NE(patched("name", "").find("model.name"), std::string::npos);
+  EXPECT_NE(patched("layers", 0).find("model.layers = 0"), std::string::npos);
+  try {
+    resolve_model_shape("llama-8b");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
+    EXPECT_NE(std::string(e.what()).find("model = 'llama-8b': neither a preset (llama3-8b"), std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace fulcrum
