@@ -111,6 +111,7 @@ Action add_simulate_command(CLI::App& app) {
     if (!a->svg_path.empty()) check_output_file("svg", sibling_path(a->svg_path, "-breakdown"));
     const studies::Study study = studies::run_study(spec, show_progress);
     fmt::print("{}", study_table(study));
+    for (const auto& line : study_warnings(study)) fmt::print(stderr, "fulcrum: warning: {}\n", line);
     if (!a->json_path.empty()) write_output_json("json", a->json_path, study_json(study));
     if (!a->csv_path.empty()) write_output("csv", a->csv_path, study_csv(study));
     if (!a->svg_path.empty()) {

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <span>
 
@@ -96,6 +97,26 @@ std::string study_table(const studies::Study& study) {
                                  "speedup: the row's tokens/s over {}'s at the same point; time columns in seconds per "
                                  "iteration for an average GPU\n",
                                  study.reference);
+}
+
+std::vector<std::string> study_warnings(const studies::Study& study) {
+  std::vector<std::string> lines;
+  for (const auto& row : study.rows) {
+    const auto& r = row.result;
+    const double share = r.drain_share();
+    if (share <= kDrainWarningShare) continue;
+    const bool reference = r.config.system == study.reference;
+    // The drain takes about as long whatever the run's length: n x share / (1 - share) data iterations'
+    // worth. It is at most kDrainWarningShare of a run of 9 times that many iterations.
+    const int n = r.config.iterations;
+    const int enough = static_cast<int>(std::min(1000.0, std::ceil(9 * n * share / (1 - share))));
+    lines.push_back(fmt::format(
+        "{} at {}: {:.0f}% of the run is {} drain iteration{} after {} with data (it defers long documents), which "
+        "skews its tokens/s{}; give --iterations {} or more",
+        system_label(r), point_label(row), 100 * share, r.drain_iterations, r.drain_iterations == 1 ? "" : "s", n,
+        reference ? " and every speedup at this point (it is the reference)" : "", enough));
+  }
+  return lines;
 }
 
 std::string study_csv(const studies::Study& study) {

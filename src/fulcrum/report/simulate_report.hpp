@@ -8,10 +8,15 @@
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <vector>
 
 namespace fulcrum {
 
 std::string study_table(const studies::Study& study);
+/// The drain a deferring system (WLB-LLM) needs after the run skews its tokens/s, and every speedup over it
+/// when it is the reference: a line for each row whose drain takes more than kDrainWarningShare of its time.
+inline constexpr double kDrainWarningShare = 0.1;
+std::vector<std::string> study_warnings(const studies::Study& study);
 std::string study_csv(const studies::Study& study);
 nlohmann::json study_json(const studies::Study& study);
 /// A group of bars per sweep point and a bar per system (and DistCA mode). With several sweep keys and more

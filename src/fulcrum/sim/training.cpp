@@ -353,6 +353,14 @@ TrainingResult simulate_training(const TrainingConfig& config, const ModelShape&
   return result;
 }
 
+double TrainingResult::drain_share() const {
+  double total = 0, drain = 0;
+  const std::size_t first_drain = iteration_s.size() - static_cast<std::size_t>(drain_iterations);
+  for (std::size_t i = 0; i < iteration_s.size(); ++i) (i >= first_drain ? drain : total) += iteration_s[i];
+  total += drain;
+  return total > 0 ? drain / total : 0;
+}
+
 nlohmann::json TrainingResult::to_json() const {
   const auto& c = config;
   return {{"system", c.system},
@@ -371,6 +379,7 @@ nlohmann::json TrainingResult::to_json() const {
           {"tokens_per_rank", c.rank_tokens()},
           {"iterations", c.iterations},
           {"drain_iterations", drain_iterations},
+          {"drain_share", drain_share()},
           {"seed", c.seed},
           {"iteration_s", iteration_s},
           {"mean_iteration_s", mean_iteration_s},
