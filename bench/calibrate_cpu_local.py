@@ -35,7 +35,7 @@ with tempfile.TemporaryDirectory() as tmp:
     runs = [subprocess.Popen([args.fulcrum, "profile", "--q-heads", args.q_heads, "--kv-heads", args.kv_heads,
                               "--head-dim", args.head_dim, "--query-lengths", "64,128,256,512,1024,2048,4096",
                               "--key-lengths", "64,256,1024,4096,16384", "--repeats", "3",
-                              "--out", f"{profile_path}.{i}"], env=env, stdout=subprocess.DEVNULL)
+                              "--json", f"{profile_path}.{i}"], env=env, stdout=subprocess.DEVNULL)
             for i in range(os.cpu_count())]
     for run in runs:
         if run.wait() != 0:

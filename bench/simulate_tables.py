@@ -46,7 +46,7 @@ def speedup_table(name, reference):
 
 def breakdown_table(name, extra=()):
     data = rows(name)
-    cols = ["iteration_s", "linear_s", "attention_s", "exposed_comm_s", "idle_s", "dp_sync_s", *extra]
+    cols = ["mean_iteration_s", "linear_s", "attention_s", "exposed_comm_s", "idle_s", "dp_sync_s", *extra]
     print("| point | system | " + " | ".join(cols) + " | exposed % | idle % |")
     print("|---|---|" + "---|" * (len(cols) + 2))
     for r in data:
@@ -55,7 +55,7 @@ def breakdown_table(name, extra=()):
             v = float(r[c])
             cells.append(f"{v / 1e12:.2f} TB" if c == "attention_bytes" else
                          f"{v / 2**30:.1f} GiB" if c == "memory_bytes" else f"{v:.3f}")
-        shares = [f"{100 * float(r[c]) / float(r['iteration_s']):.1f}" for c in ("exposed_comm_s", "idle_s")]
+        shares = [f"{100 * float(r[c]) / float(r['mean_iteration_s']):.1f}" for c in ("exposed_comm_s", "idle_s")]
         print(f"| {r['point']} | {label(r)} | " + " | ".join(cells + shares) + " |")
 
 

@@ -34,7 +34,7 @@ def expect_bad_input(args, field, before_work=True):
 
 
 SMALL_PLAN = ["plan", "--planners", "packed", "--ranks", "2", "--tokens-per-rank", "1024"]
-SMALL_SIM = ["simulate", "--gpus", "16", "--max-doc-len", "8192", "--systems", "packed"]
+SMALL_SIM = ["simulate", "--gpus", "16", "--max-doc-len", "8192", "--planners", "packed"]
 SMALL_RUN = ["run", "--backend", "local", "--ranks", "2", "--planners", "packed", "--tokens-per-rank", "512",
              "--dataset", "uniform:100:400"]
 SMALL_BENCH = ["bench", "kernels", "--lengths", "64", "--q-heads", "1", "--kv-heads", "1", "--head-dim", "16",
@@ -51,7 +51,7 @@ with tempfile.TemporaryDirectory() as tmp:
         ([*SMALL_SIM, "--trace", "/dev/full"], "trace = '/dev/full'"),
         ([*SMALL_RUN, "--json", "/dev/full"], "json = '/dev/full'"),
         ([*SMALL_BENCH, "--json", "/dev/full"], "json = '/dev/full'"),
-        ([*SMALL_PROFILE, "--out", "/dev/full"], "out = '/dev/full'"),
+        ([*SMALL_PROFILE, "--json", "/dev/full"], "json = '/dev/full'"),
     ]:
         expect_bad_input(args, field, before_work=False)
 
@@ -67,7 +67,7 @@ with tempfile.TemporaryDirectory() as tmp:
         ([*SMALL_RUN, "--trace", missing], "trace = "),
         ([*SMALL_RUN, "--save-plans", "/proc/fulcrum-x"], "save-plans = '/proc/fulcrum-x'"),
         ([*SMALL_BENCH, "--json", missing], "json = "),
-        ([*SMALL_PROFILE, "--out", missing], "out = "),
+        ([*SMALL_PROFILE, "--json", missing], "json = "),
     ]:
         expect_bad_input(args, field)
     good = os.path.join(tmp, "kept.json")

@@ -4,6 +4,7 @@
 
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/report/kernel_bench_report.hpp"
+#include "fulcrum/report/report_json.hpp"
 #include "fulcrum/report/table.hpp"
 #include "fulcrum/runtime/link_bench.hpp"
 #include "fulcrum/runtime/mpi_communicator.hpp"
@@ -95,7 +96,8 @@ Action add_bench_comm_command(CLI::App& app) {
       nlohmann::json samples = nlohmann::json::array();
       for (const auto& s : m.samples) samples.push_back({{"bytes", s.bytes}, {"one_way_s", s.one_way_s}});
       write_output_json("json", *json_path,
-                        {{"samples", samples},
+                        {{"schema_version", kReportSchemaVersion},
+                         {"samples", samples},
                          {"latency_s", m.latency_s},
                          {"bandwidth_bytes_per_s", m.bandwidth_bytes_per_s},
                          {"memcpy_bytes_per_s", m.memcpy_bytes_per_s}});

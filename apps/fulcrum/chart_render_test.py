@@ -36,10 +36,10 @@ with tempfile.TemporaryDirectory() as tmp:
            "--svg", path):
         charts.append(path)
     studies = {
-        "one-point": ["--systems", "distca,wlb"],
-        "modes": ["--systems", "distca,wlb,packed,perdoc-cp", "--modes", "pingpong,signal", "--sweep", "pp=1,2"],
-        "one-key": ["--systems", "distca", "--sweep", "tolerance=0,0.02,0.05,0.1,0.2,0.4"],
-        "facets": ["--systems", "distca,wlb", "--pp", "1", "--sweep", "gpus=16,32,64",
+        "one-point": ["--planners", "distca,wlb"],
+        "modes": ["--planners", "distca,wlb,packed,perdoc-cp", "--modes", "pingpong,signal", "--sweep", "pp=1,2"],
+        "one-key": ["--planners", "distca", "--sweep", "tolerance=0,0.02,0.05,0.1,0.2,0.4"],
+        "facets": ["--planners", "distca,wlb", "--pp", "1", "--sweep", "gpus=16,32,64",
                    "--sweep", "max-doc-len=8192,16384,32768", "--sweep", "dataset=pretrain,prolong"],
     }
     for name, args in studies.items():

@@ -115,7 +115,7 @@ with tempfile.TemporaryDirectory() as tmp:
 
     out = os.path.join(tmp, "profile.json")
     result = run("profile", "--query-lengths", "64,128", "--key-lengths", "64,256", "--q-heads", "2", "--kv-heads", "2",
-                 "--head-dim", "64", "--repeats", "1", "--out", out)
+                 "--head-dim", "64", "--repeats", "1", "--json", out)
     check(result.returncode == 0, f"profile exited {result.returncode}: {result.stderr}")
     data = json.load(open(out))
     for grid in ("forward", "backward"):
@@ -127,7 +127,7 @@ with tempfile.TemporaryDirectory() as tmp:
     # The training simulator: a small sweep writes the table, JSON, CSV, both charts and a trace.
     outputs = ("sim.json", "sim.csv", "sim.svg", "sim.trace.json")
     sim_json, sim_csv, sim_svg, sim_trace = (os.path.join(tmp, n) for n in outputs)
-    result = run("simulate", "--gpus", "16", "--tp", "8", "--max-doc-len", "16384", "--systems", "distca,wlb,packed",
+    result = run("simulate", "--gpus", "16", "--tp", "8", "--max-doc-len", "16384", "--planners", "distca,wlb,packed",
                  "--modes", "pingpong,signal", "--sweep", "pp=1,2", "--json", sim_json, "--csv", sim_csv,
                  "--svg", sim_svg,
                  "--trace", sim_trace)
@@ -147,20 +147,41 @@ with tempfile.TemporaryDirectory() as tmp:
     # A deferring reference's drain that dominates a short run is named on stderr, with the way out; at the
     # defaults it is not.
     check("warning" not in result.stderr, f"simulate warned at its defaults: {result.stderr}")
-    result = run("simulate", "--gpus", "64", "--systems", "wlb,packed", "--iterations", "1", "--json", sim_json)
+    result = run("simulate", "--gpus", "64", "--planners", "wlb,packed", "--iterations", "1", "--json", sim_json)
     check(result.returncode == 0, f"simulate --iterations 1 exited {result.returncode}: {result.stderr}")
     check(re.search(r"fulcrum: warning: wlb at base: \d+% of the run is 1 drain iteration after 1 with data .*"
                     r"every speedup at this point \(it is the reference\); give --iterations \d+ or more",
                     result.stderr) is not None, f"no drain warning: {result.stderr!r}")
     wlb = next(row for row in json.load(open(sim_json))["rows"] if row["system"] == "wlb")
     check(wlb["drain_iterations"] == 1 and wlb["drain_share"] > 0.1, f"wlb's drain: {wlb['drain_share']}")
+    # -q: results and errors only, wherever it goes; with -v too it is bad input.
+    for quiet in (["-q", "simulate"], ["simulate", "--quiet"]):
+        result = run(*quiet, "--gpus", "64", "--planners", "wlb,packed", "--iterations", "1")
+        check(result.returncode == 0 and result.stderr == "" and "wlb" in result.stdout,
+              f"{quiet}: exit {result.returncode}, stderr {result.stderr!r}")
+    check_bad_input(["-q", "plan", "-v"], run("-q", "plan", "-v"), "quiet / verbose: give at most one of -q and -v")
+
+    # Old spellings work for one release, warn naming the new one, and give the same result.
+    small_sim = ["simulate", "--gpus", "16", "--max-doc-len", "16384", "--iterations", "2"]
+    new = run(*small_sim, "--planners", "wlb,packed", "--cp-degree", "2")
+    old = run(*small_sim, "--systems", "wlb,packed", "--cp", "2")
+    check(new.returncode == 0 and old.returncode == 0 and new.stdout == old.stdout,
+          f"--systems/--cp differ from --planners/--cp-degree: {old.stderr}")
+    for alias, canonical in (("--systems", "--planners"), ("--cp", "--cp-degree")):
+        check(f"fulcrum: warning: {alias} is deprecated and goes in the next release: write {canonical}"
+              in old.stderr, f"no deprecation warning for {alias}: {old.stderr!r}")
+    check("warning" not in new.stderr, f"the new spellings warned: {new.stderr!r}")
+    check_bad_input(["simulate --cp --cp-degree"], run(*small_sim, "--cp", "2", "--cp-degree", "2"),
+                    "--cp / --cp-degree: give one (--cp is the old spelling of --cp-degree)")
+    help_text = run("run", "--help").stdout
+    check("--reference TEXT=kernel" in help_text and "ENUM" not in help_text, "run --help's --reference is raw")
     simulate_bad_inputs = [
         (["--tp", "3"], "tp = 3"),
         (["--gpus", "12"], "pp = 1"),
         (["--pp", "3"], "pp = 3"),
         (["--dp", "5"], "dp = 5"),
         (["--modes", "smoke"], "mode"),
-        (["--systems", "distca,magic"], "planner"),
+        (["--planners", "distca,magic"], "planner"),
         (["--sweep", "colour=red"], "sweep key"),
         (["--hardware", "tpu-v9"], "hardware"),
         (["--iterations", "0"], "iterations"),

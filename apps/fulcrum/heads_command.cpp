@@ -6,6 +6,7 @@
 #include "fulcrum/core/text.hpp"
 #include "fulcrum/planners/heads/evaluate.hpp"
 #include "fulcrum/planners/heads/scenarios.hpp"
+#include "fulcrum/report/report_json.hpp"
 #include "fulcrum/report/table.hpp"
 #include "outputs.hpp"
 
@@ -94,7 +95,8 @@ int run_heads(const HeadsConfig& c) {
   heads::HeadCostModel model;
   if (!c.profile.empty()) model.profile = heads::RuntimeProfile::load(c.profile);
 
-  nlohmann::json json = {{"source", p.source},
+  nlohmann::json json = {{"schema_version", kReportSchemaVersion},
+                         {"source", p.source},
                          {"devices", p.devices},
                          {"prompt_tokens", c.prompt_tokens},
                          {"seed", c.seed},

@@ -40,11 +40,11 @@ with tempfile.TemporaryDirectory() as tmp:
 
     bad_inputs = [
         # tp x pp wrapped to 0 in an int and divided by it (SIGFPE), with and without --search; tp = 0 divided too.
-        ([*SIMULATE, "--systems", "packed", "--pp", "536870912"], "pp = 536870912: tp x pp = 4294967296"),
-        ([*SIMULATE, "--systems", "packed", "--pp", "536870912", "--search"], "pp = 536870912"),
-        ([*SIMULATE, "--systems", "wlb", "--tp", "0"], "tp = 0"),
-        ([*SIMULATE, "--systems", "packed", "--dp", "2147483647", "--pp", "2147483647"], "dp = 2147483647"),
-        (["simulate", "--gpus", "65537", "--tp", "1", "--systems", "packed"], "gpus = 65537: must be in [1, 65536]"),
+        ([*SIMULATE, "--planners", "packed", "--pp", "536870912"], "pp = 536870912: tp x pp = 4294967296"),
+        ([*SIMULATE, "--planners", "packed", "--pp", "536870912", "--search"], "pp = 536870912"),
+        ([*SIMULATE, "--planners", "wlb", "--tp", "0"], "tp = 0"),
+        ([*SIMULATE, "--planners", "packed", "--dp", "2147483647", "--pp", "2147483647"], "dp = 2147483647"),
+        (["simulate", "--gpus", "65537", "--tp", "1", "--planners", "packed"], "gpus = 65537: must be in [1, 65536]"),
         # A 2^32-token document's pairs overflowed: imbalance 7516192769, "valid".
         ([*PLAN, "--ranks", "4", "--tokens-per-rank", "1073741824",
           "--dataset", lengths_file("big.txt", "4294967296\n")], "length #1 = 4294967296: must be <= 1073741824"),
@@ -78,7 +78,7 @@ with tempfile.TemporaryDirectory() as tmp:
         (["plan", "--planners", "distca,distca"], "planners = 'distca,distca': 'distca' is named twice"),
         (["run", "--planners", "packed,packed"], "planners = 'packed,packed'"),
         (["run", "--modes", "pingpong,pingpong"], "modes = 'pingpong,pingpong'"),
-        ([*SIMULATE, "--systems", "packed,packed"], "systems = 'packed,packed'"),
+        ([*SIMULATE, "--planners", "packed,packed"], "planners = 'packed,packed'"),
     ]
     for args, field in bad_inputs:
         result = run(*args)

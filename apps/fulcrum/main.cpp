@@ -3,6 +3,8 @@
 #include "commands.hpp"
 #include "job_session.hpp"
 #include "mpi_launcher.hpp"
+#include "option_aliases.hpp"
+#include "verbosity.hpp"
 
 #include "fulcrum/core/error.hpp"
 
@@ -47,6 +49,7 @@ int main(int argc, char** argv) {
   commands.push_back({app.get_subcommand("models"), models, "files"});
   app.set_version_flag("--version", fulcrum::cli::version_text,
                        "Print the version, git revision, build type, compiler and kernel ISA, then exit");
+  fulcrum::cli::add_verbosity_flags(app);
   fulcrum::cli::reject_out_of_range_integers(app);
   fulcrum::cli::set_command_line(argc, argv);
   try {
@@ -67,6 +70,13 @@ int main(int argc, char** argv) {
   } catch (const fulcrum::Error& e) {  // a flag's value out of its declared range
     std::fprintf(stderr, "fulcrum: error: %s\n", e.what());
     return e.kind() == fulcrum::ErrorKind::kBadInput ? 2 : 1;
+  }
+  try {
+    fulcrum::cli::check_verbosity();
+    fulcrum::cli::check_deprecated_options();
+  } catch (const fulcrum::Error& e) {
+    std::fprintf(stderr, "fulcrum: error: %s\n", e.what());
+    return 2;
   }
   const char* sized_by = "";
   try {

@@ -3,6 +3,7 @@
 // planning with it.
 #include "commands.hpp"
 
+#include "fulcrum/report/report_json.hpp"
 #include "fulcrum/report/table.hpp"
 #include "fulcrum/workload/model_config.hpp"
 #include "outputs.hpp"
@@ -44,7 +45,8 @@ int run_models(const ModelsConfig& c) {
     list.push_back(std::move(entry));
   }
   fmt::print("{}", table.to_string());
-  if (!c.json.empty()) write_output_json("json", c.json, {{"schema_version", 1}, {"models", std::move(list)}});
+  if (!c.json.empty())
+    write_output_json("json", c.json, {{"schema_version", kReportSchemaVersion}, {"models", std::move(list)}});
   return 0;
 }
 

@@ -1,5 +1,7 @@
 #include "mpi_launcher.hpp"
 
+#include "verbosity.hpp"
+
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/runtime/launcher_stderr.hpp"
 
@@ -162,7 +164,8 @@ int relaunch_under_mpiexec(int ranks) {
 
   const char* verbose_text = std::getenv(kVerboseVariable);
   const bool verbose =
-      verbose_text != nullptr && std::string_view(verbose_text) != "" && std::string_view(verbose_text) != "0";
+      verbosity() == Verbosity::kVerbose ||
+      (verbose_text != nullptr && std::string_view(verbose_text) != "" && std::string_view(verbose_text) != "0");
   const pid_t launcher = getpid();
   setenv(kTieVariable, (host_name() + " " + std::to_string(launcher)).c_str(), 1);
   std::array<int, 2> pipe_fds = {-1, -1};

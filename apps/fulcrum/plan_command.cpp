@@ -36,7 +36,7 @@ Action add_plan_command(CLI::App& app) {
     config->planners = split_names(*planners, "planners");
     const auto comparison = studies::compare_planners(*config);
     fmt::print("{}", plan_comparison_table(comparison));
-    fmt::print("packed input imbalance: {:.3f}\n", comparison.packed_imbalance);
+    fmt::print("packed_imbalance (the batches as packed, before planning): {:.3f}\n", comparison.packed_imbalance);
     if (!json_path->empty()) write_output_json("json", *json_path, plan_comparison_json(comparison));
     for (const auto& p : comparison.planners) {
       if (!p.valid) return 1;

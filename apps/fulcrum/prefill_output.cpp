@@ -1,5 +1,6 @@
 #include "prefill_output.hpp"
 
+#include "fulcrum/report/report_json.hpp"
 #include "fulcrum/report/table.hpp"
 
 #include <fmt/format.h>
@@ -142,8 +143,15 @@ nlohmann::json prefill_json(const PrefillRunInfo& info, const std::vector<Prefil
     }
     configs.push_back(config);
   }
-  return {{"model", info.model}, {"tokens", info.tokens},   {"ranks", info.ranks},         {"patterns", info.patterns},
-          {"costs", info.costs}, {"weights", info.weights}, {"tolerance", info.tolerance}, {"configs", configs}};
+  return {{"schema_version", kReportSchemaVersion},
+          {"model", info.model},
+          {"tokens", info.tokens},
+          {"ranks", info.ranks},
+          {"patterns", info.patterns},
+          {"costs", info.costs},
+          {"weights", info.weights},
+          {"tolerance", info.tolerance},
+          {"configs", configs}};
 }
 
 }  // namespace fulcrum::cli

@@ -3,6 +3,7 @@
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/cost/hardware_model.hpp"
 #include "fulcrum/planners/heads/scenarios.hpp"
+#include "fulcrum/report/report_json.hpp"
 #include "fulcrum/report/table.hpp"
 #include "fulcrum/sim/prefill.hpp"
 #include "fulcrum/workload/model_config.hpp"
@@ -105,7 +106,8 @@ int run_prefill_simulation(const PrefillSimArgs& args) {
     nlohmann::json configs = nlohmann::json::array();
     for (const auto& r : results) configs.push_back(sim::to_json(r));
     write_output_json("json", args.json,
-                      {{"hardware", hw.name},
+                      {{"schema_version", kReportSchemaVersion},
+                       {"hardware", hw.name},
                        {"model", shape.name},
                        {"layers", shape.layers},
                        {"tokens", tokens},

@@ -116,7 +116,7 @@ with tempfile.TemporaryDirectory() as tmp:
                          {"q_heads": 8, "kv_heads": 2, "layers": [{"heads": heads}, {"heads": heads[::-1]}]})
         profile = os.path.join(tmp, "heads_profile.json")
         result = run("--heads", "--model", config, "--patterns", patterns, "--prompt-tokens", "64,96,128",
-                     "--repeats", "1", "--threads", "1", "--out", profile, command="profile")
+                     "--repeats", "1", "--threads", "1", "--json", profile, command="profile")
         check(result.returncode == 0, f"profile --heads exited {result.returncode}: {result.stderr}")
         data = json.load(open(profile))
         check(data["prompt_tokens"] == [64, 96, 128], f"grid: {data.get('prompt_tokens')}")
@@ -143,7 +143,7 @@ with tempfile.TemporaryDirectory() as tmp:
                             (["--heads", "--patterns", patterns], "patterns.q_heads = 8"),  # small-gqa has 16
                             (["--heads", "--head-dim", "64"], "--head-dim"),
                             (["--model", "tiny"], "--heads")]:
-            result = run(*args, "--out", os.path.join(tmp, "x.json"), command="profile")
+            result = run(*args, "--json", os.path.join(tmp, "x.json"), command="profile")
             lines = result.stderr.strip().splitlines()
             check(result.returncode == 2 and len(lines) == 1 and field in result.stderr,
                   f"profile {args}: exit {result.returncode}, {lines}")

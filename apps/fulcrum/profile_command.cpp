@@ -4,13 +4,14 @@
 
 #include "fulcrum/kernels/profile.hpp"
 #include "fulcrum/report/table.hpp"
+#include "option_aliases.hpp"
 #include "outputs.hpp"
 #include "profile_heads.hpp"
+#include "verbosity.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <omp.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <memory>
@@ -61,26 +62,24 @@ Action add_profile_command(CLI::App& app) {
     heads_flag->excludes(option);
   }
   cmd->add_option("--repeats", config->repeats, "timed repeats per cell; the median is kept")->capture_default_str();
-  add_output_option(*cmd, "out", *out,
-                    "where to write the JSON (default profile.json; heads_profile.json with --heads)");
+  auto* json_option = add_output_option(
+      *cmd, "json", *out, "where to write the JSON (default profile.json; heads_profile.json with --heads)");
+  add_deprecated_alias(*cmd, "--out", json_option, *out);
   add_profile_heads_options(*cmd, *heads_args, heads_flag);
   return [config, out, dtype, heads, heads_args] {
     if (out->empty()) *out = *heads ? "heads_profile.json" : "profile.json";
-    check_output_file("out", *out);
+    check_output_file("json", *out);
     if (*heads) return run_profile_heads(*heads_args, config->repeats, *out);
     config->dtype = kernels::parse_dtype(*dtype);
     const auto table = kernels::profile_attention(*config, [](int done, int total) {
-      // Progress only on a terminal (as simulate's): stderr otherwise holds errors alone, one line each.
-      if (!isatty(STDERR_FILENO)) return;
-      std::fprintf(stderr, "\rprofiling %d/%d shapes", done, total);
-      if (done == total) std::fprintf(stderr, "\n");
+      show_progress(fmt::format("profiling {}/{} shapes", done, total), done == total);
     });
     fmt::print("{}\n{}", grid_table("forward", table.forward()), grid_table("backward", table.backward()));
     nlohmann::json json = table.to_json();
     json["measured_with"] = {{"q_heads", config->shape.q_heads},   {"kv_heads", config->shape.kv_heads},
                              {"head_dim", config->shape.head_dim}, {"dtype", *dtype},
                              {"threads", omp_get_max_threads()},   {"repeats", config->repeats}};
-    write_output_json("out", *out, json);
+    write_output_json("json", *out, json);
     fmt::print("wrote {}\n", *out);
     return 0;
   };

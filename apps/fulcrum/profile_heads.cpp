@@ -73,7 +73,7 @@ int run_profile_heads(const ProfileHeadsArgs& a, int repeats, const std::string&
   row("t_qo", profile.qo_s);
   for (const auto& p : config.patterns) row(p.key(), profile.attention_s.at(p.key()));
   fmt::print("{}: {} ({})\n{}", shape.name, profile.device, a.patterns, table.to_string());
-  write_output_json("out", out, profile.to_json());
+  write_output_json("json", out, profile.to_json());
   fmt::print("wrote {}\n", out);
   return 0;
 }

@@ -23,11 +23,11 @@ void add_job_options(CLI::App& cmd, studies::JobConfig& job) {
   cmd.add_option("--seed", job.seed, "seed of the lengths and of the Q/K/V/dO values")->capture_default_str();
   add_planner_flags(cmd, job.options);
   add_topology_flags(cmd, job.options);
-  cmd.add_option("--reference", job.reference, "kernel (fused fp32, one process) | fp64 (materialised) | none")
-      ->transform(CLI::CheckedTransformer(
-          std::map<std::string, runtime::ReferenceKind>{{"kernel", runtime::ReferenceKind::kKernel},
-                                                        {"fp64", runtime::ReferenceKind::kFp64},
-                                                        {"none", runtime::ReferenceKind::kNone}}));
+  cmd.add_option_function<std::string>(
+         "--reference", [&job](const std::string& text) { job.reference = runtime::parse_reference(text); },
+         "kernel (fused fp32, one process) | fp64 (materialised) | none")
+      ->type_name("TEXT")
+      ->default_str(runtime::to_string(job.reference));
   cmd.add_option("--repeats", job.repeats, "timed runs of each pass (times are medians)")->capture_default_str();
   cmd.add_option("--threads", job.threads, "kernel threads per rank (0: cores / ranks)")->capture_default_str();
   cmd.add_flag("--deterministic", job.deterministic,

@@ -47,7 +47,9 @@ with tempfile.TemporaryDirectory() as tmp:
                     "--trace", paths["trace"], "--svg", paths["svg"])
     check(result.returncode == 0, f"run exited {result.returncode}: {result.stderr[-2000:]}")
     if result.returncode == 0:
-        data = json.load(open(paths["json"]))
+        report = json.load(open(paths["json"]))
+        check(report["schema_version"] == 1, f"run --json: schema_version {report.get('schema_version')}")
+        data = report["runs"]
         check([j["mode"] for j in data] == ["pingpong", "signal"], "modes missing from the JSON")
         check(data[0]["relative_error"]["o"] <= 1e-5, "pingpong O error above 1e-5")
         check(data[1]["relative_error"]["o"] == -1, "signal mode must not claim a checked error")

@@ -3,12 +3,14 @@
 
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/core/text.hpp"
+#include "fulcrum/planners/baselines/perdoc_cp.hpp"
 #include "fulcrum/report/chrome_trace.hpp"
 #include "fulcrum/report/simulate_report.hpp"
+#include "option_aliases.hpp"
 #include "outputs.hpp"
+#include "verbosity.hpp"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -19,7 +21,8 @@ namespace {
 
 struct SimulateArgs {
   studies::StudySpec spec;
-  std::string systems = "distca,wlb,perdoc-cp,packed";
+  std::string planners = "distca,wlb,perdoc-cp,packed";
+  int cp_alias = 0;  // the deprecated --cp: --cp-degree
   std::string modes = "pingpong";
   std::string baseline_mode = "single-stream";
   std::vector<std::string> sweep;
@@ -27,14 +30,12 @@ struct SimulateArgs {
   std::string json_path, csv_path, svg_path, trace_path;
 };
 
-// Progress on stderr, only when it is a terminal (DESIGN's convention): a bar redrawn in place.
-void show_progress(int done, int total) {
-  if (!isatty(STDERR_FILENO)) return;
+// A progress bar of the runs (verbosity.hpp says where it goes).
+void show_run_progress(int done, int total) {
   const int width = 30, filled = total > 0 ? width * done / total : width;
-  fmt::print(stderr, "\r[{}{}] {}/{} runs", std::string(static_cast<std::size_t>(filled), '#'),
-             std::string(static_cast<std::size_t>(width - filled), ' '), done, total);
-  if (done == total) fmt::print(stderr, "\n");
-  std::fflush(stderr);
+  show_progress(fmt::format("[{}{}] {}/{} runs", std::string(static_cast<std::size_t>(filled), '#'),
+                            std::string(static_cast<std::size_t>(width - filled), ' '), done, total),
+                done == total);
 }
 
 // "x.svg" -> "x-breakdown.svg": the second chart sits beside the first.
@@ -64,9 +65,6 @@ Action add_simulate_command(CLI::App& app) {
   cmd->add_option("--dp", a->dp, "TP groups per pipeline stage; 0: gpus / (tp x pp), else it must equal that");
   auto* pp_option =
       cmd->add_option("--pp", c.parallel.pp, "pipeline stages (with --search: pins pp)")->capture_default_str();
-  cmd->add_option("--cp", c.parallel.cp,
-                  "TP groups per CP group (planners with CP groups: perdoc-cp, wlb); 0: perdoc-cp up to 8, wlb the "
-                  "least that keeps documents whole");
   cmd->add_option("--microbatches", c.parallel.microbatches, "per pipeline and iteration; 0: 1, or 2 x pp with PP");
   cmd->add_flag("--search", a->spec.search,
                 "give each system the best cp (and pp, unless --pp is given) it finds, global batch fixed");
@@ -74,14 +72,21 @@ Action add_simulate_command(CLI::App& app) {
   cmd->add_option("--dataset", c.dataset, "pretrain | prolong | uniform:MIN:MAX | lognormal:MU:SIGMA | file:PATH")
       ->capture_default_str();
   cmd->add_option("--mask", c.mask, mask_syntax_list(" | "))->capture_default_str();
-  cmd->add_option("--tokens-per-rank", c.tokens_per_rank, "tokens per TP group and micro-batch; 0: max-doc-len");
-  cmd->add_option("--systems", a->systems, "comma-separated systems: " + planner_list())->capture_default_str();
+  cmd->add_option("--tokens-per-rank", c.tokens_per_rank, "tokens per TP group and micro-batch; 0: max-doc-len")
+      ->capture_default_str();
+  auto* planners =
+      cmd->add_option("--planners", a->planners, "comma-separated planners (the systems compared): " + planner_list())
+          ->capture_default_str();
+  add_deprecated_alias(*cmd, "--systems", planners, a->planners);
   cmd->add_option("--modes", a->modes, "DistCA's: comma-separated pingpong, single-stream, signal")
       ->capture_default_str();
   cmd->add_option("--baseline-mode", a->baseline_mode, "the baselines' communication mode")->capture_default_str();
   cmd->add_option("--iterations", c.iterations, "iterations per run (fresh data each)")->capture_default_str();
   cmd->add_option("--seed", c.seed, "seed of the length source")->capture_default_str();
   add_planner_flags(*cmd, c.planner_options);
+  // --cp-degree is the simulator's CP degree (TP groups per CP group) for the planners with CP groups; 0,
+  // the default: perdoc-cp up to 8, wlb the least that keeps documents whole.
+  add_deprecated_alias(*cmd, "--cp", cmd->get_option("--cp-degree"), a->cp_alias);
   cmd->add_option("--reference", a->spec.reference, "speedups are relative to this system (else the first)")
       ->capture_default_str();
   cmd->add_option("--sweep", a->sweep, "KEY=V1,V2,... (repeatable): run every combination")->take_all();
@@ -99,7 +104,11 @@ Action add_simulate_command(CLI::App& app) {
     if (a->dp != 0 && (p.tp < 1 || p.pp < 1 || p.gpus % stage_gpus != 0 || p.gpus / stage_gpus != a->dp)) {
       fail("dp = {}: must equal gpus / (tp x pp) = {} / ({} x {})", a->dp, p.gpus, p.tp, p.pp);
     }
-    spec.systems = split_names(a->systems, "systems");
+    spec.systems = split_names(a->planners, "planners");
+    if (a->cp_alias > 0) {
+      cp_degree_option().check(a->cp_alias);
+      spec.base.planner_options.set(cp_degree_option().name, a->cp_alias);
+    }
     spec.modes.clear();
     for (const auto& m : split_names(a->modes, "modes")) spec.modes.push_back(parse_comm_mode(m, "modes"));
     spec.baseline_mode = parse_comm_mode(a->baseline_mode, "baseline-mode");
@@ -109,9 +118,9 @@ Action add_simulate_command(CLI::App& app) {
       if (!path.empty()) check_output_file(option, path);
     }
     if (!a->svg_path.empty()) check_output_file("svg", sibling_path(a->svg_path, "-breakdown"));
-    const studies::Study study = studies::run_study(spec, show_progress);
+    const studies::Study study = studies::run_study(spec, show_run_progress);
     fmt::print("{}", study_table(study));
-    for (const auto& line : study_warnings(study)) fmt::print(stderr, "fulcrum: warning: {}\n", line);
+    for (const auto& line : study_warnings(study)) warn(line);
     if (!a->json_path.empty()) write_output_json("json", a->json_path, study_json(study));
     if (!a->csv_path.empty()) write_output("csv", a->csv_path, study_csv(study));
     if (!a->svg_path.empty()) {

@@ -1,5 +1,7 @@
+import json
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 import fulcrum
@@ -74,3 +76,9 @@ def test_simulate_training_matches_its_breakdown_and_orders_the_systems():
         fulcrum.simulate_training("distca", llama, h200, tp=3)
     with pytest.raises(fulcrum.InputError, match="mode"):
         fulcrum.simulate_training("distca", llama, h200, mode="smoke")
+
+
+def test_every_hardware_preset_matches_the_published_schema():
+    schema = json.loads((Path(__file__).resolve().parents[2] / "docs" / "schemas" / "hardware.schema.json").read_text())
+    for name in fulcrum.hardware_names():
+        jsonschema.validate(fulcrum.hardware(name).to_dict(), schema)

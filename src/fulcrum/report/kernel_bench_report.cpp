@@ -1,5 +1,7 @@
 #include "fulcrum/report/kernel_bench_report.hpp"
 
+#include "fulcrum/report/report_json.hpp"
+
 #include "fulcrum/report/table.hpp"
 
 #include <fmt/format.h>
@@ -31,7 +33,8 @@ nlohmann::json kernel_bench_json(const studies::KernelBench& bench) {
   const double peak_flops = bench.peak_flops;
   const int threads = bench.threads;
 
-  nlohmann::json j = {{"peak_flops", peak_flops},
+  nlohmann::json j = {{"schema_version", kReportSchemaVersion},
+                      {"peak_flops", peak_flops},
                       {"threads", threads},
                       {"simd_path", bench.simd_path},
                       {"mask", config.mask},

@@ -1,5 +1,6 @@
 #include "fulcrum/report/plan_comparison_report.hpp"
 
+#include "fulcrum/report/report_json.hpp"
 #include "fulcrum/report/table.hpp"
 
 #include <fmt/format.h>
@@ -11,7 +12,7 @@ nlohmann::json plan_comparison_json(const studies::PlanComparison& comparison) {
   const auto& planners = comparison.planners;
   const double packed_imbalance = comparison.packed_imbalance;
 
-  nlohmann::json j;
+  nlohmann::json j = report_object();
   j["config"] = {{"dataset", config.dataset},
                  {"model", config.model},
                  {"mask", config.mask},
@@ -20,7 +21,7 @@ nlohmann::json plan_comparison_json(const studies::PlanComparison& comparison) {
                  {"batches", config.batches},
                  {"seed", config.seed},
                  {"devices_per_machine", config.options.devices_per_machine}};
-  for (const auto& spec : planner_option_specs()) j["config"]["options"][spec.name] = config.options.get(spec);
+  j["config"]["options"] = planner_options_json(config.options);
   j["packed_imbalance"] = packed_imbalance;
   for (const auto& p : planners) {
     j["planners"][p.name] = {{"imbalance", p.imbalance},
@@ -40,17 +41,20 @@ std::string plan_comparison_table(const studies::PlanComparison& comparison) {
   const auto& config = comparison.config;
   const auto& planners = comparison.planners;
 
-  Table table({"planner", "imbalance", "mem imbalance", "traffic total", "traffic max rank", "remote tokens", "tasks",
-               "plan ms", "verifier"});
+  // The columns are the JSON keys (plan_comparison_json), so a reader of either finds the other.
+  Table table({"planner", "imbalance", "memory_imbalance", "comm_bytes_total", "comm_bytes_max_rank",
+               "remote_tokens_max_rank", "tasks", "plan_ms", "valid"});
   for (const auto& p : planners) {
     table.add_row({p.name, fmt::format("{:.3f}", p.imbalance), fmt::format("{:.3f}", p.memory_imbalance),
                    format_bytes(p.comm_bytes_total), format_bytes(p.comm_bytes_max_rank),
                    fmt::format("{:.0f}", p.remote_tokens_max_rank), fmt::format("{:.0f}", p.tasks),
-                   fmt::format("{:.2f}", p.plan_ms), p.valid ? "valid" : "INVALID: " + p.first_problem});
+                   fmt::format("{:.2f}", p.plan_ms), p.valid ? "yes" : "NO: " + p.first_problem});
   }
-  return fmt::format("{} batch(es) of {} ranks x {} tokens from '{}', model {}, mask {}; per layer, forward\n{}",
-                     config.batches, config.ranks, config.tokens_per_rank, config.dataset, config.model, config.mask,
-                     table.to_string());
+  return fmt::format(
+      "{} batch(es) of {} ranks x {} tokens from '{}', model {}, mask {}; per layer, forward; means over batches "
+      "(plan_ms: the median)\n{}",
+      config.batches, config.ranks, config.tokens_per_rank, config.dataset, config.model, config.mask,
+      table.to_string());
 }
 
 }  // namespace fulcrum

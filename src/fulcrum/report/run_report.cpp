@@ -2,6 +2,7 @@
 
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/plan/stats.hpp"
+#include "fulcrum/report/report_json.hpp"
 #include "fulcrum/report/table.hpp"
 
 #include <fmt/format.h>
@@ -14,7 +15,7 @@ namespace {
 
 double sum(const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0); }
 double largest(const std::vector<double>& v) { return v.empty() ? 0 : *std::max_element(v.begin(), v.end()); }
-std::string ms(double seconds) { return fmt::format("{:.1f}", seconds * 1e3); }
+std::string seconds(double s) { return fmt::format("{:.4f}", s); }
 std::string error_text(double e) { return e < 0 ? "n/a" : fmt::format("{:.1e}", e); }
 
 }  // namespace
@@ -45,10 +46,11 @@ RunMetrics run_metrics(const studies::JobResult& job) {
 
 std::string run_rank_table(const studies::JobResult& job) {
   const RunMetrics m = run_metrics(job);
-  Table t({"rank", "attention ms", "attention cpu ms", "comm ms", "exposed comm ms", "idle ms", "sent"});
+  // The columns are the keys of run_json's per_rank entries (forward and backward added).
+  Table t({"rank", "attention_s", "attention_cpu_s", "comm_s", "exposed_comm_s", "idle_s", "bytes_sent"});
   for (int r = 0; r < job.ranks; ++r) {
-    t.add_row({std::to_string(r), ms(m.attention_s[r]), ms(m.attention_cpu_s[r]), ms(m.comm_s[r]),
-               ms(m.exposed_comm_s[r]), ms(m.idle_s[r]), format_bytes(m.bytes_sent[r])});
+    t.add_row({std::to_string(r), seconds(m.attention_s[r]), seconds(m.attention_cpu_s[r]), seconds(m.comm_s[r]),
+               seconds(m.exposed_comm_s[r]), seconds(m.idle_s[r]), format_bytes(m.bytes_sent[r])});
   }
   std::string dynamic;
   if (const auto& d = job.dynamic_masks) {
@@ -63,20 +65,22 @@ std::string run_rank_table(const studies::JobResult& job) {
 }
 
 std::string run_comparison_table(std::span<const studies::JobResult> jobs) {
-  Table t({"planner", "mode", "max attn ms", "mean attn ms", "imbalance", "imbalance cpu", "comm ms", "exposed ms",
-           "overlap", "max rel error"});
+  // The columns are the keys of run_json's runs.
+  Table t({"planner", "mode", "attention_s_max", "attention_s_mean", "imbalance", "imbalance_cpu", "comm_s",
+           "exposed_comm_s", "overlap", "relative_error_max"});
   for (const auto& job : jobs) {
     const RunMetrics m = run_metrics(job);
-    t.add_row({m.planner, m.mode, ms(largest(m.attention_s)), ms(sum(m.attention_s) / job.ranks),
-               fmt::format("{:.3f}", m.imbalance), fmt::format("{:.3f}", m.imbalance_cpu), ms(m.comm_total_s),
-               ms(m.exposed_total_s), fmt::format("{:.0f}%", 100 * m.overlap), error_text(m.max_error)});
+    t.add_row({m.planner, m.mode, seconds(largest(m.attention_s)), seconds(sum(m.attention_s) / job.ranks),
+               fmt::format("{:.3f}", m.imbalance), fmt::format("{:.3f}", m.imbalance_cpu), seconds(m.comm_total_s),
+               seconds(m.exposed_total_s), fmt::format("{:.3f}", m.overlap), error_text(m.max_error)});
   }
   return t.to_string();
 }
 
 std::string step_balance_table(std::span<const studies::JobResult> jobs) {
-  Table t({"planner", "steps", "FLOPs worker", "FLOPs step", "FLOPs sync", "tiles worker", "tiles sync", "time worker",
-           "time step", "time sync"});
+  // The columns are the paths of run_json's `steps` keys.
+  Table t({"planner", "steps", "flops.worker", "flops.step_mean", "flops.step_sync", "active_tiles.worker",
+           "active_tiles.step_sync", "attention_s.worker", "attention_s.step_mean", "attention_s.step_sync"});
   auto f3 = [](double x) { return fmt::format("{:.3f}", x); };
   for (const auto& job : jobs) {
     const auto flops = step_balance(job.step_flops), tiles = step_balance(job.step_active_tiles),
@@ -98,7 +102,7 @@ nlohmann::json balance_json(const StepMatrix& table) {
 }  // namespace
 
 nlohmann::json run_json(std::span<const studies::JobResult> jobs) {
-  nlohmann::json out = nlohmann::json::array();
+  nlohmann::json runs = nlohmann::json::array();
   for (const auto& job : jobs) {
     const RunMetrics m = run_metrics(job);
     nlohmann::json ranks = nlohmann::json::array();
@@ -113,48 +117,61 @@ nlohmann::json run_json(std::span<const studies::JobResult> jobs) {
                               {"peer_wait_s", s.peer_wait_s},
                               {"end_idle_s", idle},
                               {"total_s", s.total_s},
-                              {"bytes_sent", s.bytes_sent},
-                              {"bytes_received", s.bytes_received},
+                              {"bytes_sent", whole(s.bytes_sent)},
+                              {"bytes_received", whole(s.bytes_received)},
                               {"flops", s.flops}};
       };
-      ranks.push_back(
-          {{"rank", r}, {"forward", pass(f, job.forward_idle_s[r])}, {"backward", pass(b, job.backward_idle_s[r])}});
+      ranks.push_back({{"rank", r},
+                       {"attention_s", m.attention_s[r]},
+                       {"attention_cpu_s", m.attention_cpu_s[r]},
+                       {"comm_s", m.comm_s[r]},
+                       {"exposed_comm_s", m.exposed_comm_s[r]},
+                       {"idle_s", m.idle_s[r]},
+                       {"bytes_sent", whole(m.bytes_sent[r])},
+                       {"forward", pass(f, job.forward_idle_s[r])},
+                       {"backward", pass(b, job.backward_idle_s[r])}});
     }
     nlohmann::json errors;
     for (std::size_t t = 0; t < runtime::ErrorParts::kNames.size(); ++t) {
       errors[runtime::ErrorParts::kNames[t]] = job.relative_error[t];
     }
-    out.push_back({{"planner", m.planner},
-                   {"mode", m.mode},
-                   {"ranks", job.ranks},
-                   {"dataset", job.config.dataset},
-                   {"model", job.config.model},
-                   {"mask", job.config.mask},
-                   {"tokens_per_rank", job.config.tokens_per_rank},
-                   {"seed", job.config.seed},
-                   {"reference", runtime::to_string(job.config.reference)},
-                   {"tasks", job.tasks},
-                   {"messages", job.messages},
-                   {"planned_imbalance", job.planned_imbalance},
-                   {"packed_imbalance", job.packed_imbalance},
-                   {"imbalance", m.imbalance},
-                   {"imbalance_cpu", m.imbalance_cpu},
-                   {"comm_s", m.comm_total_s},
-                   {"exposed_comm_s", m.exposed_total_s},
-                   {"overlap", m.overlap},
-                   {"relative_error", errors},
-                   {"dynamic_masks", job.dynamic_masks ? nlohmann::json{{"documents", job.dynamic_masks->documents},
-                                                                        {"recall_min", job.dynamic_masks->recall_min},
-                                                                        {"recall_mean", job.dynamic_masks->recall_mean},
-                                                                        {"sparsity", job.dynamic_masks->sparsity}}
-                                                       : nlohmann::json()},
-                   {"steps",
-                    {{"flops", balance_json(job.step_flops)},
-                     {"active_tiles", balance_json(job.step_active_tiles)},
-                     {"bytes_sent", balance_json(job.step_bytes)},
-                     {"attention_s", balance_json(job.step_attention_s)}}},
-                   {"per_rank", ranks}});
+    runs.push_back(
+        {{"planner", m.planner},
+         {"mode", m.mode},
+         {"ranks", job.ranks},
+         {"dataset", job.config.dataset},
+         {"model", job.config.model},
+         {"mask", job.config.mask},
+         {"tokens_per_rank", job.config.tokens_per_rank},
+         {"seed", job.config.seed},
+         {"reference", runtime::to_string(job.config.reference)},
+         {"tasks", job.tasks},
+         {"messages", job.messages},
+         {"planned_imbalance", job.planned_imbalance},
+         {"packed_imbalance", job.packed_imbalance},
+         {"attention_s_max", largest(m.attention_s)},
+         {"attention_s_mean", sum(m.attention_s) / job.ranks},
+         {"imbalance", m.imbalance},
+         {"imbalance_cpu", m.imbalance_cpu},
+         {"comm_s", m.comm_total_s},
+         {"exposed_comm_s", m.exposed_total_s},
+         {"overlap", m.overlap},
+         {"relative_error", errors},
+         {"relative_error_max", m.max_error},
+         {"dynamic_masks", job.dynamic_masks ? nlohmann::json{{"documents", job.dynamic_masks->documents},
+                                                              {"recall_min", job.dynamic_masks->recall_min},
+                                                              {"recall_mean", job.dynamic_masks->recall_mean},
+                                                              {"sparsity", job.dynamic_masks->sparsity}}
+                                             : nlohmann::json()},
+         {"steps",
+          {{"flops", balance_json(job.step_flops)},
+           {"active_tiles", balance_json(job.step_active_tiles)},
+           {"bytes_sent", balance_json(job.step_bytes)},
+           {"attention_s", balance_json(job.step_attention_s)}}},
+         {"per_rank", ranks}});
   }
+  nlohmann::json out = report_object();
+  out["runs"] = std::move(runs);
   return out;
 }
 

@@ -1,5 +1,7 @@
 #include "fulcrum/report/sim_validation_report.hpp"
 
+#include "fulcrum/report/report_json.hpp"
+
 #include "fulcrum/report/table.hpp"
 
 #include <fmt/format.h>
@@ -22,17 +24,19 @@ std::string validation_table(const std::vector<studies::SimValidation>& rows) {
 }
 
 nlohmann::json validation_json(const std::vector<studies::SimValidation>& rows) {
-  nlohmann::json out = nlohmann::json::array();
+  nlohmann::json list = nlohmann::json::array();
   for (const auto& v : rows) {
-    out.push_back({{"planner", v.planner},
-                   {"mode", v.mode},
-                   {"measured_attention_s", v.measured_attention_s},
-                   {"predicted_attention_s", v.predicted_attention_s},
-                   {"measured_iteration_s", v.measured_iteration_s},
-                   {"predicted_iteration_s", v.predicted_iteration_s},
-                   {"worst_attention_error", v.worst_attention_error()},
-                   {"iteration_error", v.iteration_error()}});
+    list.push_back({{"planner", v.planner},
+                    {"mode", v.mode},
+                    {"measured_attention_s", v.measured_attention_s},
+                    {"predicted_attention_s", v.predicted_attention_s},
+                    {"measured_iteration_s", v.measured_iteration_s},
+                    {"predicted_iteration_s", v.predicted_iteration_s},
+                    {"worst_attention_error", v.worst_attention_error()},
+                    {"iteration_error", v.iteration_error()}});
   }
+  nlohmann::json out = report_object();
+  out["rows"] = std::move(list);
   return out;
 }
 

@@ -1,5 +1,6 @@
 #include "fulcrum/report/simulate_report.hpp"
 
+#include "fulcrum/report/report_json.hpp"
 #include "fulcrum/report/table.hpp"
 
 #include <fmt/format.h>
@@ -79,19 +80,21 @@ BarChart study_chart(const studies::Study& study, BarChart chart,
 }  // namespace
 
 std::string study_table(const studies::Study& study) {
-  Table table({"point", "system", "layout", "iteration s", "speedup", "Mtok/s", "linear", "attention", "exposed",
-               "idle", "dp sync", "attn imb", "step sync", "traffic", "GiB/GPU", "fits"});
+  // The columns are study_json's keys (a nested one by its last part; memory shows memory.total_bytes,
+  // layout the keys tp, dp, pp, cp and microbatches), so a reader of either finds the other.
+  Table table({"point", "system", "layout", "mean_iteration_s", "speedup", "tokens_per_s", "linear_s", "attention_s",
+               "exposed_comm_s", "idle_s", "dp_sync_s", "attention_imbalance", "step_sync", "attention_bytes", "memory",
+               "out_of_memory"});
   for (const auto& row : study.rows) {
     const auto& r = row.result;
     const auto& b = r.breakdown;
-    table.add_row({point_label(row), system_label(r), r.config.parallel.to_string(),
-                   fmt::format("{:.3f}", r.mean_iteration_s), fmt::format("{:.3f}", row.speedup),
-                   fmt::format("{:.3f}", r.tokens_per_s / 1e6), fmt::format("{:.3f}", b.linear_s),
-                   fmt::format("{:.3f}", b.attention_s), fmt::format("{:.3f}", b.exposed_comm_s),
-                   fmt::format("{:.3f}", b.idle_s), fmt::format("{:.3f}", b.dp_sync_s),
-                   fmt::format("{:.3f}", r.attention_imbalance), fmt::format("{:.3f}", r.step_attention.step_sync),
-                   format_bytes(r.attention_bytes), fmt::format("{:.1f}", r.memory.total_bytes() / kGiB),
-                   r.memory.out_of_memory() ? "OOM" : "yes"});
+    table.add_row(
+        {point_label(row), system_label(r), r.config.parallel.to_string(), fmt::format("{:.3f}", r.mean_iteration_s),
+         fmt::format("{:.3f}", row.speedup), fmt::format("{:.0f}", r.tokens_per_s), fmt::format("{:.3f}", b.linear_s),
+         fmt::format("{:.3f}", b.attention_s), fmt::format("{:.3f}", b.exposed_comm_s), fmt::format("{:.3f}", b.idle_s),
+         fmt::format("{:.3f}", b.dp_sync_s), fmt::format("{:.3f}", r.attention_imbalance),
+         fmt::format("{:.3f}", r.step_attention.step_sync), format_bytes(r.attention_bytes),
+         fmt::format("{:.1f} GiB", r.memory.total_bytes() / kGiB), r.memory.out_of_memory() ? "YES" : "no"});
   }
   return table.to_string() + fmt::format(
                                  "speedup: the row's tokens/s over {}'s at the same point; time columns in seconds per "
@@ -121,7 +124,7 @@ std::vector<std::string> study_warnings(const studies::Study& study) {
 
 std::string study_csv(const studies::Study& study) {
   std::string out =
-      "point,system,mode,gpus,tp,dp,pp,cp,microbatches,tokens_per_rank,iteration_s,speedup,tokens_per_s,"
+      "point,system,mode,gpus,tp,dp,pp,cp,microbatches,tokens_per_rank,mean_iteration_s,speedup,tokens_per_s,"
       "linear_s,attention_s,exposed_comm_s,idle_s,dp_sync_s,attention_imbalance,attention_bytes,"
       "memory_bytes,out_of_memory\n";
   for (const auto& row : study.rows) {
@@ -147,7 +150,11 @@ nlohmann::json study_json(const studies::Study& study) {
     j["speedup"] = row.speedup;
     rows.push_back(std::move(j));
   }
-  return {{"reference", study.reference}, {"search", study.spec.search}, {"rows", rows}};
+  nlohmann::json out = report_object();
+  out["reference"] = study.reference;
+  out["search"] = study.spec.search;
+  out["rows"] = std::move(rows);
+  return out;
 }
 
 BarChart study_speedup_chart(const studies::Study& study) {
