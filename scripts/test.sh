@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 preset=dev
 [ "${1:-}" = "--asan" ] && preset=asan
 bash scripts/setup.sh
+source scripts/build_env.sh
 cmake --preset "$preset" >/dev/null
 cmake --build --preset "$preset"
 ctest --preset "$preset" -j "$(nproc)"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# `pip install .[test,hf]` (torch and transformers) into a fresh virtual environment, as a user would,
-# with OpenMPI and CLI11 made unfindable, then the Python tests and the training example from outside the
-# source tree against the installed package. Fails if the extension links libmpi or if the tests import
-# the source tree's package instead of the installed one.
+# `pip install .[test,hf]` (torch and transformers) into a fresh virtual environment, as a user would, then
+# the installed `fulcrum` command, the Python tests and the training example from outside the source tree
+# against the installed package. Fails if the extension links libmpi, if the tests import the source tree's
+# package instead of the installed one, or if the project no longer configures the module alone when
+# OpenMPI and CLI11 are unfindable (pip then installs the module without the command).
 #   bash scripts/test_python_package.sh      (CI runs it; needs network access to PyPI for numpy, pytest,
 #                                             torch, transformers and the build requirements)
 set -euo pipefail
@@ -19,7 +20,7 @@ pip_flags=(--quiet --disable-pip-version-check)
 # The same compiler (by name: ccache keys on it; scikit-build-core would pick Python's `g++`), build type and
 # warnings as the dev build, so with ccache (.ci/run sets it up) the library's objects come from the dev
 # build's; the build folder is inside the checkout for the same reason.
-export CMAKE_ARGS="-DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON -DCMAKE_DISABLE_FIND_PACKAGE_CLI11=ON -DCMAKE_CXX_COMPILER=c++"
+export CMAKE_ARGS="-DCMAKE_CXX_COMPILER=c++"
 export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
 # --no-build-isolation: the build requirements (scikit-build-core, pybind11) come from the system too
 # (setup.sh), so the bindings compile with the same pybind11 path as the dev build and ccache has them.
@@ -29,7 +30,15 @@ export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
   "--config-settings=cmake.define.CMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" \
   --config-settings=cmake.define.FULCRUM_WERROR=ON
 
-cd "$work"  # outside the source tree: `import fulcrum` must find the installed package
+cd "$work"  # outside the source tree: `import fulcrum` and `fulcrum` must be the installed ones
+"$work/venv/bin/fulcrum" --version
+"$work/venv/bin/fulcrum" models data/models/tiny/config.json >/dev/null  # the bundled data, from elsewhere
+test -f "$work/venv/share/fulcrum/models/tiny/config.json"
+# Without OpenMPI and CLI11 the wheel's configuration (FULCRUM_BUILD_APPS=AUTO) is the module alone.
+cmake -S "$repo" -B "$work/module-only" -G Ninja -DFULCRUM_BUILD_APPS=AUTO -DFULCRUM_BUILD_TESTS=OFF \
+  -DFULCRUM_BUILD_BENCH=OFF -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON -DCMAKE_DISABLE_FIND_PACKAGE_CLI11=ON \
+  | grep -q "fulcrum: the CLI is not built"
+test ! -e "$work/module-only/apps"
 installed=$("$py" -c 'import fulcrum, os; print(os.path.dirname(fulcrum.__file__))')
 case "$installed" in
   "$work/venv/"*) ;;

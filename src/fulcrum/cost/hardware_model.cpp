@@ -1,6 +1,7 @@
 #include "fulcrum/cost/hardware_model.hpp"
 
 #include "fulcrum/core/error.hpp"
+#include "fulcrum/core/input_file.hpp"
 #include "fulcrum/core/json_reader.hpp"
 
 #include <fmt/ranges.h>
@@ -272,8 +273,8 @@ HardwareModel load_hardware(const std::string& path_or_preset) {
     if (preset.name == path_or_preset) return preset.make();
   }
   std::error_code ec;
-  std::ifstream in(path_or_preset);
-  if (!in || std::filesystem::is_directory(path_or_preset, ec)) {
+  std::ifstream in(bundled_path(path_or_preset));
+  if (!in || std::filesystem::is_directory(bundled_path(path_or_preset), ec)) {
     fail("hardware = '{}': neither a preset ({}) nor a readable file", path_or_preset,
          fmt::join(hardware_preset_names(), ", "));
   }

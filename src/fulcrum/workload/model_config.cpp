@@ -1,5 +1,6 @@
 #include "fulcrum/workload/model_config.hpp"
 
+#include "fulcrum/core/input_file.hpp"
 #include "fulcrum/core/json_reader.hpp"
 
 #include <fmt/ranges.h>
@@ -129,7 +130,7 @@ ModelShape resolve_model_shape(std::string_view preset_or_path) {
   const auto names = model_shape_preset_names();
   if (std::find(names.begin(), names.end(), text) != names.end()) return model_shape_preset(text);
   std::error_code ignored;
-  if (text.ends_with(".json") || std::filesystem::exists(text, ignored)) return read_model_file(text);
+  if (text.ends_with(".json") || std::filesystem::exists(bundled_path(text), ignored)) return read_model_file(text);
   fail("model = '{}': neither a preset ({}) nor a model file (a config.json or a Fulcrum model .json)", text,
        fmt::join(names, ", "));
 }
