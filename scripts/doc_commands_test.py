@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""Every command block of README.md and docs/cli.md, run with small sizes (ctest `docs_commands`):
+`doc_commands_test.py FULCRUM_BIN_DIR PYTHON_STAGE`.
+
+Each ```bash block is split into commands (backslash continuations joined, comments dropped, a heredoc kept
+with its command). A `fulcrum` command runs with its sizes capped (SMALL below: the documented command's
+shape at a size that takes seconds), from a scratch directory, and must exit 0; the Python heredoc runs
+against the staged module. Commands another test already runs are named with that test (COVERED); any
+other command fails this test, so a new command in the docs is either run here or says where it is.
+"""
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+
+BIN, STAGE = (os.path.abspath(a) for a in sys.argv[1:3])
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+DOCS = ["README.md", "docs/cli.md"]
+
+# Option -> its value in the test (a callable of the documented value, or a fixed value).
+SMALL = {
+    "--gpus": "16", "--max-doc-len": "16384", "--iterations": "1", "--batches": "1", "--repeats": "1",
+    "--tokens-per-rank": lambda v: v if v == "0" else str(min(int(v), 8192)),
+    "--tokens": lambda v: str(min(int(v), 4096)), "--prompt-tokens": "512,1024",
+    "--ranks": lambda v: str(min(int(v), 4)), "--lengths": "1024", "--split-length": "1024",
+    "--query-lengths": "256,512", "--key-lengths": "256,512", "--sizes": "8,65536",
+    "--sweep": lambda v: v.split("=")[0] + "=" + ",".join(v.split("=")[1].split(",")[:2]),
+}
+# Tighter caps where a subcommand runs real kernels on this machine's 2 cores: run's ranks and tokens, and a
+# real prefill's prompt (one with a measured --profile keeps the profile's grid, at least 4096 tokens).
+SMALL_IN = {
+    "run": {"--tokens-per-rank": "2048", "--ranks": "2"},
+    "prefill": {"--tokens": lambda v: str(min(int(v), 512))},
+}
+# Options a command gets when it does not give them, by subcommand: its defaults, smaller.
+ADDED = {
+    "run": {"--tokens-per-rank": "2048"},
+    "demo": {"--tokens-per-rank": "2048"},
+    "bench kernels": {"--lengths": "1024", "--shards": "1024", "--repeats": "1"},
+    "profile": {"--query-lengths": "256,512", "--key-lengths": "256,512", "--repeats": "1"},
+    "heads": {"--repeats": "1"},
+    "prefill": {"--repeats": "1", "--tokens": "512"},
+}
+DROPPED = {"--full"}  # the full benchmark grid: the quick default instead
+# Commands run elsewhere, by the first words: which test runs them.
+COVERED = {
+    "bash scripts/demo.sh": "its build is scripts/test.sh's (CI); `fulcrum demo` runs in ctest cli_charts_render",
+    "bash scripts/test.sh": "CI (.ci/run) runs it first",
+    "torchrun": "ctest python.torch_training (train_llama.py's planners on 2 and 4 gloo ranks)",
+    "python3 python/examples/train_llama.py": "CI's package step (scripts/test_python_package.sh)",
+    "python3 -m pytest": "ctest python.pytest and python.torch_training",
+    "python3 bench/": "benchmarks, measured in docs/performance.md (bench/*.py)",
+    "PYTHONPATH=build/dev/python torchrun": "ctest python.torch_training",
+    "pip install": "CI's package step (scripts/test_python_package.sh)",
+    "cmake --install": "ctest cli_install",
+}
+
+
+def commands(text):
+    """(command, source line) of every ```bash block."""
+    out = []
+    for block in re.finditer(r"```bash\n(.*?)```", text, re.S):
+        line_no = text[:block.start()].count("\n") + 2
+        lines = block.group(1).splitlines()
+        i = 0
+        while i < len(lines):
+            start = i
+            command = lines[i]
+            while command.rstrip().endswith("\\") and i + 1 < len(lines):
+                i += 1
+                command = command.rstrip()[:-1] + " " + lines[i].strip()
+            heredoc = re.search(r"<<'(\w+)'", command)
+            if heredoc:
+                body = []
+                while i + 1 < len(lines) and lines[i + 1].strip() != heredoc.group(1):
+                    i += 1
+                    body.append(lines[i])
+                i += 1
+                command = command + "\n" + "\n".join(body) + "\n" + heredoc.group(1)
+            i += 1
+            command = command if heredoc else re.sub(r"\s+#.*$", "", command).strip()
+            if command and not command.startswith("#"):
+                out.append((command, line_no + start))
+    return out
+
+
+def shrunk(words, variables):
+    words = [variables.get(w.split("/")[0], w.split("/")[0]) + w[len(w.split("/")[0]):] for w in words]
+    subcommand = " ".join(words[1:3]) if words[1] == "bench" else words[1]
+    real_prefill = subcommand == "prefill" and "--simulate" not in words and "--profile" not in words
+    for option, value in ADDED.get(subcommand, {}).items():
+        heads_profile = subcommand == "profile" and "--heads" in words
+        if option == "--tokens" and not real_prefill:
+            continue
+        if option not in words and not (heads_profile and option != "--repeats"):
+            words = [*words, option, value]
+    small = dict(SMALL)
+    if subcommand != "prefill" or real_prefill:
+        small.update(SMALL_IN.get(subcommand, {}))
+    out, i = [], 0
+    while i < len(words):
+        word = words[i]
+        if word in DROPPED:
+            i += 1
+            continue
+        if word in small and i + 1 < len(words):
+            rule = small[word]
+            out += [word, rule(words[i + 1]) if callable(rule) else rule]
+            i += 2
+            continue
+        out.append(word)
+        i += 1
+    return out
+
+
+failures, ran, covered = [], 0, 0
+variables = {}  # VAR=value lines of a block, substituted as $VAR at the start of a path
+env = dict(os.environ, PATH=BIN + os.pathsep + os.environ["PATH"], PYTHONPATH=STAGE, OMP_NUM_THREADS="2",
+           OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+for doc in DOCS:
+    for command, line in commands(open(os.path.join(ROOT, doc)).read()):
+        where = f"{doc}:{line}"
+        reason = next((why for prefix, why in COVERED.items() if command.startswith(prefix)), None)
+        if reason:
+            covered += 1
+            print(f"covered  {where}: {command.splitlines()[0][:70]} -- {reason}")
+            continue
+        if command.startswith("export PATH="):
+            continue  # the test's own PATH has the build's bin first
+        assignment = re.fullmatch(r"(\w+)=(\S+)", command)
+        if assignment:
+            variables["$" + assignment.group(1)] = assignment.group(2)
+            continue
+        if command.startswith("PYTHONPATH=build/dev/python python3 - <<"):
+            argv, stdin = ["python3", "-"], command.split("\n", 1)[1].rsplit("\n", 1)[0]
+        elif command.startswith("fulcrum "):
+            argv, stdin = shrunk(shlex.split(command), variables), None
+        else:
+            failures.append(f"{where}: `{command[:80]}` is neither run here nor COVERED by another test")
+            continue
+        # From a scratch folder that sees the checkout's data/ and docs/, as a user in the repository would.
+        with tempfile.TemporaryDirectory() as scratch:
+            for folder in ("data", "docs"):
+                os.symlink(os.path.join(ROOT, folder), os.path.join(scratch, folder))
+            start = time.monotonic()
+            result = subprocess.run(argv, input=stdin, capture_output=True, text=True, cwd=scratch, env=env,
+                                    timeout=600)
+        ran += 1
+        print(f"ran      {where}: {' '.join(argv)[:100]} -> exit {result.returncode} in "
+              f"{time.monotonic() - start:.1f} s")
+        if result.returncode != 0:
+            failures.append(f"{where}: `{' '.join(argv)}` exited {result.returncode}: {result.stderr[-1500:]}")
+
+print(f"{ran} commands ran, {covered} covered by other tests")
+for failure in failures:
+    print("FAIL:", failure)
+sys.exit(1 if failures or ran == 0 else 0)
