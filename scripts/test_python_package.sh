@@ -35,9 +35,9 @@ cd "$work"  # outside the source tree: `import fulcrum` and `fulcrum` must be th
 "$work/venv/bin/fulcrum" models data/models/tiny/config.json >/dev/null  # the bundled data, from elsewhere
 test -f "$work/venv/share/fulcrum/models/tiny/config.json"
 # Without OpenMPI and CLI11 the wheel's configuration (FULCRUM_BUILD_APPS=AUTO) is the module alone.
-cmake -S "$repo" -B "$work/module-only" -G Ninja -DFULCRUM_BUILD_APPS=AUTO -DFULCRUM_BUILD_TESTS=OFF \
-  -DFULCRUM_BUILD_BENCH=OFF -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON -DCMAKE_DISABLE_FIND_PACKAGE_CLI11=ON \
-  | grep -q "fulcrum: the CLI is not built"
+module_only=$(cmake -S "$repo" -B "$work/module-only" -G Ninja -DFULCRUM_BUILD_APPS=AUTO -DFULCRUM_BUILD_TESTS=OFF \
+  -DFULCRUM_BUILD_BENCH=OFF -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON -DCMAKE_DISABLE_FIND_PACKAGE_CLI11=ON)
+grep -q "fulcrum: the CLI is not built" <<<"$module_only"
 test ! -e "$work/module-only/apps"
 installed=$("$py" -c 'import fulcrum, os; print(os.path.dirname(fulcrum.__file__))')
 case "$installed" in
