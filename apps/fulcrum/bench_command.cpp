@@ -10,6 +10,7 @@
 #include "fulcrum/runtime/mpi_communicator.hpp"
 #include "job_session.hpp"
 #include "outputs.hpp"
+#include "verbosity.hpp"
 
 #include <fmt/format.h>
 
@@ -56,7 +57,9 @@ Action add_bench_command(CLI::App& app) {
       if (cmd->count("--shards") > 0) config->shards = given.shards;
     }
     config->backward = !*no_backward;
-    const auto result = studies::run_kernel_bench(*config);
+    const auto result = studies::run_kernel_bench(*config, [](int done, int total) {
+      show_progress(fmt::format("bench kernels: {}/{} cells", done, total), done == total);
+    });
     fmt::print("{}", kernel_bench_table(result));
     if (!json_path->empty()) write_output_json("json", *json_path, kernel_bench_json(result));
     return 0;

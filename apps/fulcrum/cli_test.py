@@ -161,6 +161,21 @@ with tempfile.TemporaryDirectory() as tmp:
               f"{quiet}: exit {result.returncode}, stderr {result.stderr!r}")
     check_bad_input(["-q", "plan", "-v"], run("-q", "plan", "-v"), "quiet / verbose: give at most one of -q and -v")
 
+    # Progress: on stderr, only on a terminal unless -v (where it is one line per step); never with -q.
+    progress_cases = [
+        (["run", "--backend", "local", "--ranks", "2", "--tokens-per-rank", "1024", "--planners", "distca,packed"],
+         ["run: job 1/2: distca / pingpong on 2 ranks", "run: job 2/2: packed / pingpong", "run: 2 jobs done"]),
+        (["bench", "kernels", "--lengths", "256", "--split-length", "0", "--repeats", "1", "--no-backward"],
+         ["bench kernels: 0/1 cells", "bench kernels: 1/1 cells"]),
+        (["simulate", "--gpus", "16", "--max-doc-len", "8192", "--iterations", "1", "--planners", "packed"],
+         ["] 1/1 runs"]),
+    ]
+    for args, lines in progress_cases:
+        verbose, plain = run("-v", *args), run(*args)
+        check(verbose.returncode == 0 and all(line in verbose.stderr for line in lines),
+              f"-v {args}: no progress lines {lines}: {verbose.stderr!r}")
+        check(plain.returncode == 0 and plain.stderr == "", f"{args} off a terminal wrote {plain.stderr!r}")
+
     # Old spellings work for one release, warn naming the new one, and give the same result.
     small_sim = ["simulate", "--gpus", "16", "--max-doc-len", "16384", "--iterations", "2"]
     new = run(*small_sim, "--planners", "wlb,packed", "--cp-degree", "2")

@@ -7,6 +7,7 @@
 #include "fulcrum/runtime/local_communicator.hpp"
 #include "fulcrum/runtime/mpi_communicator.hpp"
 #include "outputs.hpp"
+#include "verbosity.hpp"
 
 #include <fmt/format.h>
 
@@ -49,6 +50,11 @@ std::vector<studies::JobResult> run_jobs(const SessionOptions& options, const st
   const Injection injection = parse_injection(options.inject_failure, comm.size());
   std::vector<studies::JobResult> results;
   for (const auto& job : jobs) {
+    if (comm.rank() == 0) {
+      show_progress(fmt::format("run: job {}/{}: {} / {} on {} ranks (plan, forward, backward, check)",
+                                results.size() + 1, jobs.size(), job.planner, to_string(job.mode), comm.size()),
+                    false);
+    }
     if (comm.rank() == injection.rank) {
       if (!injection.hang) fail_runtime("injected failure (--inject-failure {})", options.inject_failure);
       std::this_thread::sleep_for(std::chrono::duration<double>(2 * options.timeout_s));
@@ -56,6 +62,7 @@ std::vector<studies::JobResult> run_jobs(const SessionOptions& options, const st
     }
     results.push_back(studies::run_attention_job(job, comm));
   }
+  if (comm.rank() == 0) show_progress(fmt::format("run: {} jobs done", jobs.size()), true);
   return results;
 }
 

@@ -168,6 +168,7 @@ int relaunch_under_mpiexec(int ranks) {
       (verbose_text != nullptr && std::string_view(verbose_text) != "" && std::string_view(verbose_text) != "0");
   const pid_t launcher = getpid();
   setenv(kTieVariable, (host_name() + " " + std::to_string(launcher)).c_str(), 1);
+  setenv(kStderrIsTerminal, isatty(STDERR_FILENO) != 0 ? "1" : "0", 1);
   std::array<int, 2> pipe_fds = {-1, -1};
   if (!verbose && pipe2(pipe_fds.data(), O_CLOEXEC) != 0) fail_runtime("cannot create a pipe for mpiexec's stderr");
 

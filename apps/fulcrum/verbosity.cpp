@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <string_view>
 
 namespace fulcrum::cli {
 namespace {
@@ -48,6 +50,10 @@ bool progress_wanted() {
     case Verbosity::kVerbose: return true;
     case Verbosity::kNormal: break;
   }
+  // A rank under the launcher writes into mpiexec's pipe; the launcher says whether the user's stderr is a
+  // terminal (mpi_launcher.cpp).
+  if (const char* terminal = std::getenv(kStderrIsTerminal); terminal != nullptr)
+    return std::string_view(terminal) == "1";
   return isatty(STDERR_FILENO) != 0;
 }
 

@@ -17,6 +17,9 @@ void add_verbosity_flags(CLI::App& app);
 void check_verbosity();
 Verbosity verbosity();
 
+/// Set by the launcher for the ranks it starts: "1" when its own stderr is a terminal.
+inline constexpr const char* kStderrIsTerminal = "FULCRUM_STDERR_IS_TERMINAL";
+
 /// Progress lines go to stderr: on a terminal unless -q, anywhere with -v.
 bool progress_wanted();
 /// A progress line: on a terminal redrawn in place ("\r", a newline after the last); elsewhere (-v) one

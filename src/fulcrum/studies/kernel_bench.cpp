@@ -35,7 +35,7 @@ void KernelBenchConfig::validate() const {
   if (simd != "auto") simd::require_isa(simd, "simd");
 }
 
-KernelBench run_kernel_bench(const KernelBenchConfig& config) {
+KernelBench run_kernel_bench(const KernelBenchConfig& config, const std::function<void(int, int)>& progress) {
   config.validate();
   KernelBench bench;
   bench.config = config;
@@ -53,12 +53,16 @@ KernelBench run_kernel_bench(const KernelBenchConfig& config) {
   bench.peak_flops = kernels::measure_fma_peak();
   const auto dtype = kernels::parse_dtype(config.dtype);
   const MaskSpec mask = MaskSpec::parse(config.mask);
+  const int cells = static_cast<int>(config.lengths.size() + (config.split_length > 0 ? config.shards.size() : 0));
+  int done = 0;
+  if (progress) progress(done, cells);
   auto record = [&](const char* study, Tokens length, Tokens shard, bool backward) {
     const auto tasks = kernels::sharded_document(length, shard, mask);
     const auto t = kernels::time_attention(tasks, config.shape, length, length, dtype, config.repeats, backward);
     const int n = static_cast<int>(tasks.size());
     bench.rows.push_back({study, "forward", length, shard, n, t.forward_s, t.forward_flops});
     if (backward) bench.rows.push_back({study, "backward", length, shard, n, t.backward_s, t.backward_flops});
+    if (progress) progress(++done, cells);
   };
   for (Tokens length : config.lengths) record("length", length, length, config.backward);
   if (config.split_length > 0) {

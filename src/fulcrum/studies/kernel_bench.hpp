@@ -6,6 +6,7 @@
 
 #include "fulcrum/kernels/timing.hpp"
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,7 @@ struct KernelBench {
   std::vector<KernelBenchRow> rows;
 };
 
-KernelBench run_kernel_bench(const KernelBenchConfig& config);
+/// `progress(done, total)` after each cell (a length, or a shard size), for a progress line.
+KernelBench run_kernel_bench(const KernelBenchConfig& config, const std::function<void(int, int)>& progress = {});
 
 }  // namespace fulcrum::studies
