@@ -65,6 +65,15 @@ with tempfile.TemporaryDirectory() as tmp:
     check(result.returncode == 0, f"run --save-plans exited {result.returncode}: {result.stderr[-2000:]}")
     check(sorted(os.listdir(plans)) == ["distca.pingpong.backward.fcpl", "distca.pingpong.forward.fcpl"],
           f"saved plans: {os.listdir(plans) if os.path.isdir(plans) else 'none'}")
+    # JSON plans by --plan-format; a folder named *.json still means JSON for one release, with one warning.
+    for folder, extra in (("json-plans", ["--plan-format", "json"]), ("plans.json", [])):
+        path = os.path.join(tmp, folder)
+        result, _ = run("run", "--ranks", "2", *SMALL, "--save-plans", path, *extra)
+        saved = sorted(os.listdir(path)) if os.path.isdir(path) else []
+        check(result.returncode == 0 and saved == ["distca.pingpong.backward.json", "distca.pingpong.forward.json"],
+              f"run --save-plans {folder} {extra}: {saved} {result.stderr[-1000:]}")
+        check(result.stderr.count("--plan-format json") == (0 if extra else 1),
+              f"run --save-plans {folder}: warnings {result.stderr!r}")
 
     # The simulator replays the executed plans and prints predicted against measured times.
     result, _ = run("run", "--ranks", "2", *SMALL, "--simulate", "h200-dgx")

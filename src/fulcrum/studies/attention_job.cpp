@@ -116,11 +116,11 @@ void check_plan(const Plan& plan, const Batch& batch) {
   if (!report.ok()) fail_runtime("the compiled {} plan fails verify_plan: {}", to_string(plan.pass), report.summary());
 }
 
-// <folder>/<planner>.<mode>.<pass>.fcpl, or .json when the folder's name ends in ".json".
+// <folder>/<planner>.<mode>.<pass>.<plan_format>.
 void save_plans(const JobConfig& config, const Plan& forward, const Plan& backward) {
   const std::filesystem::path folder(config.save_plans);
   std::filesystem::create_directories(folder);
-  const bool json = folder.extension() == ".json";
+  const bool json = config.plan_format == "json";
   const char* mode = to_string(config.mode);
   for (const Plan* plan : {&forward, &backward}) {
     const auto name = fmt::format("{}.{}.{}.{}", config.planner, mode, to_string(plan->pass), json ? "json" : "fcpl");
@@ -138,6 +138,7 @@ void JobConfig::validate(int ranks) const {
   make_length_source(dataset, seed, tokens_per_rank);
   make_planner(planner, planner_options());
   if (repeats < 1 || repeats > 1000) fail("repeats = {}: must be in [1, 1000]", repeats);
+  if (plan_format != "fcpl" && plan_format != "json") fail("plan-format = '{}': must be fcpl or json", plan_format);
   // Ranks are processes or threads of this machine: every rank's Q/K/V/O and gradients, what it receives
   // (about as much again) and the reference's copies all come out of its memory.
   const ModelShape shape = resolve_model_shape(model);

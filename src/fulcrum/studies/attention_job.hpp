@@ -29,10 +29,11 @@ struct JobConfig {
   PlannerOptions options;  // model is filled from `model`
   CommMode mode = CommMode::kPingPong;
   runtime::ReferenceKind reference = runtime::ReferenceKind::kKernel;
-  int repeats = 1;             // timed runs of each pass; per-rank times are medians over them
-  int threads = 0;             // kernel threads per rank; 0 = hardware threads / ranks (at least 1)
-  bool deterministic = false;  // bitwise-repeatable backward (runtime::ExecuteOptions::deterministic)
-  std::string save_plans;      // a folder: rank 0 writes the compiled plans there (binary, or JSON if it ends in .json)
+  int repeats = 1;                   // timed runs of each pass; per-rank times are medians over them
+  int threads = 0;                   // kernel threads per rank; 0 = hardware threads / ranks (at least 1)
+  bool deterministic = false;        // bitwise-repeatable backward (runtime::ExecuteOptions::deterministic)
+  std::string save_plans;            // a folder: rank 0 writes the compiled plans there
+  std::string plan_format = "fcpl";  // of the saved plans: fcpl (binary) or json
 
   void validate(int ranks) const;
   /// What the planner gets: `options` with the model of `model`.
