@@ -273,8 +273,8 @@ HardwareModel load_hardware(const std::string& path_or_preset) {
     if (preset.name == path_or_preset) return preset.make();
   }
   std::error_code ec;
-  std::ifstream in(bundled_path(path_or_preset));
-  if (!in || std::filesystem::is_directory(bundled_path(path_or_preset), ec)) {
+  const std::string path = bundled_path(path_or_preset);
+  if (!std::ifstream(path) || std::filesystem::is_directory(path, ec)) {
     fail("hardware = '{}': neither a preset ({}) nor a readable file", path_or_preset,
          fmt::join(hardware_preset_names(), ", "));
   }

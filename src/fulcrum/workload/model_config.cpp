@@ -28,6 +28,10 @@ int dtype_bytes_of(const JsonValue& dtype) {
   dtype.fail_must("one of bfloat16, float16, float32");
 }
 
+// RMSNorm's epsilon and RoPE's base, in the ranges both file kinds allow.
+double rms_norm_eps_of(const JsonValue& value) { return value.number(1e-12, 0.5); }
+double rope_theta_of(const JsonValue& value) { return value.number(1.0 + 1e-9, 1e12); }
+
 ModelShape shape_from_hf(const JsonValue& root, std::string name) {
   auto required = [&](std::string_view field) { return root.at(field).integer<int>(1, kMaxInt); };
   ModelShape shape;
@@ -49,12 +53,12 @@ ModelShape shape_from_hf(const JsonValue& root, std::string name) {
     }
     shape.head_dim = shape.hidden / shape.q_heads;
   }
-  shape.rms_norm_eps = root.has("rms_norm_eps") ? root.at("rms_norm_eps").number(1e-12, 0.5) : 1e-6;
+  shape.rms_norm_eps = root.has("rms_norm_eps") ? rms_norm_eps_of(root.at("rms_norm_eps")) : 1e-6;
   shape.rope_theta = 10000;
   if (root.has("rope_theta")) {
-    shape.rope_theta = root.at("rope_theta").number(1.0 + 1e-9, 1e12);
+    shape.rope_theta = rope_theta_of(root.at("rope_theta"));
   } else if (root.has("rope_parameters") && root.at("rope_parameters").has("rope_theta")) {  // transformers 5
-    shape.rope_theta = root.at("rope_parameters").at("rope_theta").number(1.0 + 1e-9, 1e12);
+    shape.rope_theta = rope_theta_of(root.at("rope_parameters").at("rope_theta"));
   }
   // transformers 4.56 renamed torch_dtype to dtype; either may be null in a config saved without one.
   for (const std::string_view key : {"dtype", "torch_dtype"}) {
@@ -84,8 +88,8 @@ ModelShape shape_from_fulcrum(const JsonValue& root) {
   shape.head_dim = required("head_dim");
   shape.ffn_hidden = required("ffn_hidden");
   if (root.has("dtype_bytes")) shape.dtype_bytes = root.at("dtype_bytes").integer<int>(1, 8);
-  if (root.has("rms_norm_eps")) shape.rms_norm_eps = root.at("rms_norm_eps").number(1e-12, 0.5);
-  if (root.has("rope_theta")) shape.rope_theta = root.at("rope_theta").number(1.0 + 1e-9, 1e12);
+  if (root.has("rms_norm_eps")) shape.rms_norm_eps = rms_norm_eps_of(root.at("rms_norm_eps"));
+  if (root.has("rope_theta")) shape.rope_theta = rope_theta_of(root.at("rope_theta"));
   return shape;
 }
 
@@ -109,11 +113,6 @@ ModelShape shape_from_either(const JsonValue& root, const std::string& hf_name) 
 }
 
 }  // namespace
-
-ModelShape model_shape_from_hf_config(const std::string& path) {
-  const JsonDocument document = JsonDocument::read_file(path, "config");
-  return validated(shape_from_hf(document.root(), name_from_path(path)), path);
-}
 
 ModelShape read_model_file(const std::string& path) {
   const JsonDocument document = JsonDocument::read_file(path, "model");

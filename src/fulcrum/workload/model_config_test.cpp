@@ -33,7 +33,7 @@ constexpr const char* kLlama3 = R"({"architectures": ["LlamaForCausalLM"], "hidd
 
 TEST(ModelConfig, ReadsAHuggingFaceLlamaConfigAsItsPreset) {
   const ConfigFile file(kLlama3);
-  const ModelShape shape = model_shape_from_hf_config(file.path());
+  const ModelShape shape = read_model_file(file.path());
   const ModelShape preset = model_shape_preset("llama3-8b");
   EXPECT_EQ(shape.name, "fulcrum-model-config-test");  // config.json is named by its folder
   EXPECT_EQ(shape.layers, preset.layers);
@@ -51,7 +51,7 @@ TEST(ModelConfig, ReadsAHuggingFaceLlamaConfigAsItsPreset) {
 TEST(ModelConfig, DefaultsKvHeadsHeadDimEpsAndTheta) {
   const ConfigFile file(R"({"hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 8,
     "num_hidden_layers": 2})");
-  const ModelShape shape = model_shape_from_hf_config(file.path());
+  const ModelShape shape = read_model_file(file.path());
   EXPECT_EQ(shape.kv_heads, 8);
   EXPECT_EQ(shape.head_dim, 32);
   EXPECT_EQ(shape.rms_norm_eps, 1e-6);
@@ -61,7 +61,7 @@ TEST(ModelConfig, DefaultsKvHeadsHeadDimEpsAndTheta) {
 std::string error_of(const std::string& text) {
   const ConfigFile file(text);
   try {
-    model_shape_from_hf_config(file.path());
+    read_model_file(file.path());
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
     EXPECT_NE(std::string(e.what()).find(file.path()), std::string::npos) << e.what();
@@ -72,21 +72,21 @@ std::string error_of(const std::string& text) {
 
 TEST(ModelConfig, BadFieldsAreNamed) {
   const std::string base = R"("intermediate_size": 512, "num_attention_heads": 8, "num_hidden_layers": 2)";
-  EXPECT_NE(error_of("{" + base + "}").find("config.hidden_size: missing"), std::string::npos)
+  EXPECT_NE(error_of("{" + base + "}").find("model.hidden_size: missing"), std::string::npos)
       << error_of("{" + base + "}");
-  EXPECT_NE(error_of(R"({"hidden_size": 0, )" + base + "}").find("config.hidden_size = 0"), std::string::npos);
-  EXPECT_NE(error_of(R"({"hidden_size": 256.5, )" + base + "}").find("config.hidden_size"), std::string::npos);
-  EXPECT_NE(error_of(R"({"hidden_size": 256, "num_key_value_heads": 3, )" + base + "}")
-                .find("config.num_key_value_heads = 3"),
+  EXPECT_NE(error_of(R"({"hidden_size": 0, )" + base + "}").find("model.hidden_size = 0"), std::string::npos);
+  EXPECT_NE(error_of(R"({"hidden_size": 256.5, )" + base + "}").find("model.hidden_size"), std::string::npos);
+  EXPECT_NE(
+      error_of(R"({"hidden_size": 256, "num_key_value_heads": 3, )" + base + "}").find("model.num_key_value_heads = 3"),
+      std::string::npos);
+  EXPECT_NE(error_of(R"({"hidden_size": 250, )" + base + "}").find("model.hidden_size = 250"), std::string::npos);
+  EXPECT_NE(error_of(R"({"hidden_size": 256, "rms_norm_eps": -1, )" + base + "}").find("model.rms_norm_eps"),
             std::string::npos);
-  EXPECT_NE(error_of(R"({"hidden_size": 250, )" + base + "}").find("config.hidden_size = 250"), std::string::npos);
-  EXPECT_NE(error_of(R"({"hidden_size": 256, "rms_norm_eps": -1, )" + base + "}").find("config.rms_norm_eps"),
-            std::string::npos);
-  EXPECT_NE(error_of(R"({"hidden_size": 256, "rope_theta": "big", )" + base + "}").find("config.rope_theta"),
+  EXPECT_NE(error_of(R"({"hidden_size": 256, "rope_theta": "big", )" + base + "}").find("model.rope_theta"),
             std::string::npos);
   EXPECT_NE(error_of("{not json").find("not JSON"), std::string::npos);
   try {
-    model_shape_from_hf_config("/nonexistent/config.json");
+    read_model_file("/nonexistent/config.json");
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent/config.json"), std::string::npos);
