@@ -45,8 +45,11 @@ int run_models(const ModelsConfig& c) {
     list.push_back(std::move(entry));
   }
   fmt::print("{}", table.to_string());
-  if (!c.json.empty())
-    write_output_json("json", c.json, {{"schema_version", kReportSchemaVersion}, {"models", std::move(list)}});
+  if (!c.json.empty()) {
+    nlohmann::json report = report_object();
+    report["models"] = std::move(list);
+    write_output_json("json", c.json, report);
+  }
   return 0;
 }
 

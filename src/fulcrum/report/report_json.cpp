@@ -5,18 +5,24 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <string>
+#include <string_view>
 
 namespace fulcrum {
 
-std::int64_t whole(double count) { return std::llround(count); }
-
-nlohmann::json report_object() { return {{"schema_version", kReportSchemaVersion}}; }
+namespace {
 
 std::string json_key(std::string_view option_name) {
   std::string key(option_name);
   std::replace(key.begin(), key.end(), '-', '_');
   return key;
 }
+
+}  // namespace
+
+std::int64_t whole(double count) { return std::llround(count); }
+
+nlohmann::json report_object() { return {{"schema_version", kReportSchemaVersion}}; }
 
 nlohmann::json planner_options_json(const PlannerOptions& options) {
   nlohmann::json out = nlohmann::json::object();

@@ -7,8 +7,6 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
-#include <string>
-#include <string_view>
 
 namespace fulcrum {
 
@@ -22,10 +20,7 @@ nlohmann::json report_object();
 /// A count the engine sums in a double (bytes moved: exact below 2^53) as the JSON integer it is.
 std::int64_t whole(double count);
 
-/// "dcp-block" -> "dcp_block": option names as JSON keys.
-std::string json_key(std::string_view option_name);
-
-/// Every planner option by json_key name; options declared whole as JSON integers.
+/// Every planner option by name with `_` for `-` ("dcp_block"); options declared whole as JSON integers.
 nlohmann::json planner_options_json(const PlannerOptions& options);
 
 }  // namespace fulcrum
