@@ -92,6 +92,7 @@ def hand_written_cases(tmp):
         (["heads", "--scenario", "S1", "--solvers", "nosuch"], "nosuch"),
         (["heads", "--scenario", "S1", "--solvers", "greedy,greedy"], "solvers"),
         (["profile", "--json", ""], "json"),
+        (["profile", "--out", ""], "out"),  # the old spelling is refused empty too
         (["demo", "--out", ""], "out"),
         (["plan", "--nosuch-option", "1"], "--nosuch-option"),
         (["nosuch-subcommand"], "nosuch-subcommand"),

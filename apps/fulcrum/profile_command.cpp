@@ -64,7 +64,8 @@ Action add_profile_command(CLI::App& app) {
   cmd->add_option("--repeats", config->repeats, "timed repeats per cell; the median is kept")->capture_default_str();
   auto* json_option = add_output_option(
       *cmd, "json", *out, "where to write the JSON (default profile.json; heads_profile.json with --heads)");
-  add_deprecated_alias(*cmd, "--out", json_option, *out);
+  // The old spelling is an output option too: an empty one is refused, not read as "the default file".
+  deprecate(add_output_option(*cmd, "out", *out, "deprecated: --json"), json_option);
   add_profile_heads_options(*cmd, *heads_args, heads_flag);
   return [config, out, dtype, heads, heads_args] {
     if (out->empty()) *out = *heads ? "heads_profile.json" : "profile.json";
