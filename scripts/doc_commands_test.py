@@ -4,9 +4,10 @@
 
 Each ```bash block is split into commands (backslash continuations joined, comments dropped, a heredoc kept
 with its command). A `fulcrum` command runs with its sizes capped (SMALL below: the documented command's
-shape at a size that takes seconds), from a scratch directory, and must exit 0; the Python heredoc runs
-against the staged module. Commands another test already runs are named with that test (COVERED); any
-other command fails this test, so a new command in the docs is either run here or says where it is.
+shape at a size that takes seconds), from a scratch directory, and must exit 0; so do the benchmark scripts
+(BENCH_SMALL) and the Python heredoc, against the staged module. Commands another test already runs are
+named with that test (COVERED); any other command fails this test, so a new command in the docs is either
+run here or says where it is.
 """
 import os
 import re
@@ -45,6 +46,12 @@ ADDED = {
     "prefill": {"--repeats": "1", "--tokens": "512"},
 }
 DROPPED = {"--full"}  # the full benchmark grid: the quick default instead
+# The benchmark scripts the docs show, at a size that takes seconds (argparse keeps an option's last value).
+BENCH_SMALL = {
+    "bench/compare_sdpa.py": ["--lengths", "512", "--heads", "2", "--head-dim", "32", "--repeats", "1"],
+    "bench/torch_training.py": ["--ranks", "2", "--tokens-per-rank", "512", "--steps", "1", "--warmup", "0",
+                                "--planners", "distca"],
+}
 # Commands run elsewhere, by the first words: which test runs them.
 COVERED = {
     "bash scripts/demo.sh": "its build is scripts/test.sh's (CI); `fulcrum demo` runs in ctest cli_charts_render",
@@ -52,7 +59,6 @@ COVERED = {
     "torchrun": "ctest python.torch_training (train_llama.py's planners on 2 and 4 gloo ranks)",
     "python3 python/examples/train_llama.py": "CI's package step (scripts/test_python_package.sh)",
     "python3 -m pytest": "ctest python.pytest and python.torch_training",
-    "python3 bench/": "benchmarks, measured in docs/performance.md (bench/*.py)",
     "PYTHONPATH=build/dev/python torchrun": "ctest python.torch_training",
     "pip install": "CI's package step (scripts/test_python_package.sh)",
     "cmake --install": "ctest cli_install",
@@ -138,6 +144,9 @@ for doc in DOCS:
             argv, stdin = ["python3", "-"], command.split("\n", 1)[1].rsplit("\n", 1)[0]
         elif command.startswith("fulcrum "):
             argv, stdin = shrunk(shlex.split(command), variables), None
+        elif command.startswith("python3 bench/") and command.split()[1] in BENCH_SMALL:
+            words = [os.path.join(BIN, "fulcrum") if w == "$(command -v fulcrum)" else w for w in shlex.split(command)]
+            argv, stdin = [*words[:1], os.path.join(ROOT, words[1]), *words[2:], *BENCH_SMALL[words[1]]], None
         else:
             failures.append(f"{where}: `{command[:80]}` is neither run here nor COVERED by another test")
             continue
