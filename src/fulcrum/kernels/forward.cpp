@@ -16,6 +16,7 @@
 
 #include <omp.h>
 
+#include <atomic>
 #include <cmath>
 #include <numbers>
 #include <vector>
@@ -33,9 +34,10 @@ struct Forward {
   HeadTensor<float> lse;
   const float* k_rows;  // head-major fp32 copies of K and V (head_major)
   const float* v_rows;
-  const CallColumns* columns;  // gathered columns of masks that have them
-  int group = 1;               // q heads per kv head
-  float scale_log2;            // softmax scale * log2(e): scores in base 2
+  const CallColumns* columns;         // gathered columns of masks that have them
+  int group = 1;                      // q heads per kv head
+  float scale_log2;                   // softmax scale * log2(e): scores in base 2
+  std::atomic<bool>* met_non_finite;  // set by an item that computed a NaN or infinite score or output
 };
 
 constexpr int kBlockTiles = 4;
@@ -75,12 +77,14 @@ constexpr float kRescaleSlack = 8.0f;
 #define FULCRUM_ISA_INCLUDE "fulcrum/kernels/forward_items-inl.hpp"
 #include "fulcrum/core/simd_foreach_isa.hpp"
 
+// Returns false when some score or output was NaN or infinite (the outputs are then to be redone).
 template <class T>
-void run_forward(std::span<const AttentionTask> tasks, const AttentionShape& shape, HeadTensor<const T> q,
+bool run_forward(std::span<const AttentionTask> tasks, const AttentionShape& shape, HeadTensor<const T> q,
                  HeadTensor<const T> k, HeadTensor<const T> v, HeadTensor<T> o, HeadTensor<float> lse) {
   const float* k_rows = head_major(k, 0);
   const float* v_rows = head_major(v, 1);
   const CallColumns columns(tasks, shape.q_heads, shape.kv_heads, k_rows, v_rows, k.rows, padded_dim(shape.head_dim));
+  std::atomic<bool> met_non_finite{false};
   const Forward<T> f{tasks,
                      q,
                      k,
@@ -91,7 +95,8 @@ void run_forward(std::span<const AttentionTask> tasks, const AttentionShape& sha
                      v_rows,
                      &columns,
                      shape.q_heads / shape.kv_heads,
-                     shape.softmax_scale() * std::numbers::log2e_v<float>};
+                     shape.softmax_scale() * std::numbers::log2e_v<float>,
+                     &met_non_finite};
   const std::vector<WorkItem> items = query_tiles(tasks, shape.q_heads, kBlockTiles * kTile);
   const auto n = static_cast<std::ptrdiff_t>(items.size());
   const fulcrum::simd::Isa isa = fulcrum::simd::active_isa();
@@ -102,6 +107,7 @@ void run_forward(std::span<const AttentionTask> tasks, const AttentionShape& sha
     for (std::ptrdiff_t i = 0; i < n; ++i)
       FULCRUM_DISPATCH(isa, forward_item(f, items[static_cast<std::size_t>(i)], scratch));
   }
+  return !met_non_finite.load(std::memory_order_relaxed);
 }
 
 }  // namespace
@@ -116,10 +122,15 @@ void attention_forward(std::span<const AttentionTask> tasks, const AttentionShap
   check_shape("o", o, q.rows, shape.q_heads, shape.head_dim);
   check_shape("lse", lse, q.rows, shape.q_heads, 1);
   validate_tasks(tasks, q.rows, k.rows, shape.q_heads);
+  // Inputs are not scanned up front: a non-finite Q, K or V makes a score or an output row of a tile
+  // that reads it non-finite, which the items notice in cache. Only then is the call redone with the
+  // non-finite values isolated (non_finite.hpp); if none is found after all (finite inputs whose
+  // scores overflowed), the outputs stand as computed.
+  if (run_forward<T>(tasks, shape, q, k, v, o, lse)) return;
   const ForwardKernel<T> kernel = [&](HeadTensor<const T> q_in, HeadTensor<const T> k_in, HeadTensor<const T> v_in) {
     run_forward<T>(tasks, shape, q_in, k_in, v_in, o, lse);
   };
-  if (!forward_with_non_finite<T>(tasks, shape, q, k, v, o, lse, kernel)) kernel(q, k, v);
+  forward_with_non_finite<T>(tasks, shape, q, k, v, o, lse, kernel);
 }
 
 template void attention_forward<float>(std::span<const AttentionTask>, const AttentionShape&, HeadTensor<const float>,

@@ -44,7 +44,7 @@ FULCRUM_INLINE void online_softmax(float* s_t, int nk, float* o, long ld, Tokens
 // K/V tile) at a time, each chunk against every query tile while it is in cache.
 template <class T>
 FULCRUM_INLINE void gathered_tiles(const Forward<T>& f, const WorkItem& item, const HeadColumns& columns,
-                                   ForwardScratch& w) {
+                                   ForwardScratch& w, bool& finite_so_far) {
   const AttentionTask& task = f.tasks[item.task];
   const MaskSpec& mask = task.mask_of(item.head);
   const int dim = f.q.dim;
@@ -74,6 +74,7 @@ FULCRUM_INLINE void gathered_tiles(const Forward<T>& f, const WorkItem& item, co
       const Tokens nq = std::min<Tokens>(kTile, item.rows.count - t * kTile);
       if (!columns.tile_bits(tile_index[t], c, sources[t], nq, bits)) continue;
       gemm({w.s_t.data(), kTile, k, ld, 1, s.q_t.data(), kTile, dim, nk}, false);  // S^T = K Q^T
+      finite_so_far = finite_so_far && finite(w.s_t.data(), nk * kTile);
       mask_rows(w.s_t.data(), true, nq, nk, [&](Tokens i) { return bits[i]; });
       online_softmax(w.s_t.data(), nk, s.o.data(), ld, nq, s.m, s.l);
       gemm_wide({s.o.data(), ld, w.s_t.data(), 1, kTile, v, ld, nk, nq}, ld, true);  // O += P V
@@ -119,6 +120,7 @@ void forward_item(const Forward<T>& f, const WorkItem& item, ForwardScratch& w) 
       w.active.push_back({offset, t, kind});
     }
   }
+  bool finite_so_far = true;  // every score and output of the item so far
   auto kv_first = [&](Tokens offset) {
     return (static_cast<std::ptrdiff_t>(kv_head) * f.k.rows + task.keys.row + offset) * ld;
   };
@@ -138,15 +140,19 @@ void forward_item(const Forward<T>& f, const WorkItem& item, ForwardScratch& w) 
     const auto first = kv_first(offset);
     gemm({w.s_t.data(), kTile, f.k_rows + first, ld, 1, s.q_t.data(), kTile, dim, nk, &next_k},
          false);  // S^T = K Q^T
+    // Before masking: a score of -inf from a non-finite Q or K would pass for a masked one after it.
+    finite_so_far = finite_so_far && finite(w.s_t.data(), nk * kTile);
     mask_scores(w.s_t.data(), true, mask, task.doc_len, queries, keys, kind);
     online_softmax(w.s_t.data(), static_cast<int>(nk), s.o.data(), ld, nq, s.m, s.l);
     gemm_wide({s.o.data(), ld, w.s_t.data(), 1, kTile, f.v_rows + first, ld, nk, nq, &next_v}, ld,
               true);  // O += P V
   }
-  if (columns != nullptr) gathered_tiles(f, item, *columns, w);
+  if (columns != nullptr) gathered_tiles(f, item, *columns, w, finite_so_far);
 
   for (int t = 0; t < n_tiles; ++t) {
     const QueryTileState& s = w.tiles[t];
+    // A non-finite V reaches O (0 * inf is NaN, so even through masked pairs).
+    finite_so_far = finite_so_far && finite(s.o.data(), tile_rows(t) * ld);
     const float* m_row = s.m;
     const float* l_row = s.l;
     for (Tokens i = 0; i < tile_rows(t); ++i) {
@@ -158,4 +164,5 @@ void forward_item(const Forward<T>& f, const WorkItem& item, ForwardScratch& w) 
       *f.lse.at(row, item.head) = empty ? kNegInf : (m_row[i] + std::log2(l_row[i])) * std::numbers::ln2_v<float>;
     }
   }
+  if (!finite_so_far) f.met_non_finite->store(true, std::memory_order_relaxed);
 }

@@ -142,6 +142,25 @@ FULCRUM_INLINE void load_transposed(float* out, const T* src, std::ptrdiff_t str
   }
 }
 
+/// Whether none of the `count` floats at p (a multiple of the lanes) is NaN or infinite: an exponent of
+/// all ones. The kernels test their score tiles and output rows with it while these are in L1, instead
+/// of scanning every input before the call (non_finite.hpp): that pass cost a 96%-sparse forward ~5%.
+FULCRUM_INLINE bool finite(const float* p, long count) {
+  using IVec = Isa::IVec;
+  constexpr int kLanes = Isa::kLanes;
+  const IVec exponent = IVec{} + 0x7f800000;
+  IVec bad{};
+  for (long c = 0; c < count; c += kLanes) {
+    IVec bits;
+    std::memcpy(&bits, p + c, sizeof bits);
+    bad |= (bits & exponent) == exponent;
+  }
+  for (int l = 0; l < kLanes; ++l) {
+    if (bad[l] != 0) return false;
+  }
+  return true;
+}
+
 /// Sets row[c] = -inf for the c < 64 whose bit of `keep` is clear, a vector at a time.
 FULCRUM_INLINE void keep_columns(float* row, std::uint64_t keep) {
   using Vec = Isa::Vec;
