@@ -38,6 +38,7 @@ void plan_benchmark(benchmark::State& state, const std::string& planner_name, do
   state.counters["mem_imbalance"] = stats.memory_imbalance;
   state.counters["traffic_GB"] = stats.comm_bytes_total / 1e9;
   state.counters["max_rank_GB"] = stats.comm_bytes_max_rank / 1e9;
+  state.counters["traffic_imbalance"] = stats.traffic_imbalance;
   state.counters["tasks"] = static_cast<double>(stats.tasks);
 }
 

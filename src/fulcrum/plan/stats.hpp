@@ -17,6 +17,7 @@ struct AssignmentStats {
   double memory_imbalance = 1.0;  // max / mean of rank_tokens_held
   double comm_bytes_total = 0;
   double comm_bytes_max_rank = 0;  // max over ranks of max(bytes sent, bytes received)
+  double traffic_imbalance = 1.0;  // max / mean over ranks of bytes sent + received (1 with no traffic)
   double remote_tokens_max_rank = 0;
   std::size_t tasks = 0;
 };

@@ -231,6 +231,18 @@ TEST(Stats, CountsTrafficAndBalance) {
   EXPECT_EQ(s.tasks, 3u);
   EXPECT_DOUBLE_EQ(s.memory_imbalance, 1.0);  // both ranks own 8 tokens
   EXPECT_GT(s.imbalance, 1.0);
+  // Two ranks: every byte one sends the other receives, so sent + received is the same on both.
+  EXPECT_DOUBLE_EQ(s.traffic_imbalance, 1.0);
+}
+
+TEST(Stats, TrafficImbalanceIsTheBusiestRanksSentPlusReceivedOverTheMean) {
+  // Three ranks; rank 0 sends K/V to ranks 1 and 2: sent + received is 2b, b, b (mean 4b/3), so 1.5.
+  Batch batch = pack_batch({{0, 12, MaskSpec::causal()}}, 3, 4);
+  Assignment a{"test", batch, {}, {}};
+  a.transfers = {{TensorKind::kKV, 0, {0, 4}, 0, 1}, {TensorKind::kKV, 0, {0, 4}, 0, 2}};
+  EXPECT_DOUBLE_EQ(compute_stats(a, model_shape_preset("tiny")).traffic_imbalance, 1.5);
+  a.transfers.clear();
+  EXPECT_DOUBLE_EQ(compute_stats(a, model_shape_preset("tiny")).traffic_imbalance, 1.0);  // nothing moves
 }
 
 // Heads: document 0 of small_batch with 4 q heads, causal on heads 0-1 and a sliding window on 2-3,

@@ -28,6 +28,7 @@ nlohmann::json plan_comparison_json(const studies::PlanComparison& comparison) {
                              {"memory_imbalance", p.memory_imbalance},
                              {"comm_bytes_total", p.comm_bytes_total},
                              {"comm_bytes_max_rank", p.comm_bytes_max_rank},
+                             {"traffic_imbalance", p.traffic_imbalance},
                              {"remote_tokens_max_rank", p.remote_tokens_max_rank},
                              {"tasks", p.tasks},
                              {"plan_ms", p.plan_ms},
@@ -43,12 +44,13 @@ std::string plan_comparison_table(const studies::PlanComparison& comparison) {
 
   // The columns are the JSON keys (plan_comparison_json), so a reader of either finds the other.
   Table table({"planner", "imbalance", "memory_imbalance", "comm_bytes_total", "comm_bytes_max_rank",
-               "remote_tokens_max_rank", "tasks", "plan_ms", "valid"});
+               "traffic_imbalance", "remote_tokens_max_rank", "tasks", "plan_ms", "valid"});
   for (const auto& p : planners) {
     table.add_row({p.name, fmt::format("{:.3f}", p.imbalance), fmt::format("{:.3f}", p.memory_imbalance),
                    format_bytes(p.comm_bytes_total), format_bytes(p.comm_bytes_max_rank),
-                   fmt::format("{:.0f}", p.remote_tokens_max_rank), fmt::format("{:.0f}", p.tasks),
-                   fmt::format("{:.2f}", p.plan_ms), p.valid ? "yes" : "NO: " + p.first_problem});
+                   fmt::format("{:.2f}", p.traffic_imbalance), fmt::format("{:.0f}", p.remote_tokens_max_rank),
+                   fmt::format("{:.0f}", p.tasks), fmt::format("{:.2f}", p.plan_ms),
+                   p.valid ? "yes" : "NO: " + p.first_problem});
   }
   return fmt::format(
       "{} batch(es) of {} ranks x {} tokens from '{}', model {}, mask {}; per layer, forward; means over batches "

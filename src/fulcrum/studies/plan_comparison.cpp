@@ -78,6 +78,7 @@ PlanComparison compare_planners(const PlanConfig& config) {
       summary.comm_bytes_total += stats.comm_bytes_total;
       summary.comm_bytes_max_rank += stats.comm_bytes_max_rank;
       summary.remote_tokens_max_rank += stats.remote_tokens_max_rank;
+      summary.traffic_imbalance += stats.traffic_imbalance;
       summary.tasks += static_cast<double>(stats.tasks);
     }
     const auto n = static_cast<double>(batches.size());
@@ -86,6 +87,7 @@ PlanComparison compare_planners(const PlanConfig& config) {
     summary.comm_bytes_total /= n;
     summary.comm_bytes_max_rank /= n;
     summary.remote_tokens_max_rank /= n;
+    summary.traffic_imbalance /= n;
     summary.tasks /= n;
     std::sort(times.begin(), times.end());
     summary.plan_ms = times[times.size() / 2];

@@ -33,6 +33,7 @@ struct PlannerSummary {
   double comm_bytes_total = 0;        // mean over batches
   double comm_bytes_max_rank = 0;     // mean over batches
   double remote_tokens_max_rank = 0;  // mean over batches of the largest per-layer receive buffer
+  double traffic_imbalance = 0;       // mean over batches of max/mean bytes sent + received per rank
   double tasks = 0;                   // mean over batches
   double plan_ms = 0;                 // median over batches
   bool valid = true;                  // every batch passed plan::verify
