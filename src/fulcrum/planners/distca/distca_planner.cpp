@@ -8,6 +8,11 @@ namespace fulcrum {
 namespace {
 
 const OptionSpec kTolerance{"tolerance", "DistCA: stop when every server is within this x the mean load", 0.1, 0, 10};
+const OptionSpec kOvershoot{"overshoot",
+                            "DistCA: a move may fill its destination past the mean by this fraction of tolerance x "
+                            "mean (0: to the mean, the paper's rule; fewer, larger shards of long documents move "
+                            "less K/V)",
+                            0.9, 0, 0.99};
 const OptionSpec kGranularity{
     "granularity", "DistCA: shard sizes are multiples of this many tokens (the kernel tile)", 128, 1, 1 << 24, true,
     true};
@@ -15,10 +20,13 @@ const OptionSpec kGranularity{
 }  // namespace
 
 DistcaPlanner::DistcaPlanner(const PlannerOptions& options)
-    : model_(options.model), tolerance_(options.get(kTolerance)), granularity_(options.get_tokens(kGranularity)) {}
+    : model_(options.model),
+      tolerance_(options.get(kTolerance)),
+      granularity_(options.get_tokens(kGranularity)),
+      overshoot_(options.get(kOvershoot)) {}
 
 Assignment DistcaPlanner::do_plan(const Batch& batch) {
-  auto result = distca::schedule(batch, model_, {tolerance_, granularity_});
+  auto result = distca::schedule(batch, model_, {tolerance_, granularity_, overshoot_});
   Assignment a{.planner = {}, .batch = batch, .tasks = distca::items_to_tasks(batch, result.items), .transfers = {}};
   a.transfers = minimal_transfers(a.batch, a.tasks);
   return a;
@@ -34,7 +42,7 @@ PlannerRegistration distca_registration() {
                            .masks = all_mask_kinds(),  // band masks exactly; index-list masks over their hull
                            .overlaps_traffic = true,
                            .pools_pipeline_stages = true},
-          .options = {kTolerance, kGranularity},
+          .options = {kTolerance, kGranularity, kOvershoot},
           .make = [](const PlannerOptions& o) { return std::make_unique<DistcaPlanner>(o); }};
 }
 

@@ -18,6 +18,7 @@ class DistcaPlanner : public Planner {
   ModelShape model_;
   double tolerance_;
   Tokens granularity_;
+  double overshoot_;
 };
 
 PlannerRegistration distca_registration();

@@ -101,6 +101,21 @@ class Scheduler {
                      [](const Candidate& x, const Candidate& y) { return x.e_bound > y.e_bound; });
   }
 
+  // A destination pushed past the mean becomes a surplus server: its contiguous items join the
+  // candidates, merged in by E bound (a full rebuild and sort per such move tripled the planning time
+  // once destinations may overshoot, measured at 512 ranks).
+  void add_candidates_of(int server) {
+    surplus_[server] = true;
+    const auto old_end = static_cast<std::ptrdiff_t>(candidates_.size());
+    for (std::size_t i = 0; i < items_.size(); ++i) {
+      if (items_[i].server != server || !items_[i].rows[1].empty()) continue;
+      candidates_.push_back({e_bound_per_token_ * static_cast<double>(batch_.documents[items_[i].doc].length), i});
+    }
+    const auto by_bound = [](const Candidate& x, const Candidate& y) { return x.e_bound > y.e_bound; };
+    std::stable_sort(candidates_.begin() + old_end, candidates_.end(), by_bound);
+    std::inplace_merge(candidates_.begin(), candidates_.begin() + old_end, candidates_.end(), by_bound);
+  }
+
   // The paper's move: the best-E shard within ΔFmax = min(F_item, S_source, D_destination). When the
   // granularity makes every such shard too big (a granule of a long document's tail can outweigh a
   // small deficit), fall back to any shard that still lowers the pair's larger load, F_d + ΔF < F_s:
@@ -112,6 +127,10 @@ class Scheduler {
 
   bool move_best_candidate_to(int d, bool improving_only) {
     const double deficit = mean_ - load_[d];
+    // The destination may end above the mean, still inside the tolerance: one large shard of a long
+    // document instead of a large one and then slivers, each of which needs nearly the whole document's
+    // K/V (traffic); past the mean, the destination's own short documents become cheap candidates.
+    const double overshoot = options_.overshoot * options_.tolerance * mean_;
     double best_e = 0;
     std::size_t best_item = 0;
     Shard best_shard_found;
@@ -122,7 +141,7 @@ class Scheduler {
       const double surplus = load_[s] - mean_;
       if (surplus <= 0 || s == d) continue;
       // Strictly below the gap: the relative margin keeps rounding from admitting a move that only ties.
-      const double limit = improving_only ? (load_[s] - load_[d]) * (1 - 1e-9) : std::min(surplus, deficit);
+      const double limit = improving_only ? (load_[s] - load_[d]) * (1 - 1e-9) : std::min(surplus, deficit + overshoot);
       const double budget = std::min(item.flops, limit);
       const Shard shard = shard_for(candidate.item, budget, view_of(d, item.doc));
       if (shard.flops <= 0) continue;
@@ -135,7 +154,7 @@ class Scheduler {
     }
     if (best_e <= 0) return false;
     apply(best_item, best_shard_found, d);
-    if (load_[d] > mean_ && !surplus_[d]) rebuild_candidates();
+    if (load_[d] > mean_ && !surplus_[d]) add_candidates_of(d);
     return true;
   }
 

@@ -2,9 +2,12 @@
 //
 //   F̄ = total / servers; servers above F̄ have a surplus S, below it a deficit D.
 //   Visit deficit servers, largest deficit first. For deficit d, every Item on a surplus server s is a
-//   candidate carrying ΔFmax = min(F_item, S_s, D_d); its cheapest shard (shard.hpp) gives the bytes
-//   Vcomm; candidates rank by E = ΔF / Vcomm; the best moves (split off when ΔF < F_item).
+//   candidate carrying ΔFmax = min(F_item, S_s, D_d + κ·tolerance·F̄); its cheapest shard (shard.hpp)
+//   gives the bytes Vcomm; candidates rank by E = ΔF / Vcomm; the best moves (split off when ΔF < F_item).
 //   Stop when every server is within tolerance·F̄, or no candidate can move a granule.
+// κ = 0 is the paper's rule. With κ > 0 (Fulcrum's default) a deficit takes one large shard of a long
+// document where the paper's rule fills it to the mean and leaves slivers for later deficits, each
+// needing nearly the whole document's K/V: at 512 ranks that sent one document's K/V to 20 servers.
 #pragma once
 
 #include "fulcrum/planners/distca/items.hpp"
@@ -16,6 +19,9 @@ namespace fulcrum::distca {
 struct SchedulerOptions {
   double tolerance = 0.1;
   Tokens granularity = 128;
+  /// How far past the mean a move may fill its destination, as a fraction of tolerance x mean (0: to
+  /// the mean, the paper's ΔFmax; below 1, so every destination stays inside the tolerance).
+  double overshoot = 0.9;
 };
 
 struct ScheduleResult {
