@@ -26,8 +26,9 @@ ROOT = Path(__file__).resolve().parents[1]
 def plan_row(fulcrum: str, ranks: int, tolerance: float, seed: int, model: str, out: Path,
              options: list[str]) -> dict:
     subprocess.run([fulcrum, "plan", *options, "--planners", "distca", "--ranks", str(ranks),
-                    "--tokens-per-rank", "65536", "--dataset", "pretrain", "--model", model, "--seed", str(seed), "--tolerance", str(tolerance),
-                    "--json", str(out), "-q"], check=True, capture_output=True, text=True)
+                    "--tokens-per-rank", "65536", "--dataset", "pretrain", "--model", model,
+                    "--seed", str(seed), "--tolerance", str(tolerance), "--json", str(out), "-q"],
+                   check=True, capture_output=True, text=True)
     p = json.loads(out.read_text())["planners"]["distca"]
     return {"ranks": ranks, "tolerance": tolerance, "seed": seed, "imbalance": p["imbalance"],
             "traffic_imbalance": p["traffic_imbalance"], "comm_bytes_total": p["comm_bytes_total"],
