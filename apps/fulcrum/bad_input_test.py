@@ -53,6 +53,7 @@ def hand_written_cases(tmp):
     plan, simulate = ["plan", "--planners", "packed"], ["simulate", "--gpus", "8", "--max-doc-len", "16384"]
     return [
         ([*plan, "--ranks", "0"], "ranks"),
+        ([*plan, "--boundary-split", "zigzag"], "boundary-split"),
         ([*plan, "--ranks", "-3"], "ranks"),
         ([*plan, "--tokens-per-rank", "0"], "tokens-per-rank"),
         ([*plan, "--planners", ""], "planners"),

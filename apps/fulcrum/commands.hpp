@@ -47,5 +47,7 @@ std::string version_text();
 /// --devices-per-machine: the machine size real runs and plans assume (the simulator takes it from the
 /// hardware model instead).
 void add_topology_flags(CLI::App& cmd, PlannerOptions& options);
+/// --boundary-split: how the packing lays a document that crosses ranks over them (workload/batch.hpp).
+void add_boundary_split_option(CLI::App& cmd, BoundarySplit& split);
 
 }  // namespace fulcrum::cli

@@ -30,6 +30,7 @@ Action add_plan_command(CLI::App& app) {
   cmd->add_option("--planners", *planners, "comma-separated: " + planner_list())->capture_default_str();
   add_planner_flags(*cmd, config->options);
   add_topology_flags(*cmd, config->options);
+  add_boundary_split_option(*cmd, config->boundary_split);
   add_output_option(*cmd, "json", *json_path, "also write the results as JSON to this path");
   return [config, json_path, planners] {
     if (!json_path->empty()) check_output_file("json", *json_path);

@@ -21,6 +21,15 @@ void add_planner_flags(CLI::App& cmd, PlannerOptions& options) {
   }
 }
 
+void add_boundary_split_option(CLI::App& cmd, BoundarySplit& split) {
+  cmd.add_option_function<std::string>(
+         "--boundary-split", [&split](const std::string& text) { split = parse_boundary_split(text); },
+         "contiguous (one piece per rank) | head-tail (DistCA's packing: each rank holds a head and a tail "
+         "piece of a document that crosses ranks, keeping its token count)")
+      ->type_name("TEXT")
+      ->default_str(to_string(split));
+}
+
 void add_topology_flags(CLI::App& cmd, PlannerOptions& options) {
   cmd.add_option("--devices-per-machine", options.devices_per_machine,
                  "ranks per machine (DCP partitions machines, then their devices)")

@@ -27,6 +27,7 @@ void add_job_options(CLI::App& cmd, studies::JobConfig& job) {
   cmd.add_option("--seed", job.seed, "seed of the lengths and of the Q/K/V/dO values")->capture_default_str();
   add_planner_flags(cmd, job.options);
   add_topology_flags(cmd, job.options);
+  add_boundary_split_option(cmd, job.boundary_split);
   cmd.add_option_function<std::string>(
          "--reference", [&job](const std::string& text) { job.reference = runtime::parse_reference(text); },
          "kernel (fused fp32, one process) | fp64 (materialised) | none")

@@ -84,6 +84,7 @@ Action add_simulate_command(CLI::App& app) {
   cmd->add_option("--iterations", c.iterations, "iterations per run (fresh data each)")->capture_default_str();
   cmd->add_option("--seed", c.seed, "seed of the length source")->capture_default_str();
   add_planner_flags(*cmd, c.planner_options);
+  add_boundary_split_option(*cmd, c.boundary_split);
   // --cp-degree is the simulator's CP degree (TP groups per CP group) for the planners with CP groups; 0,
   // the default: perdoc-cp up to 8, wlb the least that keeps documents whole.
   add_deprecated_alias(*cmd, "--cp", cmd->get_option("--cp-degree"), a->cp_alias);

@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import TracebackType
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 from . import _core
 
@@ -36,9 +36,9 @@ class PlannerLike(Protocol):
 class PlanAheadLoader:
     """Iterates PlannedBatch for each item of ``lengths``, planned up to ``depth`` batches ahead.
 
-    An item is a list of document lengths, packed with ``pack_batch`` (lengths that do not fit raise
-    ``InputError`` naming the item: nothing is dropped), or a ``Batch`` the data loader already laid out
-    (``Batch.from_cu_seqlens``), planned as it is.
+    An item is a list of document lengths, packed with ``pack_batch`` as ``boundary_split`` says (lengths
+    that do not fit raise ``InputError`` naming the item: nothing is dropped), or a ``Batch`` the data
+    loader already laid out (``Batch.from_cu_seqlens``), planned as it is.
 
     ``planner`` is a planner name (``fulcrum.planner_names()``) built with ``options``, or any object with
     a ``plan(batch)`` method. One planner serves the whole stream, in order, so stateful planners (wlb)
@@ -59,6 +59,7 @@ class PlanAheadLoader:
         tokens_per_rank: int,
         options: _core.PlannerOptions | None = None,
         mask: str = "causal",
+        boundary_split: Literal["contiguous", "head-tail"] = "contiguous",
         depth: int = 2,
         verify: bool = False,
         prepare: Callable[[_core.Assignment], Any] | None = None,
@@ -74,6 +75,7 @@ class PlanAheadLoader:
         self._ranks = ranks
         self._tokens_per_rank = tokens_per_rank
         self._mask = _core.Mask(mask)
+        self._boundary_split = boundary_split
         self._verify = verify
         self._prepare = prepare
         # `depth` permits: the worker takes one before planning a batch and the consumer returns one when
@@ -105,7 +107,8 @@ class PlanAheadLoader:
                     docs = [_core.Document(next_id + i, int(n), self._mask) for i, n in enumerate(lengths)]
                     next_id += len(docs)
                     try:
-                        batch = _core.pack_batch(docs, self._ranks, self._tokens_per_rank)
+                        batch = _core.pack_batch(docs, self._ranks, self._tokens_per_rank,
+                                                 boundary_split=self._boundary_split)
                     except _core.InputError as error:  # nothing is dropped: say which batch does not fit
                         raise _core.InputError(f"lengths[{index}]: {error}") from error
                 assignment = self._planner.plan(batch)

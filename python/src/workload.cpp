@@ -161,9 +161,17 @@ void bind_workload(py::module_& m) {
         return fmt::format("Batch(ranks={}, tokens_per_rank={}, documents={})", b.ranks, b.tokens_per_rank,
                            b.documents.size());
       });
-  m.def("pack_batch", &pack_batch, py::arg("documents"), py::arg("ranks"), py::arg("tokens_per_rank"),
-        "Packs documents in order into `ranks` budgets of `tokens_per_rank` tokens (DistCA's placement); "
-        "documents that do not all fit raise fulcrum.InputError naming the first one cut (nothing is dropped).");
+  m.def(
+      "pack_batch",
+      [](const std::vector<Document>& documents, int ranks, Tokens tokens_per_rank, const std::string& boundary_split) {
+        return pack_batch(documents, ranks, tokens_per_rank, parse_boundary_split(boundary_split));
+      },
+      py::arg("documents"), py::arg("ranks"), py::arg("tokens_per_rank"), py::kw_only(),
+      py::arg("boundary_split") = "contiguous",
+      "Packs documents in order into `ranks` budgets of `tokens_per_rank` tokens (DistCA's placement); a "
+      "document crossing ranks is one piece per rank ('contiguous') or a head and a tail piece per rank "
+      "('head-tail'). Documents that do not all fit raise fulcrum.InputError naming the first one cut "
+      "(nothing is dropped).");
 
   // Shared ownership: a BatchStream keeps drawing from the source after Python drops its own handle.
   py::class_<LengthSource, std::shared_ptr<LengthSource>>(m, "LengthSource", "A seeded source of document lengths.")
@@ -188,12 +196,15 @@ void bind_workload(py::module_& m) {
       "pretrain | prolong | uniform:MIN:MAX | lognormal:MU:SIGMA | file:PATH");
 
   py::class_<BatchStream>(m, "BatchStream", "An endless stream of packed batches drawn from a LengthSource.")
-      .def(py::init([](std::shared_ptr<LengthSource> source, int ranks, Tokens tokens_per_rank, const MaskSpec& mask) {
+      .def(py::init([](std::shared_ptr<LengthSource> source, int ranks, Tokens tokens_per_rank, const MaskSpec& mask,
+                       const std::string& boundary_split) {
              if (!source) fail("source = None: must be a LengthSource (fulcrum.make_length_source)");
              validate_batch_shape(ranks, tokens_per_rank);
-             return BatchStream([source] { return source->next(); }, ranks, tokens_per_rank, mask);
+             return BatchStream([source] { return source->next(); }, ranks, tokens_per_rank, mask,
+                                parse_boundary_split(boundary_split));
            }),
-           py::arg("source"), py::arg("ranks"), py::arg("tokens_per_rank"), py::arg("mask") = MaskSpec::causal())
+           py::arg("source"), py::arg("ranks"), py::arg("tokens_per_rank"), py::arg("mask") = MaskSpec::causal(),
+           py::kw_only(), py::arg("boundary_split") = "contiguous")
       .def("next", &BatchStream::next)
       .def("__iter__", [](py::object self) { return self; })
       .def("__next__", &BatchStream::next);

@@ -18,6 +18,18 @@ def test_batches_arrive_in_order_verified_with_unique_ids():
         assert p.assignment.planner == "distca" and fulcrum.verify(p.assignment).ok and p.plan_s >= 0
 
 
+def test_head_tail_packing_reaches_the_planner():
+    lengths = [[300, 500, 224], [700, 324]]
+    with fulcrum.PlanAheadLoader(lengths, "distca", ranks=2, tokens_per_rank=512, boundary_split="head-tail",
+                                 verify=True) as loader:
+        planned = list(loader)
+    # The 500-token document crosses the ranks (212 tokens on rank 0, 288 on rank 1): each holds a head
+    # piece (a multiple of 64 tokens) and a tail piece.
+    first = [(s.doc, s.tokens, s.rank) for s in planned[0].batch.segments if s.doc == 1]
+    assert first == [(1, (0, 64), 0), (1, (64, 192), 1), (1, (192, 352), 1), (1, (352, 500), 0)]
+    assert all(fulcrum.verify(p.assignment).ok for p in planned)
+
+
 def test_depth_bounds_how_far_planning_runs_ahead():
     pulled = []
 

@@ -90,6 +90,22 @@ def test_pack_batch_drops_nothing():
         fulcrum.pack_batch(fulcrum.documents([5, 20, 4]), 2, 8)
 
 
+def test_head_tail_packing_gives_each_rank_a_head_and_a_tail_piece():
+    # 640 tokens over ranks of 256: heads 128, 128, 64 from the start, tails 128, 128, 64 from the end.
+    batch = fulcrum.pack_batch(fulcrum.documents([640, 128]), 3, 256, boundary_split="head-tail")
+    assert [(s.doc, s.tokens, s.rank) for s in batch.segments] == [
+        (0, (0, 128), 0), (0, (128, 256), 1), (0, (256, 320), 2), (0, (320, 384), 2), (0, (384, 512), 1),
+        (0, (512, 640), 0), (1, (0, 128), 2)]
+    stream = fulcrum.BatchStream(fulcrum.make_length_source("uniform:64:700", 1), 4, 256,
+                                 boundary_split="head-tail")
+    per_rank = [0] * 4
+    for s in stream.next().segments:
+        per_rank[s.rank] += s.tokens[1] - s.tokens[0]
+    assert per_rank == [256] * 4
+    with pytest.raises(fulcrum.InputError, match=r"^boundary-split = 'zigzag': must be contiguous or head-tail$"):
+        fulcrum.pack_batch(fulcrum.documents([10]), 1, 16, boundary_split="zigzag")
+
+
 def test_batch_from_cu_seqlens_keeps_the_loaders_layout():
     torch = pytest.importorskip("torch")
     lengths = [[3, 5], [8], [2, 2, 3]]

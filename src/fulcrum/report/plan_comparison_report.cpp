@@ -14,6 +14,7 @@ nlohmann::json plan_comparison_json(const studies::PlanComparison& comparison) {
 
   nlohmann::json j = report_object();
   j["config"] = {{"dataset", config.dataset},
+                 {"boundary_split", to_string(config.boundary_split)},
                  {"model", config.model},
                  {"mask", config.mask},
                  {"ranks", config.ranks},

@@ -140,6 +140,7 @@ nlohmann::json run_json(std::span<const studies::JobResult> jobs) {
          {"mode", m.mode},
          {"ranks", job.ranks},
          {"dataset", job.config.dataset},
+         {"boundary_split", to_string(job.config.boundary_split)},
          {"model", job.config.model},
          {"mask", job.config.mask},
          {"tokens_per_rank", job.config.tokens_per_rank},

@@ -24,6 +24,7 @@
 #include "fulcrum/sim/layer.hpp"
 #include "fulcrum/sim/memory.hpp"
 #include "fulcrum/sim/parallel.hpp"
+#include "fulcrum/workload/batch.hpp"
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -46,6 +47,8 @@ struct TrainingConfig {
   // was 77% and halved its throughput; `fulcrum simulate` warns when a drain still skews a result.
   int iterations = 16;
   std::uint64_t seed = 0;
+  BoundarySplit boundary_split = BoundarySplit::kContiguous;  // how documents crossing ranks are laid out
+
   /// Values of planner options (any registered planner's, by name). The model, the machine size and
   /// the CP degree are not read from here: simulate_training sets them from the model, the hardware's
   /// node size over tp, and parallel.cp (training_planner_options).

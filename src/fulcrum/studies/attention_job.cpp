@@ -191,7 +191,7 @@ JobResult run_attention_job(const JobConfig& config, Communicator& comm) {
   auto source = make_length_source(config.dataset, config.seed, config.tokens_per_rank);
   const auto dynamic = parse_dynamic_mask(config.mask);
   BatchStream stream([&] { return source->next(); }, comm.size(), config.tokens_per_rank,
-                     dynamic ? MaskSpec::causal() : MaskSpec::parse(config.mask));
+                     dynamic ? MaskSpec::causal() : MaskSpec::parse(config.mask), config.boundary_split);
   Batch batch = stream.next();
   if (!dynamic) {
     Tokens longest = 0;

@@ -11,6 +11,7 @@
 #include "fulcrum/runtime/communicator.hpp"
 #include "fulcrum/runtime/executor.hpp"
 #include "fulcrum/studies/dynamic_masks.hpp"
+#include "fulcrum/workload/batch.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -25,8 +26,9 @@ struct JobConfig {
   std::string mask = "causal";  // a MaskSpec, or vslash-dynamic:GAMMA[:G] (dynamic_masks.hpp)
   Tokens tokens_per_rank = 16384;
   std::uint64_t seed = 0;
-  std::string planner;     // a registered planner
-  PlannerOptions options;  // model is filled from `model`
+  BoundarySplit boundary_split = BoundarySplit::kContiguous;  // how documents crossing ranks are laid out
+  std::string planner;                                        // a registered planner
+  PlannerOptions options;                                     // model is filled from `model`
   CommMode mode = CommMode::kPingPong;
   runtime::ReferenceKind reference = runtime::ReferenceKind::kKernel;
   int repeats = 1;                   // timed runs of each pass; per-rank times are medians over them

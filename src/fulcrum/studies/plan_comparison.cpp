@@ -35,7 +35,7 @@ PlanComparison compare_planners(const PlanConfig& config) {
   const MaskSpec mask = MaskSpec::parse(config.mask);
 
   auto source = make_length_source(config.dataset, config.seed, config.tokens_per_rank);
-  BatchStream stream([&] { return source->next(); }, config.ranks, config.tokens_per_rank, mask);
+  BatchStream stream([&] { return source->next(); }, config.ranks, config.tokens_per_rank, mask, config.boundary_split);
   std::vector<Batch> batches;
   batches.reserve(static_cast<std::size_t>(std::max(config.batches, 0)));
   for (int b = 0; b < config.batches; ++b) batches.push_back(stream.next());

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "fulcrum/planners/planner.hpp"
+#include "fulcrum/workload/batch.hpp"
 
 #include <cstdint>
 #include <string>
@@ -18,6 +19,7 @@ struct PlanConfig {
   Tokens tokens_per_rank = 65536;
   int batches = 1;
   std::uint64_t seed = 0;
+  BoundarySplit boundary_split = BoundarySplit::kContiguous;  // how documents crossing ranks are laid out
   std::vector<std::string> planners = {"distca", "packed", "perdoc-cp", "wlb"};
   PlannerOptions options;  // model is filled from `model`
 

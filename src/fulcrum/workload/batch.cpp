@@ -50,7 +50,36 @@ void validate_batch_shape(int ranks, Tokens tokens_per_rank) {
   }
 }
 
-Batch pack_batch(const std::vector<Document>& documents, int ranks, Tokens tokens_per_rank) {
+BoundarySplit parse_boundary_split(std::string_view text, std::string_view field) {
+  if (text == "contiguous") return BoundarySplit::kContiguous;
+  if (text == "head-tail") return BoundarySplit::kHeadTail;
+  fail("{} = '{}': must be contiguous or head-tail", field, text);
+}
+
+const char* to_string(BoundarySplit split) { return split == BoundarySplit::kHeadTail ? "head-tail" : "contiguous"; }
+
+namespace {
+
+// Re-lays the pieces of one document (contiguous, in token order, one per rank) as a head and a tail
+// piece per rank, each rank keeping its piece's size: heads from the start in rank order, tails from the
+// end in the same order. Appends the document's segments to `out`, sorted by token.
+void lay_head_tail(const std::vector<Segment>& pieces, Tokens length, std::vector<Segment>& out) {
+  std::vector<Segment> tails;
+  Tokens head = 0, tail = length;
+  for (const auto& p : pieces) {
+    const Tokens size = p.tokens.size();
+    const Tokens h = size / 2 / 64 * 64;  // a whole number of kernel tiles; the tail takes the rest
+    if (h > 0) out.push_back({p.doc, {head, head + h}, p.rank});
+    head += h;
+    tails.push_back({p.doc, {tail - (size - h), tail}, p.rank});
+    tail -= size - h;
+  }
+  out.insert(out.end(), tails.rbegin(), tails.rend());
+}
+
+}  // namespace
+
+Batch pack_batch(const std::vector<Document>& documents, int ranks, Tokens tokens_per_rank, BoundarySplit split) {
   validate_batch_shape(ranks, tokens_per_rank);
   Batch batch;
   batch.ranks = ranks;
@@ -74,21 +103,31 @@ Batch pack_batch(const std::vector<Document>& documents, int ranks, Tokens token
     const int index = static_cast<int>(batch.documents.size());
     batch.documents.push_back(doc);
     // Split the document at every rank boundary it crosses.
+    std::vector<Segment> pieces;
     for (Tokens offset = 0; offset < doc.length;) {
       const Tokens global = placed + offset;
       const int rank = static_cast<int>(global / tokens_per_rank);
       const Tokens room = (rank + 1) * tokens_per_rank - global;
       const Tokens take = std::min(room, doc.length - offset);
-      batch.segments.push_back({index, {offset, offset + take}, rank});
+      pieces.push_back({index, {offset, offset + take}, rank});
       offset += take;
+    }
+    if (split == BoundarySplit::kHeadTail && pieces.size() > 1) {
+      lay_head_tail(pieces, doc.length, batch.segments);
+    } else {
+      batch.segments.insert(batch.segments.end(), pieces.begin(), pieces.end());
     }
     placed += doc.length;
   }
   return batch;
 }
 
-BatchStream::BatchStream(LengthFn next_length, int ranks, Tokens tokens_per_rank, MaskSpec mask)
-    : next_length_(std::move(next_length)), ranks_(ranks), tokens_per_rank_(tokens_per_rank), mask_(std::move(mask)) {
+BatchStream::BatchStream(LengthFn next_length, int ranks, Tokens tokens_per_rank, MaskSpec mask, BoundarySplit split)
+    : next_length_(std::move(next_length)),
+      ranks_(ranks),
+      tokens_per_rank_(tokens_per_rank),
+      mask_(std::move(mask)),
+      split_(split) {
   validate_batch_shape(ranks, tokens_per_rank);
 }
 
@@ -108,7 +147,7 @@ Batch BatchStream::next() {
   }
   carried_tokens_ = total - capacity;  // the cut-off part of the last document starts the next batch
   docs.back().length -= carried_tokens_;
-  return pack_batch(docs, ranks_, tokens_per_rank_);
+  return pack_batch(docs, ranks_, tokens_per_rank_, split_);
 }
 
 Batch batch_from_rank_layout(const std::vector<std::vector<Tokens>>& lengths_per_rank, Tokens tokens_per_rank,

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <string_view>
 #include <vector>
 
 namespace fulcrum {
@@ -47,10 +48,22 @@ struct Batch {
   std::span<const Segment> segments_overlapping(int doc, Range tokens) const;
 };
 
+/// How a document that crosses rank boundaries is laid over its ranks. Each rank keeps the number of its
+/// tokens the order gives it either way.
+/// - kContiguous: one piece per rank, cut at the boundaries.
+/// - kHeadTail (DistCA's packing): the i-th of the document's ranks holds the i-th chunk from its start and
+///   the i-th chunk from its end, about half each (the head piece a multiple of 64 tokens), so every rank
+///   holds some of the document's cheap first rows and some of its costly last ones.
+enum class BoundarySplit { kContiguous, kHeadTail };
+/// "contiguous" | "head-tail"; anything else is bad input naming `field`.
+BoundarySplit parse_boundary_split(std::string_view text, std::string_view field = "boundary-split");
+const char* to_string(BoundarySplit split);
+
 /// Packs documents in order into `ranks` budgets of `tokens_per_rank`, a document that crosses a rank
-/// boundary split there. Documents that do not all fit are an error naming the first one cut: nothing
-/// is dropped (a BatchStream carries what does not fit into its next batch).
-Batch pack_batch(const std::vector<Document>& documents, int ranks, Tokens tokens_per_rank);
+/// boundary split across those ranks as `split` says. Documents that do not all fit are an error naming
+/// the first one cut: nothing is dropped (a BatchStream carries what does not fit into its next batch).
+Batch pack_batch(const std::vector<Document>& documents, int ranks, Tokens tokens_per_rank,
+                 BoundarySplit split = BoundarySplit::kContiguous);
 
 /// Exactly the layout a data loader produced: rank r holds whole documents of lengths
 /// `lengths_per_rank[r]`, in that order (FlashAttention's varlen layout, one cu_seqlens per rank). A
@@ -68,7 +81,8 @@ void validate_batch_shape(int ranks, Tokens tokens_per_rank);
 class BatchStream {
  public:
   using LengthFn = std::function<Tokens()>;
-  BatchStream(LengthFn next_length, int ranks, Tokens tokens_per_rank, MaskSpec mask = MaskSpec::causal());
+  BatchStream(LengthFn next_length, int ranks, Tokens tokens_per_rank, MaskSpec mask = MaskSpec::causal(),
+              BoundarySplit split = BoundarySplit::kContiguous);
   Batch next();
 
  private:
@@ -76,6 +90,7 @@ class BatchStream {
   int ranks_;
   Tokens tokens_per_rank_;
   MaskSpec mask_;
+  BoundarySplit split_;
   Tokens carried_tokens_ = 0;
   std::int64_t next_id_ = 0;
 };

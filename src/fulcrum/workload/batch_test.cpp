@@ -113,5 +113,52 @@ TEST(BatchStream, EveryRankGetsExactlyItsBudgetAndRemaindersCarryOver) {
   EXPECT_EQ(produced, 50 * 4 * 32);
 }
 
+TEST(PackBatch, HeadTailGivesEachRankOfACrossingDocumentAHeadAndATailPieceAndKeepsItsTokens) {
+  // One 640-token document over ranks of 256: pieces 256, 256, 128 become heads 128, 128, 64 from the
+  // start and tails 128, 128, 64 from the end, in rank order.
+  const auto batch = pack_batch(docs_of({640, 128}), 3, 256, BoundarySplit::kHeadTail);
+  const std::vector<Segment> want = {{0, {0, 128}, 0},   {0, {128, 256}, 1}, {0, {256, 320}, 2}, {0, {320, 384}, 2},
+                                     {0, {384, 512}, 1}, {0, {512, 640}, 0}, {1, {0, 128}, 2}};
+  ASSERT_EQ(batch.segments.size(), want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(batch.segments[i].doc, want[i].doc) << i;
+    EXPECT_EQ(batch.segments[i].tokens, want[i].tokens) << i;
+    EXPECT_EQ(batch.segments[i].rank, want[i].rank) << i;
+  }
+  EXPECT_EQ(parse_boundary_split("head-tail"), BoundarySplit::kHeadTail);
+  EXPECT_EQ(parse_boundary_split("contiguous"), BoundarySplit::kContiguous);
+  EXPECT_STREQ(to_string(BoundarySplit::kHeadTail), "head-tail");
+  try {
+    parse_boundary_split("zigzag");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("boundary-split = 'zigzag': must be contiguous or head-tail"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(BatchStream, HeadTailBatchesTileEveryDocumentAndKeepEveryRanksBudget) {
+  for (const auto split : {BoundarySplit::kContiguous, BoundarySplit::kHeadTail}) {
+    Rng rng(3);
+    BatchStream stream([&] { return rng.uniform_int(1, 700); }, 4, 256, MaskSpec::causal(), split);
+    for (int b = 0; b < 50; ++b) {
+      const auto batch = stream.next();
+      std::vector<Tokens> per_rank(4, 0);
+      for (const auto& s : batch.segments) per_rank[s.rank] += s.tokens.size();
+      for (Tokens t : per_rank) EXPECT_EQ(t, 256);
+      for (std::size_t d = 0; d < batch.documents.size(); ++d) {
+        Tokens covered = 0;
+        for (const auto& s : batch.segments_of(static_cast<int>(d))) {
+          EXPECT_EQ(s.tokens.begin, covered);  // sorted, disjoint, no gap
+          EXPECT_GT(s.tokens.size(), 0);
+          covered = s.tokens.end;
+        }
+        EXPECT_EQ(covered, batch.documents[d].length);
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace fulcrum
