@@ -2,8 +2,9 @@
 """Per-rank traffic of DistCA plans on natural `pretrain` batches (issue 20's acceptance grid).
 
 For each ranks x tolerance x seed, `fulcrum plan --planners distca` plans one batch of 64K tokens per rank
-(llama3-8b, causal) and this prints FLOPs imbalance, traffic imbalance (max / mean over ranks of bytes sent +
-received), total bytes, the busiest rank's bytes and planning time, as a table and (--json) a file.
+(llama3-8b, causal) and this prints the packing's FLOPs imbalance, DistCA's, its traffic imbalance (max /
+mean over ranks of bytes sent + received), total bytes, the busiest rank's bytes and planning time, as a
+table and (--json) a file.
 
 --explain RANKS:SEED lists that batch's busiest ranks: what they send and receive, to how many ranks, and
 the document pieces they hold (through the Python module, with K/V, Q and O bytes per token from the model).
@@ -29,8 +30,10 @@ def plan_row(fulcrum: str, ranks: int, tolerance: float, seed: int, model: str, 
                     "--tokens-per-rank", "65536", "--dataset", "pretrain", "--model", model,
                     "--seed", str(seed), "--tolerance", str(tolerance), "--json", str(out), "-q"],
                    check=True, capture_output=True, text=True)
-    p = json.loads(out.read_text())["planners"]["distca"]
-    return {"ranks": ranks, "tolerance": tolerance, "seed": seed, "imbalance": p["imbalance"],
+    report = json.loads(out.read_text())
+    p = report["planners"]["distca"]
+    return {"ranks": ranks, "tolerance": tolerance, "seed": seed, "packed_imbalance": report["packed_imbalance"],
+            "imbalance": p["imbalance"],
             "traffic_imbalance": p["traffic_imbalance"], "comm_bytes_total": p["comm_bytes_total"],
             "comm_bytes_max_rank": p["comm_bytes_max_rank"], "plan_ms": p["plan_ms"], "valid": p["valid"]}
 
@@ -78,7 +81,8 @@ def main() -> None:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--model", default="llama3-8b")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                        help="a planner option for every plan (repeatable), e.g. overshoot=0")
+                        help="a `fulcrum plan` option for every plan (repeatable): overshoot=0, "
+                        "boundary-split=head-tail")
     parser.add_argument("--json", help="write the rows here")
     parser.add_argument("--explain", help="RANKS:SEED: list that batch's busiest ranks")
     parser.add_argument("--top", type=int, default=6)
@@ -86,7 +90,8 @@ def main() -> None:
 
     options = [arg for kv in args.option for arg in ("--" + kv.split("=", 1)[0], kv.split("=", 1)[1])]
     rows = []
-    print("ranks  tolerance  seed  imbalance  traffic_imbalance  comm_bytes_total  comm_bytes_max_rank  plan_ms  valid")
+    print("ranks  tolerance  seed  packed_imbalance  imbalance  traffic_imbalance  comm_bytes_total  "
+          "comm_bytes_max_rank  plan_ms  valid")
     with tempfile.TemporaryDirectory() as tmp:
         for ranks in (int(x) for x in args.ranks.split(",")):
             for tolerance in (float(x) for x in args.tolerances.split(",")):
@@ -94,7 +99,8 @@ def main() -> None:
                     row = plan_row(args.fulcrum, ranks, tolerance, seed, args.model, Path(tmp) / "plan.json",
                                    options)
                     rows.append(row)
-                    print(f"{ranks:5d}  {tolerance:9.2f}  {seed:4d}  {row['imbalance']:9.3f}  "
+                    print(f"{ranks:5d}  {tolerance:9.2f}  {seed:4d}  {row['packed_imbalance']:16.3f}  "
+                          f"{row['imbalance']:9.3f}  "
                           f"{row['traffic_imbalance']:17.2f}  {row['comm_bytes_total'] / 1e9:13.1f} GB  "
                           f"{row['comm_bytes_max_rank'] / 1e9:16.2f} GB  {row['plan_ms']:7.1f}  {row['valid']}",
                           flush=True)
