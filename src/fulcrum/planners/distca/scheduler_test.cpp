@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "fulcrum/planners/planner.hpp"
 #include "fulcrum/workload/length_source.hpp"
 
 #include <algorithm>
@@ -130,6 +131,48 @@ TEST(DistcaScheduler, OvershootSendsLongDocumentsToFewerServersAndMovesFewerByte
     const AssignmentStats a = plan_stats(batch, model, paper), b = plan_stats(batch, model, ours);
     EXPECT_LT(b.comm_bytes_total, a.comm_bytes_total) << tolerance;
     EXPECT_LT(b.traffic_imbalance, a.traffic_imbalance) << tolerance;
+  }
+}
+
+TEST(DistcaShard, ChargesOnlyTheKeysAndRowsTheDestinationDoesNotHold) {
+  // Issue 20's resident-K/V credit: rows [96, 128) of a causal 128-token document need keys [0, 128).
+  const auto model = model_shape_preset("llama3-8b");
+  const auto bytes = token_bytes(model);
+  const Document doc{0, 128, MaskSpec::causal()};
+  const std::array<Range, 2> rows{Range{96, 128}, Range{}};
+  EXPECT_DOUBLE_EQ(shard_bytes(doc, rows, bytes, {}), 32 * bytes.q + 128 * bytes.kv);
+  RangeSet owned, keys;
+  owned.add({100, 110});  // its own rows: neither their Q nor their K/V moves
+  keys.add({100, 110});
+  keys.add({0, 40});  // received for another task of the same plan
+  EXPECT_DOUBLE_EQ(shard_bytes(doc, rows, bytes, {&owned, &keys}), 22 * bytes.q + (128 - 50) * bytes.kv);
+}
+
+TEST(DistcaPlanner, SendsEachKvBlockToARankOnceAndNeverWhatItOwns) {
+  // The compiled transfers of natural batches, with either layout of documents that cross ranks: per
+  // (destination, document), K/V ranges never overlap each other or the destination's own tokens.
+  PlannerOptions options;
+  options.model = model_shape_preset("llama3-8b");
+  for (const auto split : {BoundarySplit::kContiguous, BoundarySplit::kHeadTail}) {
+    auto source = make_length_source("pretrain", 2, 65536);
+    BatchStream stream([&] { return source->next(); }, 64, 65536, MaskSpec::causal(), split);
+    for (int b = 0; b < 3; ++b) {
+      const Batch batch = stream.next();
+      const Assignment a = make_planner("distca", options)->plan(batch);
+      std::map<std::pair<int, int>, RangeSet> held;  // (rank, doc) -> tokens owned or received
+      for (const auto& s : batch.segments) held[{s.rank, s.doc}].add(s.tokens);
+      int kv = 0;
+      for (const auto& t : a.transfers) {
+        if (t.kind != TensorKind::kKV) continue;
+        ++kv;
+        RangeSet& h = held[{t.dst, t.doc}];
+        EXPECT_EQ(h.count_missing(t.tokens), t.tokens.size())
+            << to_string(split) << " batch " << b << ": doc " << t.doc << " K/V [" << t.tokens.begin << ", "
+            << t.tokens.end << ") reaches rank " << t.dst << " again";
+        h.add(t.tokens);
+      }
+      EXPECT_GT(kv, 0);
+    }
   }
 }
 
