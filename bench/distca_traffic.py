@@ -6,8 +6,9 @@ For each ranks x tolerance x seed, `fulcrum plan --planners distca` plans one ba
 mean over ranks of bytes sent + received), total bytes, the busiest rank's bytes and planning time, as a
 table and (--json) a file.
 
---explain RANKS:SEED lists that batch's busiest ranks: what they send and receive, to how many ranks, and
-the document pieces they hold (through the Python module, with K/V, Q and O bytes per token from the model).
+--explain RANKS:SEED lists that batch's busiest ranks at tolerance 0.1, planned with the --option values:
+what they send and receive, to how many ranks, and the document pieces they hold (through the Python
+module, bytes per token from fulcrum.token_bytes).
 """
 
 from __future__ import annotations
@@ -38,16 +39,24 @@ def plan_row(fulcrum: str, ranks: int, tolerance: float, seed: int, model: str, 
             "comm_bytes_max_rank": p["comm_bytes_max_rank"], "plan_ms": p["plan_ms"], "valid": p["valid"]}
 
 
-def explain(python_dir: str, ranks: int, seed: int, model_name: str, top: int) -> None:
+def explain(python_dir: str, ranks: int, seed: int, model_name: str, top: int, options: list[str]) -> None:
     sys.path.insert(0, python_dir)
     import fulcrum  # the build's module, found through --python-dir
 
-    batch = fulcrum.BatchStream(fulcrum.make_length_source("pretrain", seed, 65536), ranks, 65536).next()
+    # The same plan as the table's row at tolerance 0.1: --option values apply here too.
     model = fulcrum.model_shape(model_name)
-    plan = fulcrum.make_planner("distca", fulcrum.PlannerOptions(model, tolerance=0.1)).plan(batch)
-    head_bytes = model.head_dim * model.dtype_bytes
-    per_token = {0: model.q_heads * head_bytes, 1: 2 * model.kv_heads * head_bytes,
-                 2: model.q_heads * head_bytes + 4 * model.q_heads}  # Q; K and V; O and LSE (fp32)
+    planner_options = fulcrum.PlannerOptions(model, tolerance=0.1)
+    split = "contiguous"
+    for key, value in (kv.split("=", 1) for kv in options):
+        if key == "boundary-split":
+            split = value
+        else:
+            planner_options.set(key, float(value))
+    source = fulcrum.make_length_source("pretrain", seed, 65536)
+    batch = fulcrum.BatchStream(source, ranks, 65536, boundary_split=split).next()
+    plan = fulcrum.make_planner("distca", planner_options).plan(batch)
+    bytes_of = fulcrum.token_bytes(model)
+    per_token = {0: bytes_of.q, 1: bytes_of.kv, 2: bytes_of.output()}  # by TensorKind: Q, K/V, O and LSE
     sent: collections.Counter[int] = collections.Counter()
     received: collections.Counter[int] = collections.Counter()
     kv_sent: collections.Counter[int] = collections.Counter()
@@ -109,7 +118,7 @@ def main() -> None:
             json.dumps({"schema_version": 1, "model": args.model, "options": args.option, "rows": rows}, indent=1))
     if args.explain:
         ranks, seed = (int(x) for x in args.explain.split(":"))
-        explain(args.python_dir, ranks, seed, args.model, args.top)
+        explain(args.python_dir, ranks, seed, args.model, args.top, args.option)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,8 @@
 
 #include <benchmark/benchmark.h>
 
+#include <optional>
+
 namespace fulcrum {
 namespace {
 
@@ -22,12 +24,13 @@ const Batch& cluster_batch() {
   return batch;
 }
 
-// overshoot < 0: the planner's default (DistCA's option; 0 is the paper's rule).
-void plan_benchmark(benchmark::State& state, const std::string& planner_name, double tolerance, double overshoot = -1) {
+// `overshoot`: DistCA's option when given (0 is the paper's rule), else its default.
+void plan_benchmark(benchmark::State& state, const std::string& planner_name, double tolerance,
+                    std::optional<double> overshoot = std::nullopt) {
   PlannerOptions options;
   options.model = model_shape_preset("llama3-8b");
   options.set("tolerance", tolerance);
-  if (overshoot >= 0) options.set("overshoot", overshoot);
+  if (overshoot) options.set("overshoot", *overshoot);
   const Batch& batch = cluster_batch();
   Assignment last;
   for (auto _ : state) {

@@ -75,6 +75,8 @@ class PlanAheadLoader:
         self._ranks = ranks
         self._tokens_per_rank = tokens_per_rank
         self._mask = _core.Mask(mask)
+        # Packing nothing checks ranks, tokens_per_rank and boundary_split here, not at the first batch.
+        _core.pack_batch([], ranks, tokens_per_rank, boundary_split=boundary_split)
         self._boundary_split = boundary_split
         self._verify = verify
         self._prepare = prepare

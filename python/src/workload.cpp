@@ -164,7 +164,7 @@ void bind_workload(py::module_& m) {
   m.def(
       "pack_batch",
       [](const std::vector<Document>& documents, int ranks, Tokens tokens_per_rank, const std::string& boundary_split) {
-        return pack_batch(documents, ranks, tokens_per_rank, parse_boundary_split(boundary_split));
+        return pack_batch(documents, ranks, tokens_per_rank, parse_boundary_split(boundary_split, "boundary_split"));
       },
       py::arg("documents"), py::arg("ranks"), py::arg("tokens_per_rank"), py::kw_only(),
       py::arg("boundary_split") = "contiguous",
@@ -201,7 +201,7 @@ void bind_workload(py::module_& m) {
              if (!source) fail("source = None: must be a LengthSource (fulcrum.make_length_source)");
              validate_batch_shape(ranks, tokens_per_rank);
              return BatchStream([source] { return source->next(); }, ranks, tokens_per_rank, mask,
-                                parse_boundary_split(boundary_split));
+                                parse_boundary_split(boundary_split, "boundary_split"));
            }),
            py::arg("source"), py::arg("ranks"), py::arg("tokens_per_rank"), py::arg("mask") = MaskSpec::causal(),
            py::kw_only(), py::arg("boundary_split") = "contiguous")

@@ -28,6 +28,9 @@ def test_head_tail_packing_reaches_the_planner():
     first = [(s.doc, s.tokens, s.rank) for s in planned[0].batch.segments if s.doc == 1]
     assert first == [(1, (0, 64), 0), (1, (64, 192), 1), (1, (192, 352), 1), (1, (352, 500), 0)]
     assert all(fulcrum.verify(p.assignment).ok for p in planned)
+    # A bad layout is refused when the loader is made, not by its worker at the first batch.
+    with pytest.raises(fulcrum.InputError, match=r"^boundary_split = 'zigzag'"):
+        fulcrum.PlanAheadLoader(lengths, "distca", ranks=2, tokens_per_rank=512, boundary_split="zigzag")
 
 
 def test_depth_bounds_how_far_planning_runs_ahead():

@@ -102,7 +102,7 @@ def test_head_tail_packing_gives_each_rank_a_head_and_a_tail_piece():
     for s in stream.next().segments:
         per_rank[s.rank] += s.tokens[1] - s.tokens[0]
     assert per_rank == [256] * 4
-    with pytest.raises(fulcrum.InputError, match=r"^boundary-split = 'zigzag': must be contiguous or head-tail$"):
+    with pytest.raises(fulcrum.InputError, match=r"^boundary_split = 'zigzag': must be contiguous or head-tail$"):
         fulcrum.pack_batch(fulcrum.documents([10]), 1, 16, boundary_split="zigzag")
 
 

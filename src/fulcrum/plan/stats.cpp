@@ -115,12 +115,12 @@ AssignmentStats compute_stats(const Assignment& a, const ModelShape& model) {
   s.imbalance = max_over_mean(s.rank_flops);
   s.memory_imbalance = max_over_mean(s.rank_tokens_held);
   std::vector<double> rank_traffic(ranks);
-  for (std::size_t r = 0; r < ranks; ++r) rank_traffic[r] = s.rank_bytes_sent[r] + s.rank_bytes_received[r];
-  s.traffic_imbalance = max_over_mean(rank_traffic);
   for (std::size_t r = 0; r < ranks; ++r) {
+    rank_traffic[r] = s.rank_bytes_sent[r] + s.rank_bytes_received[r];
     s.comm_bytes_max_rank = std::max({s.comm_bytes_max_rank, s.rank_bytes_sent[r], s.rank_bytes_received[r]});
     s.remote_tokens_max_rank = std::max(s.remote_tokens_max_rank, s.rank_remote_tokens[r]);
   }
+  s.traffic_imbalance = max_over_mean(rank_traffic);
   return s;
 }
 

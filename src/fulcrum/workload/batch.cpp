@@ -60,6 +60,9 @@ const char* to_string(BoundarySplit split) { return split == BoundarySplit::kHea
 
 namespace {
 
+// Head pieces are whole multiples of the kernels' 64-token tile, so a head/tail cut falls on a tile edge.
+constexpr Tokens kHeadPieceMultiple = 64;
+
 // Re-lays the pieces of one document (contiguous, in token order, one per rank) as a head and a tail
 // piece per rank, each rank keeping its piece's size: heads from the start in rank order, tails from the
 // end in the same order. Appends the document's segments to `out`, sorted by token.
@@ -68,7 +71,7 @@ void lay_head_tail(const std::vector<Segment>& pieces, Tokens length, std::vecto
   Tokens head = 0, tail = length;
   for (const auto& p : pieces) {
     const Tokens size = p.tokens.size();
-    const Tokens h = size / 2 / 64 * 64;  // a whole number of kernel tiles; the tail takes the rest
+    const Tokens h = size / 2 / kHeadPieceMultiple * kHeadPieceMultiple;  // the tail takes the rest
     if (h > 0) out.push_back({p.doc, {head, head + h}, p.rank});
     head += h;
     tails.push_back({p.doc, {tail - (size - h), tail}, p.rank});
@@ -99,11 +102,12 @@ Batch pack_batch(const std::vector<Document>& documents, int ranks, Tokens token
     total += doc.length;
   }
   Tokens placed = 0;
+  std::vector<Segment> pieces;  // one document's, reused
   for (const auto& doc : documents) {
     const int index = static_cast<int>(batch.documents.size());
     batch.documents.push_back(doc);
     // Split the document at every rank boundary it crosses.
-    std::vector<Segment> pieces;
+    pieces.clear();
     for (Tokens offset = 0; offset < doc.length;) {
       const Tokens global = placed + offset;
       const int rank = static_cast<int>(global / tokens_per_rank);

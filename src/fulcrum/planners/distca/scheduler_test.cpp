@@ -3,11 +3,10 @@
 #include "fulcrum/core/random.hpp"
 #include "fulcrum/plan/stats.hpp"
 #include "fulcrum/planners/distca/shard.hpp"
-
-#include <gtest/gtest.h>
-
 #include "fulcrum/planners/planner.hpp"
 #include "fulcrum/workload/length_source.hpp"
+
+#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <functional>
