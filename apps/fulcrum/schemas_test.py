@@ -60,7 +60,7 @@ with tempfile.TemporaryDirectory() as tmp:
         validates("plan", plan, "plan --json")
         check(isinstance(plan["config"]["options"]["dcp_block"], int), "plan options: dcp_block is not an integer")
     simulate = written(tmp, "simulate", "--gpus", "16", "--max-doc-len", "16384", "--iterations", "2",
-                       "--planners", "distca,wlb,packed", "--modes", "pingpong,signal", "--sweep", "pp=1,2")
+                       "--planners", "distca,wlb,packed,auto", "--modes", "pingpong,signal", "--sweep", "pp=1,2")
     if simulate:
         validates("simulate", simulate, "simulate --json")
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -22,7 +23,8 @@ namespace {
 struct SimulateArgs {
   studies::StudySpec spec;
   std::string planners = "distca,wlb,perdoc-cp,packed";
-  int cp_alias = 0;  // the deprecated --cp: --cp-degree
+  std::string candidates;  // auto's
+  int cp_alias = 0;        // the deprecated --cp: --cp-degree
   std::string modes = "pingpong";
   std::string baseline_mode = "single-stream";
   std::vector<std::string> sweep;
@@ -74,9 +76,12 @@ Action add_simulate_command(CLI::App& app) {
   cmd->add_option("--mask", c.mask, mask_syntax_list(" | "))->capture_default_str();
   cmd->add_option("--tokens-per-rank", c.tokens_per_rank, "tokens per TP group and micro-batch; 0: max-doc-len")
       ->capture_default_str();
-  auto* planners =
-      cmd->add_option("--planners", a->planners, "comma-separated planners (the systems compared): " + planner_list())
-          ->capture_default_str();
+  auto* planners = cmd->add_option("--planners", a->planners,
+                                   "comma-separated planners (the systems compared): " + planner_list() +
+                                       ", or auto (each iteration, the candidate with the least simulated time)")
+                       ->capture_default_str();
+  cmd->add_option("--candidates", a->candidates,
+                  "auto's candidates, comma-separated (default: every planner that computes exactly its batch)");
   add_deprecated_alias(*cmd, "--systems", planners, a->planners);
   cmd->add_option("--modes", a->modes, "DistCA's: comma-separated pingpong, single-stream, signal")
       ->capture_default_str();
@@ -106,6 +111,12 @@ Action add_simulate_command(CLI::App& app) {
       fail("dp = {}: must equal gpus / (tp x pp) = {} / ({} x {})", a->dp, p.gpus, p.tp, p.pp);
     }
     spec.systems = split_names(a->planners, "planners");
+    if (!a->candidates.empty()) {
+      if (std::find(spec.systems.begin(), spec.systems.end(), sim::kAutoSystem) == spec.systems.end()) {
+        fail("candidates: only auto has candidates; add auto to --planners");
+      }
+      spec.base.candidates = split_names(a->candidates, "candidates");
+    }
     if (a->cp_alias > 0) {
       cp_degree_option().check(a->cp_alias);
       spec.base.planner_options.set(cp_degree_option().name, a->cp_alias);
@@ -121,6 +132,7 @@ Action add_simulate_command(CLI::App& app) {
     if (!a->svg_path.empty()) check_output_file("svg", sibling_path(a->svg_path, "-breakdown"));
     const studies::Study study = studies::run_study(spec, show_run_progress);
     fmt::print("{}", study_table(study));
+    for (const auto& line : study_auto_lines(study)) fmt::print("{}\n", line);
     for (const auto& line : study_warnings(study)) warn(line);
     if (!a->json_path.empty()) write_output_json("json", a->json_path, study_json(study));
     if (!a->csv_path.empty()) write_output("csv", a->csv_path, study_csv(study));
@@ -132,6 +144,7 @@ Action add_simulate_command(CLI::App& app) {
       std::vector<std::string> names;
       const auto& first = study.rows.front().result;
       const int dp = first.config.parallel.dp();
+      names.reserve(static_cast<std::size_t>(first.config.parallel.attention_ranks()));
       for (int r = 0; r < first.config.parallel.attention_ranks(); ++r) {
         names.push_back(fmt::format("stage {} group {}", r / dp, r % dp));
       }

@@ -284,7 +284,8 @@ def simulate_plan(plan: Plan, hardware: HardwareModel) -> SimResult: ...
 def simulate_training(system: str, model: ModelShape, hardware: HardwareModel, *, gpus: int = 64, tp: int = 8,
                       pp: int = 1, cp: int = 1, microbatches: int = 0, mode: str = "pingpong",
                       dataset: str = "pretrain", max_doc_len: int = 131072, tokens_per_rank: int = 0,
-                      iterations: int = 16, seed: int = 0, options: dict[str, float] = ...) -> dict[str, Any]: ...
+                      iterations: int = 16, seed: int = 0, options: dict[str, float] = ...,
+                      candidates: Sequence[str] = ..., baseline_mode: str = "single-stream") -> dict[str, Any]: ...
 
 # kernels: storage arrays are float32, or uint16 holding bf16 bits; never copied
 Storage = npt.NDArray[np.float32] | npt.NDArray[np.uint16]

@@ -46,11 +46,14 @@ void bind_sim(py::module_& m) {
       "simulate_training",
       [](const std::string& system, const ModelShape& model, const HardwareModel& hardware, int gpus, int tp, int pp,
          int cp, int microbatches, const std::string& mode, const std::string& dataset, Tokens max_doc_len,
-         Tokens tokens_per_rank, int iterations, std::uint64_t seed, const py::dict& options) {
+         Tokens tokens_per_rank, int iterations, std::uint64_t seed, const py::dict& options,
+         const std::vector<std::string>& candidates, const std::string& baseline_mode) {
         sim::TrainingConfig c;
         c.system = system;
         c.parallel = {gpus, tp, pp, cp, microbatches};
         c.mode = parse_comm_mode(mode);
+        c.baseline_mode = parse_comm_mode(baseline_mode, "baseline_mode");
+        c.candidates = candidates;
         c.dataset = dataset;
         c.max_doc_len = max_doc_len;
         c.tokens_per_rank = tokens_per_rank;
@@ -70,11 +73,16 @@ void bind_sim(py::module_& m) {
       py::arg("pp") = 1, py::arg("cp") = 1, py::arg("microbatches") = 0, py::arg("mode") = "pingpong",
       py::arg("dataset") = "pretrain", py::arg("max_doc_len") = 131072, py::arg("tokens_per_rank") = 0,
       py::arg("iterations") = sim::TrainingConfig{}.iterations, py::arg("seed") = 0, py::arg("options") = py::dict(),
-      "Simulates training iterations of one system (any registered planner) and returns\n"
+      py::arg("candidates") = std::vector<std::string>{}, py::arg("baseline_mode") = "single-stream",
+      "Simulates training iterations of one system (any registered planner, or 'auto') and returns\n"
       "the result as a dict: mean_iteration_s, tokens_per_s, breakdown (linear_s, attention_s,\n"
       "exposed_comm_s, idle_s, dp_sync_s; they add up to the iteration), attention_imbalance,\n"
       "attention_bytes, memory (per GPU, with out_of_memory) and the layout. `options`: planner options by\n"
-      "name, e.g. {'tolerance': 0.05} (the model, machine size and cp come from the other arguments).");
+      "name, e.g. {'tolerance': 0.05} (the model, machine size and cp come from the other arguments).\n"
+      "'auto': each iteration every candidate (default: each planner that computes exactly its batch) plans\n"
+      "and is simulated, the fastest counts; its planners that do not overlap traffic run in baseline_mode,\n"
+      "cp=0 gives each its own CP degree, and result['auto'] names the choice and runner-up per iteration\n"
+      "and the planning time per candidate.");
 }
 
 }  // namespace fulcrum::python

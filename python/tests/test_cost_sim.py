@@ -78,6 +78,25 @@ def test_simulate_training_matches_its_breakdown_and_orders_the_systems():
         fulcrum.simulate_training("distca", llama, h200, mode="smoke")
 
 
+def test_simulate_training_auto_takes_the_fastest_candidate_each_iteration():
+    llama, h200 = fulcrum.model_shape("llama3-8b"), fulcrum.hardware("h200-dgx")
+    common = dict(gpus=32, dataset="lognormal:9.5:1.5", max_doc_len=131072, tokens_per_rank=65536, iterations=3,
+                  seed=3)
+    auto = fulcrum.simulate_training("auto", llama, h200, cp=0, candidates=["distca", "packed"], **common)
+    alone = {"distca": fulcrum.simulate_training("distca", llama, h200, **common),
+             "packed": fulcrum.simulate_training("packed", llama, h200, mode="single-stream", **common)}
+    for it, chosen in enumerate(auto["auto"]["chosen"]):
+        best = min(alone, key=lambda name: alone[name]["iteration_s"][it])
+        assert chosen == best
+        assert auto["iteration_s"][it] == pytest.approx(alone[best]["iteration_s"][it], rel=1e-12)
+    assert auto["auto"]["candidates"] == ["distca", "packed"]
+    assert len(auto["auto"]["candidate_planning_s"]) == 2
+    with pytest.raises(fulcrum.InputError, match="candidates: wlb defers documents"):
+        fulcrum.simulate_training("auto", llama, h200, candidates=["wlb"])
+    with pytest.raises(fulcrum.InputError, match="baseline_mode"):
+        fulcrum.simulate_training("auto", llama, h200, baseline_mode="smoke")
+
+
 def test_every_hardware_preset_matches_the_published_schema():
     schema = json.loads((Path(__file__).resolve().parents[2] / "docs" / "schemas" / "hardware.schema.json").read_text())
     for name in fulcrum.hardware_names():

@@ -17,6 +17,9 @@ std::string study_table(const studies::Study& study);
 /// when it is the reference: a line for each row whose drain takes more than kDrainWarningShare of its time.
 inline constexpr double kDrainWarningShare = 0.1;
 std::vector<std::string> study_warnings(const studies::Study& study);
+/// A line per auto row: how often each candidate was chosen and came second, how much slower the runner-up
+/// was (median), and what choosing cost (planning every candidate, against the chosen plans alone).
+std::vector<std::string> study_auto_lines(const studies::Study& study);
 std::string study_csv(const studies::Study& study);
 nlohmann::json study_json(const studies::Study& study);
 /// A group of bars per sweep point and a bar per system (and DistCA mode). With several sweep keys and more

@@ -7,9 +7,11 @@
 #include "fulcrum/workload/length_source.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <numeric>
@@ -19,7 +21,9 @@
 namespace fulcrum::sim {
 
 void TrainingConfig::validate(const HardwareModel& gpu, const ModelShape& model) const {
-  parallel.validate(gpu, model);
+  ParallelConfig layout = parallel;
+  if (system == kAutoSystem && layout.cp == 0) layout.cp = 1;  // 0: each candidate's own CP degree
+  layout.validate(gpu, model);
   constexpr Tokens kMaxLength = Tokens{1} << 24;
   if (max_doc_len < 1 || max_doc_len > kMaxLength)
     fail("max-doc-len = {}: must be in [1, {}]", max_doc_len, kMaxLength);
@@ -32,6 +36,25 @@ void TrainingConfig::validate(const HardwareModel& gpu, const ModelShape& model)
          parallel.microbatch_count(), iterations, kMaxMicrobatchesPerRun);
   }
   if (!sparse::parse_dynamic_mask(mask)) (void)MaskSpec::parse(mask);  // names the field and the syntax
+  if (system == kAutoSystem) {
+    const auto known = planner_names();
+    for (std::size_t i = 0; i < candidates.size(); ++i) {
+      if (std::find(known.begin(), known.end(), candidates[i]) == known.end()) {
+        fail("candidates: '{}' is not a planner; choose from {}", candidates[i], fmt::join(known, ", "));
+      }
+      const PlannerRegistration& candidate = find_planner(candidates[i]);
+      if (!candidate.capabilities.keeps_documents) {
+        fail("candidates: {} defers documents to later batches, so auto cannot choose it batch by batch",
+             candidate.name);
+      }
+      if (std::find(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(i), candidates[i]) !=
+          candidates.begin() + static_cast<std::ptrdiff_t>(i)) {
+        fail("candidates: {} is given twice", candidates[i]);
+      }
+    }
+    return;  // each candidate's CP degree is checked with its own configuration
+  }
+  if (!candidates.empty()) fail("candidates: only system auto has candidates (system is {})", system);
   const bool cp_groups = find_planner(system).capabilities.cp_groups != CpGroups::kNone;
   const double cp_degree = planner_options.get(cp_degree_option());
   if (cp_groups && planner_options.values().contains(cp_degree_option().name) && cp_degree != parallel.cp) {
@@ -123,6 +146,7 @@ struct SlotTotals {
 
 struct IterationOutcome {
   double iteration_s = 0;  // without the gradient synchronisation
+  double planning_s = 0;   // wall seconds in plan_verified
   double tokens = 0, bytes = 0, tokens_in_flight = 0, attention_buffers = 0;
   SlotTotals slots;
   std::vector<runtime::TimelineEvent> trace;
@@ -151,15 +175,23 @@ void note_pass(IterationOutcome& out, const PassTimes& t, double layers) {
   }
 }
 
+// plan_verified, timed into `out.planning_s`.
+Assignment timed_plan(Planner& planner, const Batch& batch, IterationOutcome& out) {
+  const auto start = std::chrono::steady_clock::now();
+  Assignment a = plan_verified(planner, batch);
+  out.planning_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return a;
+}
+
 // Baselines (and DistCA without PP): every micro-batch planned over one stage's dp groups, each
 // pipeline (one TP group per stage) running 1F1B on its rank's layer times.
-IterationOutcome run_1f1b(const Context& cx, Planner& planner, MicrobatchSource& source) {
+IterationOutcome run_1f1b(const Context& cx, Planner& planner, const std::vector<Batch>& microbatches) {
   IterationOutcome out(cx.pp * cx.dp);
   std::vector<std::vector<std::vector<StageWork>>> work(cx.dp,
                                                         std::vector<std::vector<StageWork>>(cx.pp));  // [d][s][m]
   std::vector<double> max_tokens(cx.dp, 0);
   for (int m = 0; m < cx.microbatches; ++m) {
-    const Assignment a = plan_verified(planner, source.next());
+    const Assignment a = timed_plan(planner, microbatches[m], out);
     const PassTimes f = simulate_pass(a, cx.setup, Pass::kForward);
     const PassTimes b = simulate_pass(a, cx.setup, Pass::kBackward);
     if (m == 0) {
@@ -212,15 +244,13 @@ Batch pooled_batch(const Tick& tick, const std::vector<Batch>& microbatches, int
   return pooled;
 }
 
-IterationOutcome run_phase_aligned(const Context& cx, Planner& planner, MicrobatchSource& source) {
+IterationOutcome run_phase_aligned(const Context& cx, Planner& planner, const std::vector<Batch>& microbatches) {
   IterationOutcome out(cx.pp * cx.dp);
-  std::vector<Batch> microbatches;
   double max_tokens = 0;
-  for (int m = 0; m < cx.microbatches; ++m) {
-    microbatches.push_back(source.next());
-    out.tokens += static_cast<double>(microbatches.back().total_tokens());
+  for (const Batch& microbatch : microbatches) {
+    out.tokens += static_cast<double>(microbatch.total_tokens());
     std::vector<Tokens> per_rank(cx.dp, 0);
-    for (const auto& s : microbatches.back().segments) per_rank[s.rank] += s.tokens.size();
+    for (const auto& s : microbatch.segments) per_rank[s.rank] += s.tokens.size();
     max_tokens = std::max(max_tokens, static_cast<double>(*std::max_element(per_rank.begin(), per_rank.end())));
   }
   std::vector<int> in_flight(cx.pp, 0);
@@ -228,7 +258,7 @@ IterationOutcome run_phase_aligned(const Context& cx, Planner& planner, Microbat
   double now = 0;
   for (const Tick& tick : phase_aligned_ticks(cx.pp, cx.microbatches)) {
     std::vector<bool> active;
-    const Assignment a = plan_verified(planner, pooled_batch(tick, microbatches, cx.dp, active));
+    const Assignment a = timed_plan(planner, pooled_batch(tick, microbatches, cx.dp, active), out);
     const PassTimes t = simulate_pass(a, cx.setup, tick.backward ? Pass::kBackward : Pass::kForward, active);
     note_pass(out, t, cx.stage_layers);
     for (int r = 0; r < cx.pp * cx.dp; ++r) {
@@ -250,7 +280,144 @@ IterationOutcome run_phase_aligned(const Context& cx, Planner& planner, Microbat
   return out;
 }
 
+// One system's iterations: its planner, its layer setup (its comm mode) and its schedule.
+struct Runner {
+  std::unique_ptr<Planner> planner;
+  Context cx;
+  bool phase_aligned = false;
+  std::string refusal;  // the first batch it refused (auto's candidates), for the report
+  IterationOutcome run(const std::vector<Batch>& microbatches) {
+    return phase_aligned ? run_phase_aligned(cx, *planner, microbatches) : run_1f1b(cx, *planner, microbatches);
+  }
+  // Whether it plans these micro-batches (its masks, document lengths and sizes), as check_batch says.
+  bool accepts(const std::vector<Batch>& microbatches) {
+    for (const Batch& b : microbatches) {
+      try {
+        planner->check_batch(b);
+      } catch (const Error& e) {
+        if (e.kind() != ErrorKind::kBadInput) throw;
+        if (refusal.empty()) refusal = e.what();
+        return false;
+      }
+    }
+    return true;
+  }
+};
+
+Runner make_runner(const TrainingConfig& config, const ModelShape& model, const HardwareModel& gpu) {
+  const ParallelConfig& par = config.parallel;
+  const int stage_layers = model.layers / par.pp;  // exact: validate() requires pp to divide the layers
+  Runner r{make_planner(config.system, training_planner_options(config, model, gpu)),
+           {{model, gpu, tp_group_hardware(gpu, par.tp), par.tp, config.mode},
+            par.dp(),
+            par.pp,
+            par.microbatch_count(),
+            static_cast<double>(stage_layers),
+            0},
+           false,
+           {}};
+  const double activation_bytes = static_cast<double>(config.rank_tokens()) * model.hidden * model.dtype_bytes / par.tp;
+  r.cx.p2p_s = gpu.inter_node.transfer_s(activation_bytes);
+  r.phase_aligned = r.planner->capabilities().pools_pipeline_stages && par.pp > 1;
+  return r;
+}
+
+// auto's candidate `name` as a system of its own: its mode, and its CP degree unless the layout fixes it.
+TrainingConfig candidate_config(const TrainingConfig& config, const std::string& name, const ModelShape& model,
+                                const HardwareModel& gpu) {
+  TrainingConfig c = config;
+  c.system = name;
+  c.candidates.clear();
+  c.mode = overlaps_traffic(name) ? config.mode : config.baseline_mode;
+  c.parallel.cp = cp_degree_for(c, model, gpu);
+  c.validate(gpu, model);
+  return c;
+}
+
+std::vector<std::string> default_candidates() {
+  std::vector<std::string> names;
+  for (const auto& r : planner_registry()) {
+    if (r.capabilities.keeps_documents) names.emplace_back(r.name);
+  }
+  return names;
+}
+
+// auto's iteration: every candidate that accepts the micro-batches runs them; the fastest one counts.
+// `sync_s`, the gradient synchronisation, is the same for every candidate: it only enters the ratio.
+IterationOutcome run_auto(std::vector<Runner>& runners, const std::vector<std::string>& names,
+                          const std::vector<Batch>& microbatches, double sync_s, AutoChoice& report) {
+  std::vector<IterationOutcome> outcomes;
+  std::vector<std::size_t> ran;
+  for (std::size_t i = 0; i < runners.size(); ++i) {
+    if (!runners[i].accepts(microbatches)) continue;
+    const auto start = std::chrono::steady_clock::now();
+    outcomes.push_back(runners[i].run(microbatches));
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    report.planning_s[i] += outcomes.back().planning_s;
+    report.simulating_s += elapsed - outcomes.back().planning_s;
+    ran.push_back(i);
+  }
+  if (outcomes.empty()) {
+    std::vector<std::string> why;
+    for (std::size_t i = 0; i < runners.size(); ++i) why.push_back(fmt::format("{}: {}", names[i], runners[i].refusal));
+    fail("auto: no candidate plans this batch ({})", fmt::join(why, "; "));
+  }
+  std::vector<std::size_t> order(outcomes.size());
+  std::iota(order.begin(), order.end(), 0);
+  // Stable: on a tie the candidate listed first wins.
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return outcomes[a].iteration_s < outcomes[b].iteration_s; });
+  IterationOutcome& best = outcomes[order[0]];
+  report.chosen.push_back(names[ran[order[0]]]);
+  report.chosen_planning_s += best.planning_s;
+  report.runner_up.push_back(order.size() > 1 ? names[ran[order[1]]] : "");
+  report.runner_up_ratio.push_back(
+      order.size() > 1 ? (outcomes[order[1]].iteration_s + sync_s) / (best.iteration_s + sync_s) : 0);
+  return std::move(best);
+}
+
+std::vector<Batch> draw(MicrobatchSource& source, int count) {
+  std::vector<Batch> microbatches;
+  microbatches.reserve(static_cast<std::size_t>(count));
+  for (int m = 0; m < count; ++m) microbatches.push_back(source.next());
+  return microbatches;
+}
+
 }  // namespace
+
+bool overlaps_traffic(const std::string& system) {
+  return system == kAutoSystem || find_planner(system).capabilities.overlaps_traffic;
+}
+
+int cp_degree_for(const TrainingConfig& config, const ModelShape& model, const HardwareModel& gpu) {
+  if (config.system == kAutoSystem) return config.parallel.cp;  // 0: each candidate's own
+  const PlannerRegistration& planner = find_planner(config.system);
+  if (planner.capabilities.cp_groups == CpGroups::kNone) return 1;
+  if (config.parallel.cp > 0) return config.parallel.cp;
+  // --cp-degree stands for the layout's cp when only it is given.
+  if (config.planner_options.values().contains(cp_degree_option().name)) {
+    return config.planner_options.get_int(cp_degree_option());
+  }
+  const auto powers_of_two_dividing = [](int n, int limit) {
+    std::vector<int> out;
+    for (int p = 1; p <= limit; p *= 2) {
+      if (n % p == 0) out.push_back(p);
+    }
+    return out;
+  };
+  const int dp = config.parallel.dp();
+  if (planner.capabilities.cp_groups == CpGroups::kWithinGroup) return powers_of_two_dividing(dp, 8).back();
+  const auto options = powers_of_two_dividing(dp, 64);
+  for (int cp : options) {
+    if (keeps_documents_whole(config, model, gpu, cp)) return cp;
+  }
+  return options.back();
+}
+
+bool keeps_documents_whole(const TrainingConfig& config, const ModelShape& model, const HardwareModel& gpu, int cp) {
+  const auto planner = make_planner(config.system, training_planner_options(config, model, gpu));
+  return planner->longest_whole_document(config.rank_tokens(), cp) >= config.max_doc_len;
+}
 
 PlannerOptions training_planner_options(const TrainingConfig& config, const ModelShape& model,
                                         const HardwareModel& gpu) {
@@ -275,19 +442,17 @@ TrainingResult simulate_training(const TrainingConfig& config, const ModelShape&
   gpu.validate();
   config.validate(gpu, model);
   const ParallelConfig& par = config.parallel;
-  const int stage_layers = model.layers / par.pp;  // exact: validate() requires pp to divide the layers
-  Context cx{{model, gpu, tp_group_hardware(gpu, par.tp), par.tp, config.mode},
-             par.dp(),
-             par.pp,
-             par.microbatch_count(),
-             static_cast<double>(stage_layers),
-             0};
-  const double activation_bytes = static_cast<double>(config.rank_tokens()) * model.hidden * model.dtype_bytes / par.tp;
-  cx.p2p_s = gpu.inter_node.transfer_s(activation_bytes);
-
-  const auto planner = make_planner(config.system, training_planner_options(config, model, gpu));
+  const bool is_auto = config.system == kAutoSystem;
+  std::vector<std::string> names = is_auto ? config.candidates : std::vector<std::string>{config.system};
+  if (names.empty()) names = default_candidates();
+  std::vector<Runner> runners;
+  runners.reserve(names.size());
+  for (const auto& name : names) {
+    runners.push_back(make_runner(is_auto ? candidate_config(config, name, model, gpu) : config, model, gpu));
+  }
+  const Context& cx = runners.front().cx;  // the layout, the same for every candidate
+  Planner& planner = *runners.front().planner;
   MicrobatchSource source(config, cx.dp, model);
-  const bool phase_aligned = planner->capabilities().pools_pipeline_stages && par.pp > 1;
 
   // Gradients (bf16) of the GPU's share of the parameters, reduced over all dp groups of the stage (as
   // Megatron-LM reduces over data x context parallel ranks); they sit in different nodes once a stage's
@@ -303,21 +468,30 @@ TrainingResult simulate_training(const TrainingConfig& config, const ModelShape&
   const int slots = cx.pp * cx.dp;
   std::vector<IterationOutcome> outcomes;
   outcomes.reserve(static_cast<std::size_t>(std::max(config.iterations, 0)));
+  if (is_auto) {
+    result.auto_choice.candidates = names;
+    result.auto_choice.planning_s.assign(names.size(), 0);
+  }
   for (int it = 0; it < config.iterations; ++it) {
-    outcomes.push_back(phase_aligned ? run_phase_aligned(cx, *planner, source) : run_1f1b(cx, *planner, source));
+    const std::vector<Batch> microbatches = draw(source, cx.microbatches);
+    outcomes.push_back(is_auto ? run_auto(runners, names, microbatches, dp_sync_s, result.auto_choice)
+                               : runners.front().run(microbatches));
+  }
+  for (std::size_t i = 0; is_auto && i < runners.size(); ++i) {
+    if (!runners[i].refusal.empty()) result.auto_choice.refused.push_back(names[i] + ": " + runners[i].refusal);
   }
   // A system that holds documents back (WLB-LLM) computes them before the run ends, in iterations
   // without new data: otherwise a short run would leave out its most expensive documents.
-  if (planner->deferred_documents() > 0) {
-    planner->drain();
+  if (planner.deferred_documents() > 0) {
+    planner.drain();
     source.drain();
     constexpr int kMaxDrainIterations = 1000;
-    while (planner->deferred_documents() > 0) {
+    while (planner.deferred_documents() > 0) {
       if (static_cast<int>(outcomes.size()) - config.iterations >= kMaxDrainIterations) {
         fail_runtime("system {}: documents still deferred after {} draining iterations", config.system,
                      kMaxDrainIterations);
       }
-      outcomes.push_back(run_1f1b(cx, *planner, source));
+      outcomes.push_back(run_1f1b(cx, planner, draw(source, cx.microbatches)));
       ++result.drain_iterations;
     }
   }
@@ -353,6 +527,8 @@ TrainingResult simulate_training(const TrainingConfig& config, const ModelShape&
   return result;
 }
 
+double AutoChoice::total_planning_s() const { return std::accumulate(planning_s.begin(), planning_s.end(), 0.0); }
+
 double TrainingResult::drain_share() const {
   double total = 0, drain = 0;
   const std::size_t first_drain = iteration_s.size() - static_cast<std::size_t>(drain_iterations);
@@ -363,45 +539,59 @@ double TrainingResult::drain_share() const {
 
 nlohmann::json TrainingResult::to_json() const {
   const auto& c = config;
-  return {{"system", c.system},
-          {"mode", to_string(c.mode)},
-          {"model", model},
-          {"hardware", hardware},
-          {"gpus", c.parallel.gpus},
-          {"tp", c.parallel.tp},
-          {"dp", c.parallel.dp()},
-          {"pp", c.parallel.pp},
-          {"cp", c.parallel.cp},
-          {"microbatches", c.parallel.microbatch_count()},
-          {"dataset", c.dataset},
-          {"boundary_split", to_string(c.boundary_split)},
-          {"mask", c.mask},
-          {"max_doc_len", c.max_doc_len},
-          {"tokens_per_rank", c.rank_tokens()},
-          {"iterations", c.iterations},
-          {"drain_iterations", drain_iterations},
-          {"drain_share", drain_share()},
-          {"seed", c.seed},
-          {"iteration_s", iteration_s},
-          {"mean_iteration_s", mean_iteration_s},
-          {"tokens_per_iteration", tokens_per_iteration},
-          {"tokens_per_s", tokens_per_s},
-          {"breakdown",
-           {{"linear_s", breakdown.linear_s},
-            {"attention_s", breakdown.attention_s},
-            {"exposed_comm_s", breakdown.exposed_comm_s},
-            {"idle_s", breakdown.idle_s},
-            {"dp_sync_s", breakdown.dp_sync_s}}},
-          {"attention_imbalance", attention_imbalance},
-          {"step_balance",
-           {{"flops",
-             {{"worker", step_flops.worker}, {"step_mean", step_flops.step_mean}, {"step_sync", step_flops.step_sync}}},
-            {"attention_s",
-             {{"worker", step_attention.worker},
-              {"step_mean", step_attention.step_mean},
-              {"step_sync", step_attention.step_sync}}}}},
-          {"attention_bytes", attention_bytes},
-          {"memory", memory.to_json()}};
+  nlohmann::json j = {
+      {"system", c.system},
+      {"mode", to_string(c.mode)},
+      {"model", model},
+      {"hardware", hardware},
+      {"gpus", c.parallel.gpus},
+      {"tp", c.parallel.tp},
+      {"dp", c.parallel.dp()},
+      {"pp", c.parallel.pp},
+      {"cp", c.parallel.cp},
+      {"microbatches", c.parallel.microbatch_count()},
+      {"dataset", c.dataset},
+      {"boundary_split", to_string(c.boundary_split)},
+      {"mask", c.mask},
+      {"max_doc_len", c.max_doc_len},
+      {"tokens_per_rank", c.rank_tokens()},
+      {"iterations", c.iterations},
+      {"drain_iterations", drain_iterations},
+      {"drain_share", drain_share()},
+      {"seed", c.seed},
+      {"iteration_s", iteration_s},
+      {"mean_iteration_s", mean_iteration_s},
+      {"tokens_per_iteration", tokens_per_iteration},
+      {"tokens_per_s", tokens_per_s},
+      {"breakdown",
+       {{"linear_s", breakdown.linear_s},
+        {"attention_s", breakdown.attention_s},
+        {"exposed_comm_s", breakdown.exposed_comm_s},
+        {"idle_s", breakdown.idle_s},
+        {"dp_sync_s", breakdown.dp_sync_s}}},
+      {"attention_imbalance", attention_imbalance},
+      {"step_balance",
+       {{"flops",
+         {{"worker", step_flops.worker}, {"step_mean", step_flops.step_mean}, {"step_sync", step_flops.step_sync}}},
+        {"attention_s",
+         {{"worker", step_attention.worker},
+          {"step_mean", step_attention.step_mean},
+          {"step_sync", step_attention.step_sync}}}}},
+      {"attention_bytes", attention_bytes},
+      {"memory", memory.to_json()}};
+  if (c.system == kAutoSystem) {
+    const AutoChoice& a = auto_choice;
+    j["auto"] = {{"candidates", a.candidates},
+                 {"chosen", a.chosen},
+                 {"runner_up", a.runner_up},
+                 {"runner_up_ratio", a.runner_up_ratio},
+                 {"refused", a.refused},
+                 {"planning_s", a.total_planning_s()},
+                 {"candidate_planning_s", a.planning_s},
+                 {"chosen_planning_s", a.chosen_planning_s},
+                 {"simulating_s", a.simulating_s}};
+  }
+  return j;
 }
 
 }  // namespace fulcrum::sim

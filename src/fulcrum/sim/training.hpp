@@ -30,13 +30,23 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace fulcrum::sim {
 
+/// `system = "auto"`: each iteration, every candidate planner plans and is simulated on the same
+/// micro-batches, and the fastest one's iteration counts (TrainingResult::auto_choice says which won).
+inline constexpr std::string_view kAutoSystem = "auto";
+
 struct TrainingConfig {
-  std::string system;  // any registered planner
-  CommMode mode = CommMode::kPingPong;
+  std::string system;                                // any registered planner, or kAutoSystem
+  CommMode mode = CommMode::kPingPong;               // of planners that overlap their traffic (auto's included)
+  CommMode baseline_mode = CommMode::kSingleStream;  // auto's candidates that do not overlap their traffic
+  /// auto's candidates; empty: every registered planner that computes exactly its batch's documents
+  /// (a planner that defers documents, wlb, cannot be chosen batch by batch: what it holds back would be
+  /// lost when another planner takes the next batch).
+  std::vector<std::string> candidates;
   ParallelConfig parallel;
   std::string dataset = "pretrain";
   std::string mask = "causal";  // every document's mask (MaskSpec::parse)
@@ -68,6 +78,18 @@ struct TimeBreakdown {
   double dp_sync_s = 0;       // gradient synchronisation
 };
 
+/// What auto chose, iteration by iteration, and what the choosing cost.
+struct AutoChoice {
+  std::vector<std::string> chosen, runner_up;  // per iteration (runner_up empty when one candidate ran)
+  std::vector<double> runner_up_ratio;         // the runner-up's iteration time over the chosen one's
+  std::vector<std::string> candidates;         // those compared
+  std::vector<std::string> refused;            // "name: why", a candidate that sat out a batch (its first refusal)
+  std::vector<double> planning_s;              // per candidate, wall seconds planning over the whole run
+  double chosen_planning_s = 0;  // planning the plans that were chosen (what one planner alone would take)
+  double simulating_s = 0;       // simulating every candidate's plans to compare them
+  double total_planning_s() const;
+};
+
 struct TrainingResult {
   TrainingConfig config;
   std::string model, hardware;
@@ -84,10 +106,25 @@ struct TrainingResult {
   double attention_bytes = 0;                 // attention traffic per iteration, all layers and ranks (mean)
   MemoryUse memory;                           // the fullest GPU in the worst iteration
   std::vector<runtime::TimelineEvent> trace;  // the first iteration, per TP group (rank = stage x dp + d)
+  AutoChoice auto_choice;                     // system auto only
   /// The fraction of the run's time spent in drain iterations (0 for systems that defer nothing).
   double drain_share() const;
   nlohmann::json to_json() const;
 };
+
+/// The CP degree config.system runs with: 1 for planners without CP groups; else the layout's cp, or
+/// --cp-degree, or when neither is given a node of up to 8 TP groups (per-document CP) or the least
+/// degree whose groups hold the longest document whole (WLB-LLM). For auto, the layout's (0: each
+/// candidate's own).
+int cp_degree_for(const TrainingConfig& config, const ModelShape& model, const HardwareModel& gpu);
+
+/// Whether config.system, a packing planner, keeps the longest document whole in CP groups of `cp`:
+/// WLB-LLM would otherwise cut it into separate pieces, dropping the attention between them.
+bool keeps_documents_whole(const TrainingConfig& config, const ModelShape& model, const HardwareModel& gpu, int cp);
+
+/// Whether `system` is auto or a planner that orders its own work to overlap traffic: either runs in
+/// every mode a study asks for.
+bool overlaps_traffic(const std::string& system);
 
 TrainingResult simulate_training(const TrainingConfig& config, const ModelShape& model, const HardwareModel& gpu);
 

@@ -9,6 +9,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <set>
+
 namespace fulcrum::sim {
 namespace {
 
@@ -151,7 +154,7 @@ TEST(Training, PlannersGetTheTopologysMachineSize) {
 }
 
 TEST(Training, BadConfigurationsNameTheField) {
-  auto expect_error = [](TrainingConfig c, const std::string& field) {
+  auto expect_error = [](const TrainingConfig& c, const std::string& field) {
     try {
       simulate_training(c, tiny(), h200());
       ADD_FAILURE() << "no error for " << field;
@@ -181,6 +184,59 @@ TEST(Training, BadConfigurationsNameTheField) {
   c = small_config("distca");
   c.system = "nope";
   expect_error(c, "planner = 'nope'");
+  c = small_config("distca");
+  c.candidates = {"packed"};
+  expect_error(c, "candidates: only system auto");
+  c.system = std::string(kAutoSystem);
+  c.candidates = {"distca", "wlb"};
+  expect_error(c, "candidates: wlb defers documents");
+  c.candidates = {"distca", "packed", "distca"};
+  expect_error(c, "candidates: distca is given twice");
+  c.candidates = {"distca", "nope"};
+  expect_error(c, "candidates: 'nope' is not a planner");
+}
+
+// auto on the same data as its candidates run alone: each iteration is exactly the fastest candidate's,
+// the choice and runner-up are named, and every candidate's planning time is counted.
+TEST(Training, AutoTakesTheFastestCandidateEachIteration) {
+  const std::vector<std::string> names = {"distca", "packed", "perdoc-cp", "dcp"};
+  TrainingConfig config = small_config("distca");
+  config.system = std::string(kAutoSystem);
+  config.parallel.cp = 0;
+  config.candidates = names;
+  config.iterations = 4;
+  const TrainingResult chosen = simulate_training(config, tiny(), h200());
+  std::vector<TrainingResult> alone;
+  for (const auto& name : names) {
+    TrainingConfig c = small_config(name);
+    c.iterations = config.iterations;
+    c.mode = overlaps_traffic(name) ? config.mode : config.baseline_mode;
+    c.parallel.cp = 0;
+    c.parallel.cp = cp_degree_for(c, tiny(), h200());
+    alone.push_back(simulate_training(c, tiny(), h200()));
+  }
+  const AutoChoice& a = chosen.auto_choice;
+  ASSERT_EQ(a.chosen.size(), 4U);
+  EXPECT_EQ(a.candidates, names);
+  EXPECT_TRUE(a.refused.empty());
+  std::set<std::string> winners;
+  for (std::size_t it = 0; it < 4; ++it) {
+    std::vector<std::pair<double, std::string>> times;
+    for (std::size_t i = 0; i < names.size(); ++i) times.emplace_back(alone[i].iteration_s[it], names[i]);
+    std::stable_sort(times.begin(), times.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+    EXPECT_DOUBLE_EQ(chosen.iteration_s[it], times[0].first) << "iteration " << it;
+    EXPECT_EQ(a.chosen[it], times[0].second);
+    EXPECT_EQ(a.runner_up[it], times[1].second);
+    EXPECT_DOUBLE_EQ(a.runner_up_ratio[it], times[1].first / times[0].first);
+    winners.insert(a.chosen[it]);
+  }
+  // Never slower than the best candidate run alone, and faster than it when choices differ by iteration.
+  for (const auto& r : alone) EXPECT_LE(chosen.mean_iteration_s, r.mean_iteration_s * (1 + 1e-12));
+  EXPECT_DOUBLE_EQ(chosen.tokens_per_iteration, alone[0].tokens_per_iteration);
+  ASSERT_EQ(a.planning_s.size(), names.size());
+  for (double s : a.planning_s) EXPECT_GT(s, 0);
+  EXPECT_LE(a.chosen_planning_s, a.total_planning_s());
+  EXPECT_GT(a.simulating_s, 0);
 }
 
 }  // namespace

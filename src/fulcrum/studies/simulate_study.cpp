@@ -14,6 +14,8 @@
 
 namespace fulcrum::studies {
 
+using sim::cp_degree_for;
+using sim::keeps_documents_whole;
 using sim::ParallelConfig;
 using sim::simulate_training;
 using sim::training_planner_options;
@@ -90,8 +92,6 @@ std::vector<int> powers_of_two_dividing(int n, int limit) {
 
 }  // namespace
 
-bool overlaps_traffic(const std::string& system) { return find_planner(system).capabilities.overlaps_traffic; }
-
 SweepAxis parse_sweep_axis(const std::string& text) {
   const auto eq = text.find('=');
   if (eq == std::string::npos || eq == 0 || eq + 1 == text.size()) {
@@ -109,32 +109,13 @@ SweepAxis parse_sweep_axis(const std::string& text) {
   return axis;
 }
 
-// A packing planner (WLB-LLM) cuts a document longer than its micro-batch cap into separate pieces,
-// which drops the attention between them: it uses context parallelism so that no document is cut, so
-// its CP degrees are those whose groups hold the longest document whole.
-bool keeps_documents_whole(const TrainingConfig& c, const ModelShape& model, const HardwareModel& gpu, int cp) {
-  const auto planner = make_planner(c.system, training_planner_options(c, model, gpu));
-  return planner->longest_whole_document(c.rank_tokens(), cp) >= c.max_doc_len;
-}
-
-// CP groups spanning a node of up to 8 TP groups (per-document CP), or the least CP degree whose groups
-// hold the longest document whole (WLB-LLM).
-int default_cp(const TrainingConfig& c, const ModelShape& model, const HardwareModel& gpu) {
-  const auto options = powers_of_two_dividing(c.parallel.dp(), 64);
-  if (find_planner(c.system).capabilities.cp_groups == CpGroups::kWithinGroup) {
-    return powers_of_two_dividing(c.parallel.dp(), 8).back();
-  }
-  for (int cp : options) {
-    if (keeps_documents_whole(c, model, gpu, cp)) return cp;
-  }
-  return options.back();
-}
-
 TrainingResult search_best(const TrainingConfig& config, const ModelShape& model, const HardwareModel& gpu,
                            bool search_pp) {
   const ParallelConfig& given = config.parallel;
   const double global_tokens = static_cast<double>(config.rank_tokens()) * given.dp() * given.microbatch_count();
-  const bool uses_cp = find_planner(config.system).capabilities.cp_groups != CpGroups::kNone;
+  // auto's candidates each take their own CP degree (cp_degree_for).
+  const bool uses_cp =
+      config.system != sim::kAutoSystem && find_planner(config.system).capabilities.cp_groups != CpGroups::kNone;
   TrainingResult best;
   bool found = false;
   for (int pp : search_pp ? powers_of_two_dividing(model.layers, 8) : std::vector<int>{given.pp}) {
@@ -154,7 +135,7 @@ TrainingResult search_best(const TrainingConfig& config, const ModelShape& model
                               static_cast<double>(t.rank_tokens()) * t.parallel.dp());
     };
     if (microbatch_tokens(c) < microbatch_tokens(config)) continue;
-    std::vector<int> cps{1};
+    std::vector<int> cps{cp_degree_for(c, model, gpu)};
     if (uses_cp && c.planner_options.values().contains(cp_degree_option().name)) {
       cps = {c.planner_options.get_int(cp_degree_option())};  // pinned by --cp-degree
     } else if (uses_cp) {
@@ -162,7 +143,7 @@ TrainingResult search_best(const TrainingConfig& config, const ModelShape& model
       for (int cp : powers_of_two_dividing(c.parallel.dp(), 64)) {
         if (keeps_documents_whole(c, model, gpu, cp)) cps.push_back(cp);
       }
-      if (cps.empty()) cps.push_back(default_cp(c, model, gpu));
+      if (cps.empty()) cps.push_back(cp_degree_for(c, model, gpu));
     }
     for (int cp : cps) {
       c.parallel.cp = cp;
@@ -216,14 +197,10 @@ Study run_study(const StudySpec& spec, const std::function<void(int, int)>& prog
         TrainingConfig c = at.base;
         c.system = system;
         c.mode = mode;
-        c.parallel.validate_layout(gpu, model);  // default_cp and search_best divide by its parts
-        if (find_planner(system).capabilities.cp_groups == CpGroups::kNone) {
-          c.parallel.cp = 1;
-        } else if (c.parallel.cp == 0) {
-          // --cp-degree stands for --cp when only it is given; otherwise the system's default.
-          const bool given = c.planner_options.values().contains(cp_degree_option().name);
-          c.parallel.cp = given ? c.planner_options.get_int(cp_degree_option()) : default_cp(c, model, gpu);
-        }
+        c.baseline_mode = spec.baseline_mode;
+        if (system != sim::kAutoSystem) c.candidates.clear();
+        c.parallel.validate_layout(gpu, model);  // cp_degree_for and search_best divide by its parts
+        c.parallel.cp = cp_degree_for(c, model, gpu);
         study.rows.push_back(
             {point, spec.search ? search_best(c, model, gpu, spec.search_pp) : simulate_training(c, model, gpu), 0});
         if (progress) progress(++done, total);

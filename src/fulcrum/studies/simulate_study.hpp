@@ -23,8 +23,8 @@ struct SweepAxis {
   std::vector<std::string> values;
 };
 /// Systems whose planner declares that it overlaps its own traffic with compute (DistCA's ping-pong,
-/// DCP's divisions): they run in every requested mode, the others in the baseline mode.
-bool overlaps_traffic(const std::string& system);
+/// DCP's divisions), and auto: they run in every requested mode, the others in the baseline mode.
+using sim::overlaps_traffic;
 
 /// "key=v1,v2,..." (the CLI's --sweep); errors name the key and list the allowed ones.
 SweepAxis parse_sweep_axis(const std::string& text);
