@@ -8,6 +8,7 @@
 #include "outputs.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <memory>
 
@@ -18,6 +19,7 @@ Action add_plan_command(CLI::App& app) {
   auto config = std::make_shared<studies::PlanConfig>();
   auto json_path = std::make_shared<std::string>();
   auto planners = std::make_shared<std::string>("distca,packed,perdoc-cp,wlb");
+  auto candidates = std::make_shared<std::string>();
   cmd->add_option("--dataset", config->dataset, "pretrain | prolong | uniform:MIN:MAX | lognormal:MU:SIGMA | file:PATH")
       ->capture_default_str();
   add_model_option(*cmd, config->model, "heads, head dim and dtype size the traffic");
@@ -27,14 +29,24 @@ Action add_plan_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--batches", config->batches, "batches to draw and plan")->capture_default_str();
   cmd->add_option("--seed", config->seed, "seed of the length source")->capture_default_str();
-  cmd->add_option("--planners", *planners, "comma-separated: " + planner_list())->capture_default_str();
+  cmd->add_option(
+         "--planners", *planners,
+         "comma-separated: " + planner_list() + ", or auto (per batch, the candidate whose plan simulates fastest)")
+      ->capture_default_str();
+  cmd->add_option("--candidates", *candidates,
+                  "auto's candidates, comma-separated (default: every planner that computes exactly its batch)");
+  cmd->add_option("--hardware", config->hardware,
+                  fmt::format("auto's hardware model, a rank one GPU of it: {} | a JSON file",
+                              fmt::join(hardware_preset_names(), " | ")))
+      ->capture_default_str();
   add_planner_flags(*cmd, config->options);
   add_topology_flags(*cmd, config->options);
   add_boundary_split_option(*cmd, config->boundary_split);
   add_output_option(*cmd, "json", *json_path, "also write the results as JSON to this path");
-  return [config, json_path, planners] {
+  return [config, json_path, planners, candidates] {
     if (!json_path->empty()) check_output_file("json", *json_path);
     config->planners = split_names(*planners, "planners");
+    if (!candidates->empty()) config->candidates = split_names(*candidates, "candidates");
     const auto comparison = studies::compare_planners(*config);
     fmt::print("{}", plan_comparison_table(comparison));
     fmt::print("packed_imbalance (the batches as packed, before planning): {:.3f}\n", comparison.packed_imbalance);

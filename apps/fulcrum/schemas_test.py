@@ -55,7 +55,7 @@ def validates(name, document, what):
 
 with tempfile.TemporaryDirectory() as tmp:
     plan = written(tmp, "plan", "--ranks", "4", "--tokens-per-rank", "8192", "--batches", "2",
-                   "--planners", "distca,dcp,packed,perdoc-cp,wlb")
+                   "--planners", "distca,dcp,packed,perdoc-cp,wlb,auto")
     if plan:
         validates("plan", plan, "plan --json")
         check(isinstance(plan["config"]["options"]["dcp_block"], int), "plan options: dcp_block is not an integer")

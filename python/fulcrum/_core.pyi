@@ -281,6 +281,9 @@ class SimResult:
     def ranks(self) -> list[RankSummary]: ...
 
 def simulate_plan(plan: Plan, hardware: HardwareModel) -> SimResult: ...
+def choose_plan(batch: Batch, options: PlannerOptions, hardware: HardwareModel, *, tp: int = 1,
+                candidates: Sequence[str] = ..., mode: str = "pingpong",
+                baseline_mode: str = "single-stream") -> dict[str, Any]: ...
 def simulate_training(system: str, model: ModelShape, hardware: HardwareModel, *, gpus: int = 64, tp: int = 8,
                       pp: int = 1, cp: int = 1, microbatches: int = 0, mode: str = "pingpong",
                       dataset: str = "pretrain", max_doc_len: int = 131072, tokens_per_rank: int = 0,

@@ -1,7 +1,9 @@
 // The simulator: simulate_plan runs a Plan in virtual time on a HardwareModel; simulate_training runs
 // training iterations (what `fulcrum simulate` prints one row of) and returns the row's JSON as a dict.
 #include "bindings.hpp"
+#include "fulcrum/sim/auto_choice.hpp"
 #include "fulcrum/sim/engine.hpp"
+#include "fulcrum/sim/parallel.hpp"
 #include "fulcrum/sim/training.hpp"
 
 namespace fulcrum::python {
@@ -41,6 +43,40 @@ void bind_sim(py::module_& m) {
       py::arg("plan"), py::arg("hardware"),
       "Runs one Plan in virtual time (a plan compiled in mode `signal` sends 1-byte messages). The plan is "
       "verified first (verify_plan against its own documents and owners): one that fails raises InputError.");
+
+  m.def(
+      "choose_plan",
+      [](const Batch& batch, const PlannerOptions& options, const HardwareModel& hardware, int tp,
+         const std::vector<std::string>& candidates, const std::string& mode, const std::string& baseline_mode) {
+        const sim::LayerSetup setup{options.model, hardware, sim::tp_group_hardware(hardware, tp), tp,
+                                    parse_comm_mode(mode)};
+        const CommMode baseline = parse_comm_mode(baseline_mode, "baseline_mode");
+        sim::BatchChoice choice;
+        {
+          py::gil_scoped_release release;
+          choice = sim::choose_plan(batch, candidates, options, setup, baseline);
+        }
+        py::dict out;
+        out["assignment"] = std::move(choice.assignment);
+        out["chosen"] = choice.chosen;
+        out["runner_up"] = choice.runner_up.empty() ? py::object(py::none()) : py::str(choice.runner_up);
+        out["chosen_s"] = choice.chosen_s;
+        out["runner_up_s"] = choice.runner_up_s;
+        out["candidates"] = choice.candidates;
+        out["planning_s"] = choice.planning_s;
+        out["refused"] = choice.refused;
+        out["simulating_s"] = choice.simulating_s;
+        return out;
+      },
+      py::arg("batch"), py::arg("options"), py::arg("hardware"), py::kw_only(), py::arg("tp") = 1,
+      py::arg("candidates") = std::vector<std::string>{}, py::arg("mode") = "pingpong",
+      py::arg("baseline_mode") = "single-stream",
+      "auto for one batch: every candidate (default: each planner that computes exactly its batch) plans it,\n"
+      "one layer's forward and backward of each plan is simulated on `hardware` (a rank: a TP group of tp\n"
+      "GPUs; the planners that overlap traffic in `mode`, the others in baseline_mode), and the fastest plan\n"
+      "is chosen. Returns a dict: assignment (verified), chosen, runner_up (None when one candidate planned),\n"
+      "chosen_s and runner_up_s (simulated layer seconds), candidates, planning_s (per candidate), refused\n"
+      "('name: why' for each that refused the batch), simulating_s.");
 
   m.def(
       "simulate_training",

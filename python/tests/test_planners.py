@@ -105,3 +105,21 @@ def test_planning_releases_the_gil(model):
     worker.join()
     gaps = np.diff(stamps)
     assert len(stamps) > 100 and gaps.max() < plan_s / 2, (len(stamps), gaps.max(), plan_s)
+
+
+def test_choose_plan_takes_the_candidate_whose_plan_simulates_fastest(model, batch):
+    h200 = fulcrum.hardware("h200-dgx")
+    options = fulcrum.PlannerOptions(model)
+    choice = fulcrum.choose_plan(batch, options, h200, candidates=["distca", "packed", "perdoc-cp"])
+    assert choice["chosen"] in ("distca", "packed", "perdoc-cp") and choice["runner_up"] != choice["chosen"]
+    assert choice["chosen_s"] <= choice["runner_up_s"]
+    assert choice["assignment"].planner == choice["chosen"]
+    assert fulcrum.verify(choice["assignment"], batch).ok
+    assert len(choice["planning_s"]) == 3 and choice["refused"] == []
+    # One candidate alone is chosen, with no runner-up.
+    alone = fulcrum.choose_plan(batch, options, h200, candidates=["packed"])
+    assert alone["chosen"] == "packed" and alone["runner_up"] is None
+    with pytest.raises(fulcrum.InputError, match="candidates: wlb defers documents"):
+        fulcrum.choose_plan(batch, options, h200, candidates=["wlb"])
+    with pytest.raises(fulcrum.InputError, match="baseline_mode"):
+        fulcrum.choose_plan(batch, options, h200, baseline_mode="smoke")

@@ -1,5 +1,6 @@
 #include "fulcrum/report/plan_comparison_report.hpp"
 
+#include "fulcrum/report/auto_choice_report.hpp"
 #include "fulcrum/report/report_json.hpp"
 #include "fulcrum/report/table.hpp"
 
@@ -21,7 +22,8 @@ nlohmann::json plan_comparison_json(const studies::PlanComparison& comparison) {
                  {"tokens_per_rank", config.tokens_per_rank},
                  {"batches", config.batches},
                  {"seed", config.seed},
-                 {"devices_per_machine", config.options.devices_per_machine}};
+                 {"devices_per_machine", config.options.devices_per_machine},
+                 {"hardware", config.hardware}};
   j["config"]["options"] = planner_options_json(config.options);
   j["packed_imbalance"] = packed_imbalance;
   for (const auto& p : planners) {
@@ -35,6 +37,7 @@ nlohmann::json plan_comparison_json(const studies::PlanComparison& comparison) {
                              {"plan_ms", p.plan_ms},
                              {"valid", p.valid}};
     if (!p.valid) j["planners"][p.name]["problem"] = p.first_problem;
+    if (p.name == sim::kAutoSystem) j["planners"][p.name]["auto"] = p.auto_choice.to_json();
   }
   return j;
 }
@@ -53,11 +56,18 @@ std::string plan_comparison_table(const studies::PlanComparison& comparison) {
                    fmt::format("{:.0f}", p.tasks), fmt::format("{:.2f}", p.plan_ms),
                    p.valid ? "yes" : "NO: " + p.first_problem});
   }
-  return fmt::format(
+  std::string out = fmt::format(
       "{} batch(es) of {} ranks x {} tokens from '{}', model {}, mask {}; per layer, forward; means over batches "
       "(plan_ms: the median)\n{}",
       config.batches, config.ranks, config.tokens_per_rank, config.dataset, config.model, config.mask,
       table.to_string());
+  for (const auto& p : planners) {
+    if (p.name != sim::kAutoSystem) continue;
+    const auto who = fmt::format("auto (one layer forward and backward of each plan on {}, a rank a GPU), per batch",
+                                 config.hardware);
+    for (const auto& line : auto_choice_lines(who, p.auto_choice)) out += line + "\n";
+  }
+  return out;
 }
 
 }  // namespace fulcrum

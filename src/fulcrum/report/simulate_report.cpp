@@ -1,11 +1,10 @@
 #include "fulcrum/report/simulate_report.hpp"
 
-#include "fulcrum/core/statistics.hpp"
+#include "fulcrum/report/auto_choice_report.hpp"
 #include "fulcrum/report/report_json.hpp"
 #include "fulcrum/report/table.hpp"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -127,31 +126,10 @@ std::vector<std::string> study_warnings(const studies::Study& study) {
 std::vector<std::string> study_auto_lines(const studies::Study& study) {
   std::vector<std::string> lines;
   for (const auto& row : study.rows) {
-    const sim::AutoChoice& a = row.result.auto_choice;
     if (row.result.config.system != sim::kAutoSystem) continue;
-    const auto counts = [&](const std::vector<std::string>& picks) {
-      std::vector<std::string> parts;
-      for (const auto& name : a.candidates) {
-        const auto n = std::count(picks.begin(), picks.end(), name);
-        if (n > 0) parts.push_back(fmt::format("{} {}/{}", name, n, picks.size()));
-      }
-      return parts.empty() ? std::string("none") : fmt::format("{}", fmt::join(parts, ", "));
-    };
-    std::vector<double> ratios;
-    for (double r : a.runner_up_ratio) {
-      if (r > 0) ratios.push_back(r);
-    }
-    std::vector<std::string> planning;
-    for (std::size_t i = 0; i < a.candidates.size(); ++i) {
-      planning.push_back(fmt::format("{} {:.3g}", a.candidates[i], a.planning_s[i]));
-    }
-    lines.push_back(fmt::format(
-        "{} at {}: chose {}; runner-up {}{}; planning {:.3g} s for every candidate ({}) against {:.3g} s for the "
-        "chosen plans, simulating them {:.3g} s",
-        system_label(row.result), point_label(row), counts(a.chosen), counts(a.runner_up),
-        ratios.empty() ? "" : fmt::format(", median {:.3f}x the chosen time", median(ratios)), a.total_planning_s(),
-        fmt::join(planning, ", "), a.chosen_planning_s, a.simulating_s));
-    for (const auto& refusal : a.refused) lines.push_back(fmt::format("  sat out a batch: {}", refusal));
+    const auto more =
+        auto_choice_lines(fmt::format("{} at {}", system_label(row.result), point_label(row)), row.result.auto_choice);
+    lines.insert(lines.end(), more.begin(), more.end());
   }
   return lines;
 }

@@ -37,21 +37,7 @@ void TrainingConfig::validate(const HardwareModel& gpu, const ModelShape& model)
   }
   if (!sparse::parse_dynamic_mask(mask)) (void)MaskSpec::parse(mask);  // names the field and the syntax
   if (system == kAutoSystem) {
-    const auto known = planner_names();
-    for (std::size_t i = 0; i < candidates.size(); ++i) {
-      if (std::find(known.begin(), known.end(), candidates[i]) == known.end()) {
-        fail("candidates: '{}' is not a planner; choose from {}", candidates[i], fmt::join(known, ", "));
-      }
-      const PlannerRegistration& candidate = find_planner(candidates[i]);
-      if (!candidate.capabilities.keeps_documents) {
-        fail("candidates: {} defers documents to later batches, so auto cannot choose it batch by batch",
-             candidate.name);
-      }
-      if (std::find(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(i), candidates[i]) !=
-          candidates.begin() + static_cast<std::ptrdiff_t>(i)) {
-        fail("candidates: {} is given twice", candidates[i]);
-      }
-    }
+    check_auto_candidates(candidates);
     return;  // each candidate's CP degree is checked with its own configuration
   }
   if (!candidates.empty()) fail("candidates: only system auto has candidates (system is {})", system);
@@ -334,14 +320,6 @@ TrainingConfig candidate_config(const TrainingConfig& config, const std::string&
   return c;
 }
 
-std::vector<std::string> default_candidates() {
-  std::vector<std::string> names;
-  for (const auto& r : planner_registry()) {
-    if (r.capabilities.keeps_documents) names.emplace_back(r.name);
-  }
-  return names;
-}
-
 // auto's iteration: every candidate that accepts the micro-batches runs them; the fastest one counts.
 // `sync_s`, the gradient synchronisation, is the same for every candidate: it only enters the ratio.
 IterationOutcome run_auto(std::vector<Runner>& runners, const std::vector<std::string>& names,
@@ -362,11 +340,10 @@ IterationOutcome run_auto(std::vector<Runner>& runners, const std::vector<std::s
     for (std::size_t i = 0; i < runners.size(); ++i) why.push_back(fmt::format("{}: {}", names[i], runners[i].refusal));
     fail("auto: no candidate plans this batch ({})", fmt::join(why, "; "));
   }
-  std::vector<std::size_t> order(outcomes.size());
-  std::iota(order.begin(), order.end(), 0);
-  // Stable: on a tie the candidate listed first wins.
-  std::stable_sort(order.begin(), order.end(),
-                   [&](std::size_t a, std::size_t b) { return outcomes[a].iteration_s < outcomes[b].iteration_s; });
+  std::vector<double> seconds;
+  seconds.reserve(outcomes.size());
+  for (const auto& o : outcomes) seconds.push_back(o.iteration_s);
+  const auto order = fastest_first(seconds);
   IterationOutcome& best = outcomes[order[0]];
   report.chosen.push_back(names[ran[order[0]]]);
   report.chosen_planning_s += best.planning_s;
@@ -444,7 +421,7 @@ TrainingResult simulate_training(const TrainingConfig& config, const ModelShape&
   const ParallelConfig& par = config.parallel;
   const bool is_auto = config.system == kAutoSystem;
   std::vector<std::string> names = is_auto ? config.candidates : std::vector<std::string>{config.system};
-  if (names.empty()) names = default_candidates();
+  if (names.empty()) names = default_auto_candidates();
   std::vector<Runner> runners;
   runners.reserve(names.size());
   for (const auto& name : names) {
@@ -527,8 +504,6 @@ TrainingResult simulate_training(const TrainingConfig& config, const ModelShape&
   return result;
 }
 
-double AutoChoice::total_planning_s() const { return std::accumulate(planning_s.begin(), planning_s.end(), 0.0); }
-
 double TrainingResult::drain_share() const {
   double total = 0, drain = 0;
   const std::size_t first_drain = iteration_s.size() - static_cast<std::size_t>(drain_iterations);
@@ -580,16 +555,7 @@ nlohmann::json TrainingResult::to_json() const {
       {"attention_bytes", attention_bytes},
       {"memory", memory.to_json()}};
   if (c.system == kAutoSystem) {
-    const AutoChoice& a = auto_choice;
-    j["auto"] = {{"candidates", a.candidates},
-                 {"chosen", a.chosen},
-                 {"runner_up", a.runner_up},
-                 {"runner_up_ratio", a.runner_up_ratio},
-                 {"refused", a.refused},
-                 {"planning_s", a.total_planning_s()},
-                 {"candidate_planning_s", a.planning_s},
-                 {"chosen_planning_s", a.chosen_planning_s},
-                 {"simulating_s", a.simulating_s}};
+    j["auto"] = auto_choice.to_json();
   }
   return j;
 }

@@ -21,6 +21,7 @@
 #include "fulcrum/plan/step_stats.hpp"
 #include "fulcrum/planners/planner.hpp"
 #include "fulcrum/runtime/timeline.hpp"
+#include "fulcrum/sim/auto_choice.hpp"
 #include "fulcrum/sim/layer.hpp"
 #include "fulcrum/sim/memory.hpp"
 #include "fulcrum/sim/parallel.hpp"
@@ -30,23 +31,17 @@
 
 #include <cstdint>
 #include <string>
-#include <string_view>
 #include <vector>
 
 namespace fulcrum::sim {
 
-/// `system = "auto"`: each iteration, every candidate planner plans and is simulated on the same
-/// micro-batches, and the fastest one's iteration counts (TrainingResult::auto_choice says which won).
-inline constexpr std::string_view kAutoSystem = "auto";
-
 struct TrainingConfig {
-  std::string system;                                // any registered planner, or kAutoSystem
+  /// Any registered planner, or kAutoSystem: each iteration every candidate plans and is simulated on the
+  /// same micro-batches, and the fastest one's iteration counts (TrainingResult::auto_choice says which).
+  std::string system;
   CommMode mode = CommMode::kPingPong;               // of planners that overlap their traffic (auto's included)
   CommMode baseline_mode = CommMode::kSingleStream;  // auto's candidates that do not overlap their traffic
-  /// auto's candidates; empty: every registered planner that computes exactly its batch's documents
-  /// (a planner that defers documents, wlb, cannot be chosen batch by batch: what it holds back would be
-  /// lost when another planner takes the next batch).
-  std::vector<std::string> candidates;
+  std::vector<std::string> candidates;               // auto's; empty: default_auto_candidates()
   ParallelConfig parallel;
   std::string dataset = "pretrain";
   std::string mask = "causal";  // every document's mask (MaskSpec::parse)
@@ -76,18 +71,6 @@ struct TimeBreakdown {
   double exposed_comm_s = 0;  // attention traffic not hidden behind compute
   double idle_s = 0;          // waiting for stragglers and pipeline bubbles
   double dp_sync_s = 0;       // gradient synchronisation
-};
-
-/// What auto chose, iteration by iteration, and what the choosing cost.
-struct AutoChoice {
-  std::vector<std::string> chosen, runner_up;  // per iteration (runner_up empty when one candidate ran)
-  std::vector<double> runner_up_ratio;         // the runner-up's iteration time over the chosen one's
-  std::vector<std::string> candidates;         // those compared
-  std::vector<std::string> refused;            // "name: why", a candidate that sat out a batch (its first refusal)
-  std::vector<double> planning_s;              // per candidate, wall seconds planning over the whole run
-  double chosen_planning_s = 0;  // planning the plans that were chosen (what one planner alone would take)
-  double simulating_s = 0;       // simulating every candidate's plans to compare them
-  double total_planning_s() const;
 };
 
 struct TrainingResult {

@@ -3,6 +3,7 @@
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/plan/stats.hpp"
 #include "fulcrum/plan/verify.hpp"
+#include "fulcrum/sim/parallel.hpp"
 #include "fulcrum/workload/head_masks.hpp"
 #include "fulcrum/workload/length_source.hpp"
 #include "fulcrum/workload/model_config.hpp"
@@ -12,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <numeric>
 
 namespace fulcrum::studies {
 
@@ -20,7 +22,15 @@ void PlanConfig::validate() const {
   if (batches < 1) fail("batches = {}: must be >= 1", batches);
   if (planners.empty()) fail("planners: name at least one");
   MaskSpec::parse(mask);
-  for (const auto& p : planners) make_planner(p, planner_options());  // rejects unknown names
+  for (const auto& p : planners) {
+    if (p != sim::kAutoSystem) make_planner(p, planner_options());  // rejects unknown names
+  }
+  if (std::find(planners.begin(), planners.end(), sim::kAutoSystem) != planners.end()) {
+    sim::check_auto_candidates(candidates);
+    (void)load_hardware(hardware);  // names the field when it is not a preset or a readable file
+  } else if (!candidates.empty()) {
+    fail("candidates: only auto has candidates; add auto to --planners");
+  }
 }
 
 PlannerOptions PlanConfig::planner_options() const {
@@ -51,12 +61,19 @@ PlanComparison compare_planners(const PlanConfig& config) {
   out.packed_imbalance /= static_cast<double>(batches.size());
 
   // Every planner checks every batch before any plans: a refusal (a batch beyond a planner's size)
-  // comes before the work, not after the other planners'.
+  // comes before the work, not after the other planners'. (auto's candidates sit out what they refuse.)
   std::vector<std::unique_ptr<Planner>> planners;
   for (const auto& name : config.planners) {
+    if (name == sim::kAutoSystem) {
+      planners.emplace_back();
+      continue;
+    }
     planners.push_back(make_planner(name, options));
     for (const auto& batch : batches) planners.back()->check_batch(batch);
   }
+  // auto's simulated layer: a rank is one GPU of the hardware model.
+  const HardwareModel gpu = load_hardware(config.hardware);
+  const sim::LayerSetup setup{options.model, gpu, sim::tp_group_hardware(gpu, 1), 1, CommMode::kPingPong};
   for (std::size_t p = 0; p < planners.size(); ++p) {
     const auto& name = config.planners[p];
     auto& planner = planners[p];
@@ -64,10 +81,18 @@ PlanComparison compare_planners(const PlanConfig& config) {
     summary.name = name;
     std::vector<double> times;
     for (const auto& batch : batches) {
-      const auto start = std::chrono::steady_clock::now();
-      const Assignment a = planner->plan(batch);
-      times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-      const auto report = planner->capabilities().keeps_documents ? verify(a, batch) : verify(a);
+      Assignment a;
+      if (planner) {
+        const auto start = std::chrono::steady_clock::now();
+        a = planner->plan(batch);
+        times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+      } else {
+        sim::BatchChoice choice = sim::choose_plan(batch, config.candidates, options, setup);
+        times.push_back(1e3 * std::accumulate(choice.planning_s.begin(), choice.planning_s.end(), 0.0));
+        summary.auto_choice.record(choice);
+        a = std::move(choice.assignment);
+      }
+      const auto report = !planner || planner->capabilities().keeps_documents ? verify(a, batch) : verify(a);
       if (!report.ok() && summary.valid) {
         summary.valid = false;
         summary.first_problem = report.errors.front();

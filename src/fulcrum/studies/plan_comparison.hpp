@@ -3,6 +3,7 @@
 #pragma once
 
 #include "fulcrum/planners/planner.hpp"
+#include "fulcrum/sim/auto_choice.hpp"
 #include "fulcrum/workload/batch.hpp"
 
 #include <cstdint>
@@ -20,7 +21,11 @@ struct PlanConfig {
   int batches = 1;
   std::uint64_t seed = 0;
   BoundarySplit boundary_split = BoundarySplit::kContiguous;  // how documents crossing ranks are laid out
-  std::vector<std::string> planners = {"distca", "packed", "perdoc-cp", "wlb"};
+  std::vector<std::string> planners = {"distca", "packed", "perdoc-cp", "wlb"};  // and auto (sim/auto_choice)
+  // auto's: its candidates (empty: the defaults) and the hardware model (a preset or JSON file) it simulates
+  // their plans on, a rank one GPU of it.
+  std::vector<std::string> candidates;
+  std::string hardware = "h200-dgx";
   PlannerOptions options;  // model is filled from `model`
 
   void validate() const;
@@ -37,9 +42,10 @@ struct PlannerSummary {
   double remote_tokens_max_rank = 0;  // mean over batches of the largest per-layer receive buffer
   double traffic_imbalance = 0;       // mean over batches of max/mean bytes sent + received per rank
   double tasks = 0;                   // mean over batches
-  double plan_ms = 0;                 // median over batches
+  double plan_ms = 0;                 // median over batches (auto: planning every candidate)
   bool valid = true;                  // every batch passed plan::verify
   std::string first_problem;          // the verifier's first complaint, if any
+  sim::AutoChoice auto_choice;        // auto only: what it chose per batch
 };
 
 struct PlanComparison {

@@ -1,4 +1,6 @@
 #include "fulcrum/studies/plan_comparison.hpp"
+
+#include "fulcrum/core/error.hpp"
 #include "fulcrum/sim/training.hpp"
 #include "fulcrum/studies/attention_job.hpp"
 #include "fulcrum/workload/length_source.hpp"
@@ -63,6 +65,39 @@ TEST(SamePlanEverywhere, WlbPlansTheSameForPlanRunAndSimulate) {
       }
     }
   }
+}
+
+// `fulcrum plan --planners auto`: a row per batch's chosen plan, verified, whose balance is the chosen
+// candidate's own, and the planning time of every candidate in plan_ms.
+TEST(PlanComparison, AutoRowIsTheChosenCandidatesPlanForEachBatch) {
+  PlanConfig config;
+  config.model = "tiny";
+  config.ranks = 8;
+  config.tokens_per_rank = 4096;
+  config.batches = 2;
+  config.planners = {"distca", "packed", "auto"};
+  config.candidates = {"distca", "packed"};
+  const PlanComparison out = compare_planners(config);
+  ASSERT_EQ(out.planners.size(), 3U);
+  const PlannerSummary& a = out.planners[2];
+  EXPECT_TRUE(a.valid);
+  ASSERT_EQ(a.auto_choice.chosen.size(), 2U);
+  // The first batch alone: auto's row is exactly its chosen candidate's.
+  PlanConfig first = config;
+  first.batches = 1;
+  const PlanComparison one = compare_planners(first);
+  first.planners = {one.planners[2].auto_choice.chosen[0]};
+  first.candidates.clear();
+  const PlannerSummary chosen = compare_planners(first).planners[0];
+  EXPECT_EQ(one.planners[2].imbalance, chosen.imbalance);
+  EXPECT_EQ(one.planners[2].comm_bytes_total, chosen.comm_bytes_total);
+  EXPECT_EQ(one.planners[2].tasks, chosen.tasks);
+  EXPECT_GE(a.plan_ms, 0);
+  config.candidates = {"wlb"};
+  EXPECT_THROW(compare_planners(config), Error);
+  config.planners = {"distca"};
+  config.candidates = {"packed"};
+  EXPECT_THROW(compare_planners(config), Error);
 }
 
 }  // namespace

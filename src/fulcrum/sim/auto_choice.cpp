@@ -1,0 +1,124 @@
+#include "fulcrum/sim/auto_choice.hpp"
+
+#include "fulcrum/core/error.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <numeric>
+
+namespace fulcrum::sim {
+
+std::vector<std::string> default_auto_candidates() {
+  std::vector<std::string> names;
+  for (const auto& r : planner_registry()) {
+    if (r.capabilities.keeps_documents) names.emplace_back(r.name);
+  }
+  return names;
+}
+
+void check_auto_candidates(const std::vector<std::string>& candidates) {
+  const auto known = planner_names();
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    if (std::find(known.begin(), known.end(), candidates[i]) == known.end()) {
+      fail("candidates: '{}' is not a planner; choose from {}", candidates[i], fmt::join(known, ", "));
+    }
+    if (!find_planner(candidates[i]).capabilities.keeps_documents) {
+      fail("candidates: {} defers documents to later batches, so auto cannot choose it batch by batch", candidates[i]);
+    }
+    if (std::find(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(i), candidates[i]) !=
+        candidates.begin() + static_cast<std::ptrdiff_t>(i)) {
+      fail("candidates: {} is given twice", candidates[i]);
+    }
+  }
+}
+
+std::vector<std::size_t> fastest_first(const std::vector<double>& seconds) {
+  std::vector<std::size_t> order(seconds.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return seconds[a] < seconds[b]; });
+  return order;
+}
+
+double AutoChoice::total_planning_s() const { return std::accumulate(planning_s.begin(), planning_s.end(), 0.0); }
+
+void AutoChoice::record(const BatchChoice& choice) {
+  if (candidates.empty()) {
+    candidates = choice.candidates;
+    planning_s.assign(candidates.size(), 0);
+  }
+  FULCRUM_CHECK(choice.candidates == candidates, "auto: a batch compared other candidates than the run's");
+  chosen.push_back(choice.chosen);
+  runner_up.push_back(choice.runner_up);
+  runner_up_ratio.push_back(choice.runner_up.empty() ? 0 : choice.runner_up_s / choice.chosen_s);
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    planning_s[i] += choice.planning_s[i];
+    if (candidates[i] == choice.chosen) chosen_planning_s += choice.planning_s[i];
+  }
+  for (const auto& why : choice.refused) {
+    const auto name = why.substr(0, why.find(':'));
+    const bool listed = std::any_of(refused.begin(), refused.end(),
+                                    [&](const std::string& r) { return r.substr(0, r.find(':')) == name; });
+    if (!listed) refused.push_back(why);
+  }
+  simulating_s += choice.simulating_s;
+}
+
+nlohmann::json AutoChoice::to_json() const {
+  return {{"candidates", candidates},
+          {"chosen", chosen},
+          {"runner_up", runner_up},
+          {"runner_up_ratio", runner_up_ratio},
+          {"refused", refused},
+          {"planning_s", total_planning_s()},
+          {"candidate_planning_s", planning_s},
+          {"chosen_planning_s", chosen_planning_s},
+          {"simulating_s", simulating_s}};
+}
+
+BatchChoice choose_plan(const Batch& batch, std::vector<std::string> candidates, const PlannerOptions& options,
+                        const LayerSetup& setup, CommMode baseline_mode) {
+  if (candidates.empty()) candidates = default_auto_candidates();
+  check_auto_candidates(candidates);
+  BatchChoice out;
+  out.candidates = candidates;
+  out.planning_s.assign(candidates.size(), 0);
+  std::vector<Assignment> plans;
+  std::vector<double> seconds;
+  std::vector<std::size_t> planned;  // candidate index of each plan
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    const auto planner = make_planner(candidates[i], options);
+    try {
+      planner->check_batch(batch);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::kBadInput) throw;
+      out.refused.push_back(fmt::format("{}: {}", candidates[i], e.what()));
+      continue;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    plans.push_back(plan_verified(*planner, batch));
+    const auto planned_at = std::chrono::steady_clock::now();
+    out.planning_s[i] = std::chrono::duration<double>(planned_at - start).count();
+    LayerSetup own = setup;
+    if (!planner->capabilities().overlaps_traffic) own.mode = baseline_mode;
+    seconds.push_back(simulate_pass(plans.back(), own, Pass::kForward).makespan_s() +
+                      simulate_pass(plans.back(), own, Pass::kBackward).makespan_s());
+    out.simulating_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - planned_at).count();
+    planned.push_back(i);
+  }
+  if (plans.empty()) fail("auto: no candidate plans this batch ({})", fmt::join(out.refused, "; "));
+  const auto order = fastest_first(seconds);
+  out.assignment = std::move(plans[order[0]]);
+  out.chosen = candidates[planned[order[0]]];
+  out.chosen_s = seconds[order[0]];
+  if (order.size() > 1) {
+    out.runner_up = candidates[planned[order[1]]];
+    out.runner_up_s = seconds[order[1]];
+  }
+  return out;
+}
+
+}  // namespace fulcrum::sim
