@@ -60,17 +60,21 @@ with tempfile.TemporaryDirectory() as tmp:
         check(open(paths["svg"]).read().startswith("<svg"), "the chart is not an SVG")
 
     # Documents crossing ranks laid out as DistCA's packing does (a head and a tail piece per rank): every
-    # planner's plan on 4 MPI ranks still equals the reference, forward and backward.
+    # planner's plan on 4 MPI ranks still equals the reference, forward and backward; so does auto's choice.
     split_json = os.path.join(tmp, "head_tail.json")
     result, _ = run("run", "--ranks", "4", "--dataset", "uniform:64:700", "--tokens-per-rank", "256",
-                    "--granularity", "16", "--boundary-split", "head-tail", "--planners", "distca,packed,wlb",
-                    "--json", split_json)
+                    "--granularity", "16", "--boundary-split", "head-tail", "--planners", "distca,packed,wlb,auto",
+                    "--candidates", "distca,packed,perdoc-cp", "--json", split_json)
     check(result.returncode == 0, f"head-tail run exited {result.returncode}: {result.stderr[-2000:]}")
+    check("auto (one layer simulated on h200-dgx): chose " in result.stdout, f"run auto: {result.stdout[-2000:]}")
     if result.returncode == 0:
         for job in json.load(open(split_json))["runs"]:
             check(job["boundary_split"] == "head-tail", f"{job['planner']}: boundary_split {job['boundary_split']}")
             for tensor, error in job["relative_error"].items():
                 check(0 <= error <= 1e-5, f"head-tail {job['planner']}: {tensor} error {error}")
+            if job["planner"] == "auto":
+                chosen = job["auto"]["chosen"]
+                check(len(chosen) == 1 and chosen[0] in ("distca", "packed", "perdoc-cp"), f"auto chose {chosen}")
 
     # Plans are saved, one file per pass (their loading is tested by plan/serialize_test.cpp).
     plans = os.path.join(tmp, "plans")

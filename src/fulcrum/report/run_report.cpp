@@ -2,6 +2,7 @@
 
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/plan/stats.hpp"
+#include "fulcrum/report/auto_choice_report.hpp"
 #include "fulcrum/report/report_json.hpp"
 #include "fulcrum/report/table.hpp"
 
@@ -59,8 +60,15 @@ std::string run_rank_table(const studies::JobResult& job) {
         "sparsity {:.4f}\n",
         d->documents, d->recall_min, d->recall_mean, d->sparsity);
   }
-  return fmt::format("{} / {}: {} tasks, {} messages, planned imbalance {:.3f} (packed {:.3f})\n{}{}", m.planner,
-                     m.mode, job.tasks, job.messages, job.planned_imbalance, job.packed_imbalance, dynamic,
+  std::string chosen;
+  if (job.config.planner == sim::kAutoSystem) {
+    for (const auto& line :
+         auto_choice_lines(fmt::format("auto (one layer simulated on {})", job.config.hardware), job.auto_choice)) {
+      chosen += line + "\n";
+    }
+  }
+  return fmt::format("{} / {}: {} tasks, {} messages, planned imbalance {:.3f} (packed {:.3f})\n{}{}{}", m.planner,
+                     m.mode, job.tasks, job.messages, job.planned_imbalance, job.packed_imbalance, chosen, dynamic,
                      t.to_string());
 }
 
@@ -170,6 +178,10 @@ nlohmann::json run_json(std::span<const studies::JobResult> jobs) {
            {"bytes_sent", balance_json(job.step_bytes)},
            {"attention_s", balance_json(job.step_attention_s)}}},
          {"per_rank", ranks}});
+    if (job.config.planner == sim::kAutoSystem) {
+      runs.back()["auto"] = job.auto_choice.to_json();
+      runs.back()["hardware"] = job.config.hardware;
+    }
   }
   nlohmann::json out = report_object();
   out["runs"] = std::move(runs);

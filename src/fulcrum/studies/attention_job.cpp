@@ -5,9 +5,11 @@
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/core/memory_budget.hpp"
 #include "fulcrum/core/statistics.hpp"
+#include "fulcrum/cost/hardware_model.hpp"
 #include "fulcrum/plan/program_verify.hpp"
 #include "fulcrum/plan/serialize.hpp"
 #include "fulcrum/plan/stats.hpp"
+#include "fulcrum/sim/parallel.hpp"
 #include "fulcrum/studies/dynamic_masks.hpp"
 #include "fulcrum/workload/head_masks.hpp"
 #include "fulcrum/workload/length_source.hpp"
@@ -136,7 +138,12 @@ void JobConfig::validate(int ranks) const {
   validate_batch_shape(ranks, tokens_per_rank);
   if (!parse_dynamic_mask(mask)) MaskSpec::parse(mask);
   make_length_source(dataset, seed, tokens_per_rank);
-  make_planner(planner, planner_options());
+  if (planner == sim::kAutoSystem) {
+    sim::check_auto_candidates(candidates);
+    (void)load_hardware(hardware);  // names the field when it is not a preset or a readable file
+  } else {
+    make_planner(planner, planner_options());
+  }
   if (repeats < 1 || repeats > 1000) fail("repeats = {}: must be in [1, 1000]", repeats);
   if (plan_format != "fcpl" && plan_format != "json") fail("plan-format = '{}': must be fcpl or json", plan_format);
   // Ranks are processes or threads of this machine: every rank's Q/K/V/O and gradients, what it receives
@@ -207,8 +214,19 @@ JobResult run_attention_job(const JobConfig& config, Communicator& comm) {
   }
   std::optional<DynamicMaskStats> dynamic_stats;
   if (dynamic) dynamic_stats = estimate_dynamic_masks(batch, heads, *data, *dynamic, comm);
-  auto planner = make_planner(config.planner, options);
-  const Assignment a = plan_verified(*planner, batch);
+  Assignment a;
+  sim::AutoChoice auto_choice;
+  if (config.planner == sim::kAutoSystem) {
+    // Every rank chooses the same way: the simulation is deterministic.
+    const HardwareModel gpu = load_hardware(config.hardware);
+    sim::BatchChoice choice = sim::choose_plan(batch, config.candidates, options,
+                                               {options.model, gpu, sim::tp_group_hardware(gpu, 1), 1, config.mode});
+    auto_choice.record(choice);
+    a = std::move(choice.assignment);
+  } else {
+    auto planner = make_planner(config.planner, options);
+    a = plan_verified(*planner, batch);
+  }
 
   const Plan forward = compile(a, heads, Pass::kForward, config.mode);
   const Plan backward = compile(a, heads, Pass::kBackward, config.mode);
@@ -226,6 +244,7 @@ JobResult run_attention_job(const JobConfig& config, Communicator& comm) {
   result.planned_imbalance = compute_stats(a, options.model).imbalance;
   result.packed_imbalance = placement_imbalance(batch, options.model);
   result.tasks = a.tasks.size();
+  result.auto_choice = std::move(auto_choice);
   result.dynamic_masks = dynamic_stats;
   result.messages = count_messages(forward) + count_messages(backward);
 

@@ -10,6 +10,7 @@
 #include "fulcrum/runtime/attention_data.hpp"
 #include "fulcrum/runtime/communicator.hpp"
 #include "fulcrum/runtime/executor.hpp"
+#include "fulcrum/sim/auto_choice.hpp"
 #include "fulcrum/studies/dynamic_masks.hpp"
 #include "fulcrum/workload/batch.hpp"
 
@@ -27,8 +28,12 @@ struct JobConfig {
   Tokens tokens_per_rank = 16384;
   std::uint64_t seed = 0;
   BoundarySplit boundary_split = BoundarySplit::kContiguous;  // how documents crossing ranks are laid out
-  std::string planner;                                        // a registered planner
-  PlannerOptions options;                                     // model is filled from `model`
+  std::string planner;                                        // a registered planner, or auto
+  // auto's candidates (empty: the defaults) and the hardware model it simulates their plans on, a rank one
+  // GPU of it (sim/auto_choice.hpp).
+  std::vector<std::string> candidates;
+  std::string hardware = "h200-dgx";
+  PlannerOptions options;  // model is filled from `model`
   CommMode mode = CommMode::kPingPong;
   runtime::ReferenceKind reference = runtime::ReferenceKind::kKernel;
   int repeats = 1;                   // timed runs of each pass; per-rank times are medians over them
@@ -59,6 +64,7 @@ struct JobResult {
   // active tiles, bytes sent, and the attention time measured in the last repetition.
   StepMatrix step_flops, step_active_tiles, step_bytes, step_attention_s;
   Plan forward_plan, backward_plan;  // what ran (for the simulator to replay)
+  sim::AutoChoice auto_choice;       // planner auto: what it chose for the batch
 
   double max_error() const;
 };
