@@ -10,6 +10,7 @@ raises its subclass ``fulcrum.InputError``, which is also a ValueError.
 """
 from ._core import *  # noqa: F403  (the binding's names are the package's API)
 from ._core import Document, Mask
+from .auto import AutoPlanner as AutoPlanner
 from .loader import PlanAheadLoader as PlanAheadLoader
 from .loader import PlannedBatch as PlannedBatch
 from .tensors import attention_backward as attention_backward

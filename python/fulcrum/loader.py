@@ -13,6 +13,7 @@ from types import TracebackType
 from typing import Any, Literal, NamedTuple, Protocol
 
 from . import _core
+from .auto import AutoPlanner
 
 
 class PlannedBatch(NamedTuple):
@@ -40,8 +41,9 @@ class PlanAheadLoader:
     that do not fit raise ``InputError`` naming the item: nothing is dropped), or a ``Batch`` the data
     loader already laid out (``Batch.from_cu_seqlens``), planned as it is.
 
-    ``planner`` is a planner name (``fulcrum.planner_names()``) built with ``options``, or any object with
-    a ``plan(batch)`` method. One planner serves the whole stream, in order, so stateful planners (wlb)
+    ``planner`` is a planner name (``fulcrum.planner_names()``, or ``"auto"``: an ``AutoPlanner`` on
+    h200-dgx) built with ``options``, or any object with a ``plan(batch)`` method (an ``AutoPlanner`` made
+    with other hardware or candidates). One planner serves the whole stream, in order, so stateful planners (wlb)
     see the batches as they would in a serial loop. ``prepare``, if given, runs on the worker thread too, on
     each Assignment, and its result arrives as ``PlannedBatch.prepared``: e.g. ``lambda a:
     fulcrum.torch.compile_step(a, model)``, so compiling is also off the training step's path. Errors raised
@@ -69,7 +71,7 @@ class PlanAheadLoader:
         if isinstance(planner, str):
             if options is None:
                 options = _core.PlannerOptions(_core.model_shape("llama3-8b"))
-            planner = _core.make_planner(planner, options)
+            planner = AutoPlanner(options) if planner == "auto" else _core.make_planner(planner, options)
         self._planner: PlannerLike = planner
         self._lengths = iter(lengths)
         self._ranks = ranks

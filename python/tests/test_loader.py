@@ -18,6 +18,22 @@ def test_batches_arrive_in_order_verified_with_unique_ids():
         assert p.assignment.planner == "distca" and fulcrum.verify(p.assignment).ok and p.plan_s >= 0
 
 
+def test_auto_plans_each_batch_with_the_candidate_that_simulates_fastest():
+    lengths = [[300, 500, 224], [1024], [100] * 10]
+    with fulcrum.PlanAheadLoader(lengths, "auto", ranks=2, tokens_per_rank=512, verify=True) as loader:
+        planned = list(loader)
+    assert all(p.assignment.planner in fulcrum.planner_names() for p in planned)
+    # An AutoPlanner of one's own: other hardware and candidates, and the choice of every batch.
+    model = fulcrum.model_shape("llama3-8b")
+    auto = fulcrum.AutoPlanner(fulcrum.PlannerOptions(model), "a100-p4de", candidates=["distca", "packed"])
+    with fulcrum.PlanAheadLoader(lengths, auto, ranks=2, tokens_per_rank=512, verify=True) as loader:
+        planned = list(loader)
+    assert [c["chosen"] for c in auto.choices] == [p.assignment.planner for p in planned]
+    assert all(c["chosen_s"] <= c["runner_up_s"] for c in auto.choices)
+    with pytest.raises(fulcrum.InputError, match="candidates: wlb"):
+        fulcrum.AutoPlanner(fulcrum.PlannerOptions(model), candidates=["wlb"])
+
+
 def test_head_tail_packing_reaches_the_planner():
     lengths = [[300, 500, 224], [700, 324]]
     with fulcrum.PlanAheadLoader(lengths, "distca", ranks=2, tokens_per_rank=512, boundary_split="head-tail",
