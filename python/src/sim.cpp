@@ -48,6 +48,9 @@ void bind_sim(py::module_& m) {
       "choose_plan",
       [](const Batch& batch, const PlannerOptions& options, const HardwareModel& hardware, int tp,
          const std::vector<std::string>& candidates, const std::string& mode, const std::string& baseline_mode) {
+        if (tp < 1 || hardware.devices_per_node % tp != 0) {
+          fail("tp = {}: must divide the {} GPUs of a {} node", tp, hardware.devices_per_node, hardware.name);
+        }
         const sim::LayerSetup setup{options.model, hardware, sim::tp_group_hardware(hardware, tp), tp,
                                     parse_comm_mode(mode)};
         const CommMode baseline = parse_comm_mode(baseline_mode, "baseline_mode");

@@ -91,7 +91,7 @@ def test_simulate_training_auto_takes_the_fastest_candidate_each_iteration():
         assert auto["iteration_s"][it] == pytest.approx(alone[best]["iteration_s"][it], rel=1e-12)
     assert auto["auto"]["candidates"] == ["distca", "packed"]
     assert len(auto["auto"]["candidate_planning_s"]) == 2
-    with pytest.raises(fulcrum.InputError, match="candidates: wlb defers documents"):
+    with pytest.raises(fulcrum.InputError, match="candidates: wlb does not compute exactly the batch"):
         fulcrum.simulate_training("auto", llama, h200, candidates=["wlb"])
     with pytest.raises(fulcrum.InputError, match="baseline_mode"):
         fulcrum.simulate_training("auto", llama, h200, baseline_mode="smoke")

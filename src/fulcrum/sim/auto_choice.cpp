@@ -27,7 +27,10 @@ void check_auto_candidates(const std::vector<std::string>& candidates) {
       fail("candidates: '{}' is not a planner; choose from {}", candidates[i], fmt::join(known, ", "));
     }
     if (!find_planner(candidates[i]).capabilities.keeps_documents) {
-      fail("candidates: {} defers documents to later batches, so auto cannot choose it batch by batch", candidates[i]);
+      fail(
+          "candidates: {} does not compute exactly the batch it is given (it defers or re-lays out documents), so "
+          "auto cannot choose it batch by batch",
+          candidates[i]);
     }
     if (std::find(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(i), candidates[i]) !=
         candidates.begin() + static_cast<std::ptrdiff_t>(i)) {
@@ -53,7 +56,8 @@ void AutoChoice::record(const BatchChoice& choice) {
   FULCRUM_CHECK(choice.candidates == candidates, "auto: a batch compared other candidates than the run's");
   chosen.push_back(choice.chosen);
   runner_up.push_back(choice.runner_up);
-  runner_up_ratio.push_back(choice.runner_up.empty() ? 0 : choice.runner_up_s / choice.chosen_s);
+  runner_up_ratio.push_back(choice.runner_up.empty() || choice.chosen_s <= 0 ? 0
+                                                                             : choice.runner_up_s / choice.chosen_s);
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     planning_s[i] += choice.planning_s[i];
     if (candidates[i] == choice.chosen) chosen_planning_s += choice.planning_s[i];
@@ -91,18 +95,18 @@ BatchChoice choose_plan(const Batch& batch, std::vector<std::string> candidates,
   std::vector<std::size_t> planned;  // candidate index of each plan
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     const auto planner = make_planner(candidates[i], options);
-    try {
-      planner->check_batch(batch);
-    } catch (const Error& e) {
-      if (e.kind() != ErrorKind::kBadInput) throw;
-      out.refused.push_back(fmt::format("{}: {}", candidates[i], e.what()));
+    const auto start = std::chrono::steady_clock::now();
+    std::string why;
+    auto plan = unless_refused(candidates[i], why, [&] { return plan_verified(*planner, batch); });
+    if (!plan) {
+      out.refused.push_back(why);
       continue;
     }
-    const auto start = std::chrono::steady_clock::now();
-    plans.push_back(plan_verified(*planner, batch));
+    plans.push_back(std::move(*plan));
     const auto planned_at = std::chrono::steady_clock::now();
     out.planning_s[i] = std::chrono::duration<double>(planned_at - start).count();
     LayerSetup own = setup;
+    if (own.mode == CommMode::kSignal) own.mode = CommMode::kPingPong;
     if (!planner->capabilities().overlaps_traffic) own.mode = baseline_mode;
     seconds.push_back(simulate_pass(plans.back(), own, Pass::kForward).makespan_s() +
                       simulate_pass(plans.back(), own, Pass::kBackward).makespan_s());

@@ -5,6 +5,7 @@
 // ranking.
 #pragma once
 
+#include "fulcrum/core/error.hpp"
 #include "fulcrum/plan/assignment.hpp"
 #include "fulcrum/planners/planner.hpp"
 #include "fulcrum/sim/layer.hpp"
@@ -12,6 +13,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,16 +28,31 @@ inline constexpr std::string_view kAutoSystem = "auto";
 /// another planner takes the next batch.
 std::vector<std::string> default_auto_candidates();
 
-/// Bad input naming `candidates`: an unknown planner, one that defers documents, or a name given twice.
+/// Bad input naming `candidates`: an unknown planner, one that does not compute exactly its batch, or a name
+/// given twice.
 void check_auto_candidates(const std::vector<std::string>& candidates);
 
 /// Indices of `seconds`, fastest first; on a tie the one listed first.
 std::vector<std::size_t> fastest_first(const std::vector<double>& seconds);
 
+/// Runs `work` (a candidate planning, or planning and simulating): a bad-input Error, the candidate refusing
+/// the batch (a mask it does not plan, a size past its limits), is written to `why` ("name: message") and
+/// gives nullopt, so that candidate sits the batch out; any other error propagates.
+template <class Work>
+auto unless_refused(const std::string& name, std::string& why, Work&& work) -> std::optional<decltype(work())> {
+  try {
+    return work();
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::kBadInput) throw;
+    why = name + ": " + e.what();
+    return std::nullopt;
+  }
+}
+
 struct BatchChoice {
-  Assignment assignment;                 // the chosen candidate's plan, verified
+  Assignment assignment;                 // the chosen candidate's plan, verified (choose_plan only)
   std::string chosen, runner_up;         // runner_up is empty when one candidate planned the batch
-  double chosen_s = 0, runner_up_s = 0;  // one layer, forward + backward, simulated
+  double chosen_s = 0, runner_up_s = 0;  // simulated: one layer forward + backward, or an iteration
   std::vector<std::string> candidates;
   std::vector<double> planning_s;    // per candidate, wall seconds (0 for one that refused the batch)
   std::vector<std::string> refused;  // "name: why" for each candidate that refused it
@@ -59,8 +76,9 @@ struct AutoChoice {
 };
 
 /// Plans `batch` with each candidate (empty: the defaults) under `options`, and simulates one layer of each
-/// plan on `setup`: the candidates that overlap their own traffic in setup.mode, the others in
-/// `baseline_mode`. Fails (bad input) when no candidate plans the batch, naming each one's reason.
+/// plan on `setup`: the candidates that overlap their own traffic in setup.mode (ping-pong when it is
+/// signal: 1-byte messages would favour them), the others in `baseline_mode`. Fails (bad input) when no
+/// candidate plans the batch, naming each one's reason.
 BatchChoice choose_plan(const Batch& batch, std::vector<std::string> candidates, const PlannerOptions& options,
                         const LayerSetup& setup, CommMode baseline_mode = CommMode::kSingleStream);
 

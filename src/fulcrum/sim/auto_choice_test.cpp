@@ -96,7 +96,7 @@ TEST(AutoChoice, BadCandidatesNameTheField) {
       EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
     }
   };
-  expect_error({"wlb"}, "candidates: wlb defers documents");
+  expect_error({"wlb"}, "candidates: wlb does not compute exactly the batch");
   expect_error({"distca", "distca"}, "candidates: distca is given twice");
   expect_error({"nope"}, "candidates: 'nope' is not a planner");
   EXPECT_NO_THROW(check_auto_candidates(default_auto_candidates()));

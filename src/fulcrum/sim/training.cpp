@@ -271,22 +271,8 @@ struct Runner {
   std::unique_ptr<Planner> planner;
   Context cx;
   bool phase_aligned = false;
-  std::string refusal;  // the first batch it refused (auto's candidates), for the report
   IterationOutcome run(const std::vector<Batch>& microbatches) {
     return phase_aligned ? run_phase_aligned(cx, *planner, microbatches) : run_1f1b(cx, *planner, microbatches);
-  }
-  // Whether it plans these micro-batches (its masks, document lengths and sizes), as check_batch says.
-  bool accepts(const std::vector<Batch>& microbatches) {
-    for (const Batch& b : microbatches) {
-      try {
-        planner->check_batch(b);
-      } catch (const Error& e) {
-        if (e.kind() != ErrorKind::kBadInput) throw;
-        if (refusal.empty()) refusal = e.what();
-        return false;
-      }
-    }
-    return true;
   }
 };
 
@@ -300,8 +286,7 @@ Runner make_runner(const TrainingConfig& config, const ModelShape& model, const 
             par.microbatch_count(),
             static_cast<double>(stage_layers),
             0},
-           false,
-           {}};
+           false};
   const double activation_bytes = static_cast<double>(config.rank_tokens()) * model.hidden * model.dtype_bytes / par.tp;
   r.cx.p2p_s = gpu.inter_node.transfer_s(activation_bytes);
   r.phase_aligned = r.planner->capabilities().pools_pipeline_stages && par.pp > 1;
@@ -320,37 +305,42 @@ TrainingConfig candidate_config(const TrainingConfig& config, const std::string&
   return c;
 }
 
-// auto's iteration: every candidate that accepts the micro-batches runs them; the fastest one counts.
-// `sync_s`, the gradient synchronisation, is the same for every candidate: it only enters the ratio.
+// auto's iteration: every candidate runs the micro-batches (one that refuses them sits out), and the
+// fastest one's outcome counts. `sync_s`, the gradient synchronisation, is the same for every candidate: it
+// only enters the times recorded.
 IterationOutcome run_auto(std::vector<Runner>& runners, const std::vector<std::string>& names,
                           const std::vector<Batch>& microbatches, double sync_s, AutoChoice& report) {
+  BatchChoice choice;
+  choice.candidates = names;
+  choice.planning_s.assign(names.size(), 0);
   std::vector<IterationOutcome> outcomes;
+  std::vector<double> seconds;
   std::vector<std::size_t> ran;
   for (std::size_t i = 0; i < runners.size(); ++i) {
-    if (!runners[i].accepts(microbatches)) continue;
     const auto start = std::chrono::steady_clock::now();
-    outcomes.push_back(runners[i].run(microbatches));
+    std::string why;
+    auto outcome = unless_refused(names[i], why, [&] { return runners[i].run(microbatches); });
+    if (!outcome) {
+      choice.refused.push_back(why);
+      continue;
+    }
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    report.planning_s[i] += outcomes.back().planning_s;
-    report.simulating_s += elapsed - outcomes.back().planning_s;
+    choice.planning_s[i] = outcome->planning_s;
+    choice.simulating_s += elapsed - outcome->planning_s;
+    seconds.push_back(outcome->iteration_s + sync_s);
+    outcomes.push_back(std::move(*outcome));
     ran.push_back(i);
   }
-  if (outcomes.empty()) {
-    std::vector<std::string> why;
-    for (std::size_t i = 0; i < runners.size(); ++i) why.push_back(fmt::format("{}: {}", names[i], runners[i].refusal));
-    fail("auto: no candidate plans this batch ({})", fmt::join(why, "; "));
-  }
-  std::vector<double> seconds;
-  seconds.reserve(outcomes.size());
-  for (const auto& o : outcomes) seconds.push_back(o.iteration_s);
+  if (outcomes.empty()) fail("auto: no candidate plans this batch ({})", fmt::join(choice.refused, "; "));
   const auto order = fastest_first(seconds);
-  IterationOutcome& best = outcomes[order[0]];
-  report.chosen.push_back(names[ran[order[0]]]);
-  report.chosen_planning_s += best.planning_s;
-  report.runner_up.push_back(order.size() > 1 ? names[ran[order[1]]] : "");
-  report.runner_up_ratio.push_back(
-      order.size() > 1 ? (outcomes[order[1]].iteration_s + sync_s) / (best.iteration_s + sync_s) : 0);
-  return std::move(best);
+  choice.chosen = names[ran[order[0]]];
+  choice.chosen_s = seconds[order[0]];
+  if (order.size() > 1) {
+    choice.runner_up = names[ran[order[1]]];
+    choice.runner_up_s = seconds[order[1]];
+  }
+  report.record(choice);
+  return std::move(outcomes[order[0]]);
 }
 
 std::vector<Batch> draw(MicrobatchSource& source, int count) {
@@ -445,17 +435,10 @@ TrainingResult simulate_training(const TrainingConfig& config, const ModelShape&
   const int slots = cx.pp * cx.dp;
   std::vector<IterationOutcome> outcomes;
   outcomes.reserve(static_cast<std::size_t>(std::max(config.iterations, 0)));
-  if (is_auto) {
-    result.auto_choice.candidates = names;
-    result.auto_choice.planning_s.assign(names.size(), 0);
-  }
   for (int it = 0; it < config.iterations; ++it) {
     const std::vector<Batch> microbatches = draw(source, cx.microbatches);
     outcomes.push_back(is_auto ? run_auto(runners, names, microbatches, dp_sync_s, result.auto_choice)
                                : runners.front().run(microbatches));
-  }
-  for (std::size_t i = 0; is_auto && i < runners.size(); ++i) {
-    if (!runners[i].refusal.empty()) result.auto_choice.refused.push_back(names[i] + ": " + runners[i].refusal);
   }
   // A system that holds documents back (WLB-LLM) computes them before the run ends, in iterations
   // without new data: otherwise a short run would leave out its most expensive documents.

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <memory>
 #include <numeric>
+#include <optional>
 
 namespace fulcrum::studies {
 
@@ -71,9 +72,12 @@ PlanComparison compare_planners(const PlanConfig& config) {
     planners.push_back(make_planner(name, options));
     for (const auto& batch : batches) planners.back()->check_batch(batch);
   }
-  // auto's simulated layer: a rank is one GPU of the hardware model.
-  const HardwareModel gpu = load_hardware(config.hardware);
-  const sim::LayerSetup setup{options.model, gpu, sim::tp_group_hardware(gpu, 1), 1, CommMode::kPingPong};
+  // auto's simulated layer: a rank is one GPU of the hardware model (read only when auto runs).
+  std::optional<sim::LayerSetup> setup;
+  if (std::find(config.planners.begin(), config.planners.end(), sim::kAutoSystem) != config.planners.end()) {
+    const HardwareModel gpu = load_hardware(config.hardware);
+    setup = sim::LayerSetup{options.model, gpu, sim::tp_group_hardware(gpu, 1), 1, CommMode::kPingPong};
+  }
   for (std::size_t p = 0; p < planners.size(); ++p) {
     const auto& name = config.planners[p];
     auto& planner = planners[p];
@@ -87,7 +91,7 @@ PlanComparison compare_planners(const PlanConfig& config) {
         a = planner->plan(batch);
         times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
       } else {
-        sim::BatchChoice choice = sim::choose_plan(batch, config.candidates, options, setup);
+        sim::BatchChoice choice = sim::choose_plan(batch, config.candidates, options, *setup);
         times.push_back(1e3 * std::accumulate(choice.planning_s.begin(), choice.planning_s.end(), 0.0));
         summary.auto_choice.record(choice);
         a = std::move(choice.assignment);

@@ -143,7 +143,11 @@ TrainingResult search_best(const TrainingConfig& config, const ModelShape& model
       for (int cp : powers_of_two_dividing(c.parallel.dp(), 64)) {
         if (keeps_documents_whole(c, model, gpu, cp)) cps.push_back(cp);
       }
-      if (cps.empty()) cps.push_back(cp_degree_for(c, model, gpu));
+      if (cps.empty()) {  // none keeps them whole: the default for this layout, not the given one's
+        TrainingConfig fresh = c;
+        fresh.parallel.cp = 0;
+        cps.push_back(cp_degree_for(fresh, model, gpu));
+      }
     }
     for (int cp : cps) {
       c.parallel.cp = cp;
