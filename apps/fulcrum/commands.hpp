@@ -49,5 +49,10 @@ std::string version_text();
 void add_topology_flags(CLI::App& cmd, PlannerOptions& options);
 /// --boundary-split: how the packing lays a document that crosses ranks over them (workload/batch.hpp).
 void add_boundary_split_option(CLI::App& cmd, BoundarySplit& split);
+/// auto's options (sim/auto_choice.hpp): --candidates, and --hardware (what it simulates plans on) unless
+/// `hardware` is null (simulate's --hardware is the cluster itself).
+void add_auto_options(CLI::App& cmd, std::string& candidates, std::string* hardware);
+/// The --candidates list, or bad input when it is given and `planners` does not name auto.
+std::vector<std::string> auto_candidates(const std::string& planners, const std::string& candidates);
 
 }  // namespace fulcrum::cli

@@ -33,12 +33,7 @@ Action add_plan_command(CLI::App& app) {
          "--planners", *planners,
          "comma-separated: " + planner_list() + ", or auto (per batch, the candidate whose plan simulates fastest)")
       ->capture_default_str();
-  cmd->add_option("--candidates", *candidates,
-                  "auto's candidates, comma-separated (default: every planner that computes exactly its batch)");
-  cmd->add_option("--hardware", config->hardware,
-                  fmt::format("auto's hardware model, a rank one GPU of it: {} | a JSON file",
-                              fmt::join(hardware_preset_names(), " | ")))
-      ->capture_default_str();
+  add_auto_options(*cmd, *candidates, &config->hardware);
   add_planner_flags(*cmd, config->options);
   add_topology_flags(*cmd, config->options);
   add_boundary_split_option(*cmd, config->boundary_split);
@@ -46,7 +41,7 @@ Action add_plan_command(CLI::App& app) {
   return [config, json_path, planners, candidates] {
     if (!json_path->empty()) check_output_file("json", *json_path);
     config->planners = split_names(*planners, "planners");
-    if (!candidates->empty()) config->candidates = split_names(*candidates, "candidates");
+    config->candidates = auto_candidates(*planners, *candidates);
     const auto comparison = studies::compare_planners(*config);
     fmt::print("{}", plan_comparison_table(comparison));
     fmt::print("packed_imbalance (the batches as packed, before planning): {:.3f}\n", comparison.packed_imbalance);

@@ -2,8 +2,15 @@
 // `simulate` get the same --NAME, help, default and range for every option of every planner.
 #include "commands.hpp"
 
+#include "fulcrum/core/error.hpp"
+#include "fulcrum/core/text.hpp"
+#include "fulcrum/cost/hardware_model.hpp"
+#include "fulcrum/sim/auto_choice.hpp"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include <algorithm>
 
 namespace fulcrum::cli {
 
@@ -28,6 +35,26 @@ void add_boundary_split_option(CLI::App& cmd, BoundarySplit& split) {
          "piece of a document that crosses ranks, keeping its token count)")
       ->type_name("TEXT")
       ->default_str(to_string(split));
+}
+
+void add_auto_options(CLI::App& cmd, std::string& candidates, std::string* hardware) {
+  cmd.add_option("--candidates", candidates,
+                 "auto's candidates, comma-separated (default: every planner that computes exactly its batch)");
+  if (hardware != nullptr) {
+    cmd.add_option("--hardware", *hardware,
+                   fmt::format("auto's hardware model, a rank one GPU of it: {} | a JSON file",
+                               fmt::join(hardware_preset_names(), " | ")))
+        ->capture_default_str();
+  }
+}
+
+std::vector<std::string> auto_candidates(const std::string& planners, const std::string& candidates) {
+  if (candidates.empty()) return {};
+  const auto names = split_names(planners, "planners");
+  if (std::find(names.begin(), names.end(), sim::kAutoSystem) == names.end()) {
+    fail("candidates: only auto has candidates; add auto to --planners");
+  }
+  return split_names(candidates, "candidates");
 }
 
 void add_topology_flags(CLI::App& cmd, PlannerOptions& options) {

@@ -87,23 +87,12 @@ Action add_run_command(CLI::App& app) {
                   "comma-separated: " + planner_list() + ", or auto (the candidate whose plan simulates fastest)")
       ->capture_default_str();
   cmd->add_option("--modes", *modes, "comma-separated: pingpong, single-stream, signal")->capture_default_str();
-  cmd->add_option("--candidates", *candidates,
-                  "auto's candidates, comma-separated (default: every planner that computes exactly its batch)");
-  cmd->add_option("--hardware", job->hardware,
-                  fmt::format("auto's hardware model, a rank one GPU of it: {} | a JSON file",
-                              fmt::join(hardware_preset_names(), " | ")))
-      ->capture_default_str();
+  add_auto_options(*cmd, *candidates, &job->hardware);
   add_job_options(*cmd, *job);
   session->add_to(*cmd);
   return [cmd, job, session, planners, modes, candidates] {
     resolve_plan_format(*cmd, *job);
-    if (!candidates->empty()) {
-      const auto names = split_names(*planners, "planners");
-      if (std::find(names.begin(), names.end(), sim::kAutoSystem) == names.end()) {
-        fail("candidates: only auto has candidates; add auto to --planners");
-      }
-      job->candidates = split_names(*candidates, "candidates");
-    }
+    job->candidates = auto_candidates(*planners, *candidates);
     return run_job_session(*session, jobs_for(*job, *planners, *modes));
   };
 }

@@ -80,8 +80,7 @@ Action add_simulate_command(CLI::App& app) {
                                    "comma-separated planners (the systems compared): " + planner_list() +
                                        ", or auto (each iteration, the candidate with the least simulated time)")
                        ->capture_default_str();
-  cmd->add_option("--candidates", a->candidates,
-                  "auto's candidates, comma-separated (default: every planner that computes exactly its batch)");
+  add_auto_options(*cmd, a->candidates, nullptr);
   add_deprecated_alias(*cmd, "--systems", planners, a->planners);
   cmd->add_option("--modes", a->modes, "DistCA's: comma-separated pingpong, single-stream, signal")
       ->capture_default_str();
@@ -111,12 +110,7 @@ Action add_simulate_command(CLI::App& app) {
       fail("dp = {}: must equal gpus / (tp x pp) = {} / ({} x {})", a->dp, p.gpus, p.tp, p.pp);
     }
     spec.systems = split_names(a->planners, "planners");
-    if (!a->candidates.empty()) {
-      if (std::find(spec.systems.begin(), spec.systems.end(), sim::kAutoSystem) == spec.systems.end()) {
-        fail("candidates: only auto has candidates; add auto to --planners");
-      }
-      spec.base.candidates = split_names(a->candidates, "candidates");
-    }
+    spec.base.candidates = auto_candidates(a->planners, a->candidates);
     if (a->cp_alias > 0) {
       cp_degree_option().check(a->cp_alias);
       spec.base.planner_options.set(cp_degree_option().name, a->cp_alias);
