@@ -1,6 +1,8 @@
 #include "fulcrum/sim/auto_choice.hpp"
 
 #include "fulcrum/core/error.hpp"
+#include "fulcrum/cost/hardware_model.hpp"
+#include "fulcrum/sim/parallel.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -37,6 +39,16 @@ void check_auto_candidates(const std::vector<std::string>& candidates) {
       fail("candidates: {} is given twice", candidates[i]);
     }
   }
+}
+
+void check_auto_inputs(const std::vector<std::string>& candidates, const std::string& hardware) {
+  check_auto_candidates(candidates);
+  (void)load_hardware(hardware);
+}
+
+LayerSetup gpu_per_rank(const ModelShape& model, const std::string& hardware, CommMode mode) {
+  const HardwareModel gpu = load_hardware(hardware);
+  return {model, gpu, tp_group_hardware(gpu, 1), 1, mode};
 }
 
 std::vector<std::size_t> fastest_first(const std::vector<double>& seconds) {
@@ -88,40 +100,21 @@ BatchChoice choose_plan(const Batch& batch, std::vector<std::string> candidates,
   if (candidates.empty()) candidates = default_auto_candidates();
   check_auto_candidates(candidates);
   BatchChoice out;
-  out.candidates = candidates;
-  out.planning_s.assign(candidates.size(), 0);
-  std::vector<Assignment> plans;
-  std::vector<double> seconds;
-  std::vector<std::size_t> planned;  // candidate index of each plan
-  for (std::size_t i = 0; i < candidates.size(); ++i) {
-    const auto planner = make_planner(candidates[i], options);
-    const auto start = std::chrono::steady_clock::now();
-    std::string why;
-    auto plan = unless_refused(candidates[i], why, [&] { return plan_verified(*planner, batch); });
-    if (!plan) {
-      out.refused.push_back(why);
-      continue;
-    }
-    plans.push_back(std::move(*plan));
-    const auto planned_at = std::chrono::steady_clock::now();
-    out.planning_s[i] = std::chrono::duration<double>(planned_at - start).count();
-    LayerSetup own = setup;
-    if (own.mode == CommMode::kSignal) own.mode = CommMode::kPingPong;
-    if (!planner->capabilities().overlaps_traffic) own.mode = baseline_mode;
-    seconds.push_back(simulate_pass(plans.back(), own, Pass::kForward).makespan_s() +
-                      simulate_pass(plans.back(), own, Pass::kBackward).makespan_s());
-    out.simulating_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - planned_at).count();
-    planned.push_back(i);
-  }
-  if (plans.empty()) fail("auto: no candidate plans this batch ({})", fmt::join(out.refused, "; "));
-  const auto order = fastest_first(seconds);
-  out.assignment = std::move(plans[order[0]]);
-  out.chosen = candidates[planned[order[0]]];
-  out.chosen_s = seconds[order[0]];
-  if (order.size() > 1) {
-    out.runner_up = candidates[planned[order[1]]];
-    out.runner_up_s = seconds[order[1]];
-  }
+  out.assignment = choose_fastest(
+      candidates,
+      [&](std::size_t i) {
+        const auto planner = make_planner(candidates[i], options);
+        const auto start = std::chrono::steady_clock::now();
+        CandidateRun<Assignment> tried{plan_verified(*planner, batch), 0, 0};
+        tried.planning_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        LayerSetup own = setup;
+        if (own.mode == CommMode::kSignal) own.mode = CommMode::kPingPong;
+        if (!planner->capabilities().overlaps_traffic) own.mode = baseline_mode;
+        tried.seconds = simulate_pass(tried.result, own, Pass::kForward).makespan_s() +
+                        simulate_pass(tried.result, own, Pass::kBackward).makespan_s();
+        return tried;
+      },
+      out);
   return out;
 }
 

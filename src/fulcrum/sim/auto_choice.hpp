@@ -12,8 +12,11 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <chrono>
 #include <cstddef>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,22 +35,15 @@ std::vector<std::string> default_auto_candidates();
 /// given twice.
 void check_auto_candidates(const std::vector<std::string>& candidates);
 
+/// What `plan` and `run` check of auto before any work: its candidates, and that `hardware` is a preset or a
+/// readable hardware file (bad input naming the field).
+void check_auto_inputs(const std::vector<std::string>& candidates, const std::string& hardware);
+
+/// The layer setup `plan` and `run` choose on: every rank one GPU of `hardware` (tp 1).
+LayerSetup gpu_per_rank(const ModelShape& model, const std::string& hardware, CommMode mode);
+
 /// Indices of `seconds`, fastest first; on a tie the one listed first.
 std::vector<std::size_t> fastest_first(const std::vector<double>& seconds);
-
-/// Runs `work` (a candidate planning, or planning and simulating): a bad-input Error, the candidate refusing
-/// the batch (a mask it does not plan, a size past its limits), is written to `why` ("name: message") and
-/// gives nullopt, so that candidate sits the batch out; any other error propagates.
-template <class Work>
-auto unless_refused(const std::string& name, std::string& why, Work&& work) -> std::optional<decltype(work())> {
-  try {
-    return work();
-  } catch (const Error& e) {
-    if (e.kind() != ErrorKind::kBadInput) throw;
-    why = name + ": " + e.what();
-    return std::nullopt;
-  }
-}
 
 struct BatchChoice {
   Assignment assignment;                 // the chosen candidate's plan, verified (choose_plan only)
@@ -58,6 +54,54 @@ struct BatchChoice {
   std::vector<std::string> refused;  // "name: why" for each candidate that refused it
   double simulating_s = 0;           // wall seconds simulating the candidates' plans
 };
+
+/// One candidate's try at a batch: what it produced, its simulated seconds, and the wall seconds of those
+/// that went to planning (the rest of its try counts as simulating).
+template <class Result>
+struct CandidateRun {
+  Result result;
+  double seconds = 0;
+  double planning_s = 0;
+};
+
+/// auto's one mechanism, per batch (choose_plan) and per iteration (simulate_training): `run(i)` tries
+/// candidate i and returns a CandidateRun. A bad-input Error from it, the candidate refusing the batch (a
+/// mask it does not plan, a size past its limits), makes that candidate sit the batch out ("name: why" in
+/// choice.refused); any other error propagates. Fills `choice` (candidates, times, chosen and runner-up)
+/// and returns the fastest candidate's result; fails (bad input) when every candidate refuses.
+template <class Run>
+auto choose_fastest(const std::vector<std::string>& candidates, Run&& run, BatchChoice& choice)
+    -> decltype(run(std::size_t{0}).result) {
+  choice.candidates = candidates;
+  choice.planning_s.assign(candidates.size(), 0);
+  std::vector<decltype(run(std::size_t{0}).result)> results;
+  std::vector<double> seconds;
+  std::vector<std::size_t> ran;
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      auto tried = run(i);
+      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      choice.planning_s[i] = tried.planning_s;
+      choice.simulating_s += elapsed - tried.planning_s;
+      seconds.push_back(tried.seconds);
+      results.push_back(std::move(tried.result));
+      ran.push_back(i);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::kBadInput) throw;
+      choice.refused.push_back(candidates[i] + ": " + e.what());
+    }
+  }
+  if (results.empty()) fail("auto: no candidate plans this batch ({})", fmt::join(choice.refused, "; "));
+  const auto order = fastest_first(seconds);
+  choice.chosen = candidates[ran[order[0]]];
+  choice.chosen_s = seconds[order[0]];
+  if (order.size() > 1) {
+    choice.runner_up = candidates[ran[order[1]]];
+    choice.runner_up_s = seconds[order[1]];
+  }
+  return std::move(results[order[0]]);
+}
 
 /// What auto chose over a run, batch by batch (plan) or iteration by iteration (simulate), and what the
 /// choosing cost.

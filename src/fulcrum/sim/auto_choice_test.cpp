@@ -1,8 +1,6 @@
 #include "fulcrum/sim/auto_choice.hpp"
 
 #include "fulcrum/core/error.hpp"
-#include "fulcrum/cost/hardware_model.hpp"
-#include "fulcrum/sim/parallel.hpp"
 #include "fulcrum/workload/batch.hpp"
 #include "fulcrum/workload/length_source.hpp"
 #include "fulcrum/workload/model_config.hpp"
@@ -14,10 +12,7 @@
 namespace fulcrum::sim {
 namespace {
 
-LayerSetup one_gpu_ranks() {
-  const HardwareModel gpu = hardware_preset("h200-dgx");
-  return {model_shape_preset("llama3-8b"), gpu, tp_group_hardware(gpu, 1), 1, CommMode::kPingPong};
-}
+LayerSetup one_gpu_ranks() { return gpu_per_rank(model_shape_preset("llama3-8b"), "h200-dgx", CommMode::kPingPong); }
 
 PlannerOptions options() {
   PlannerOptions o;
@@ -57,7 +52,6 @@ TEST(AutoChoice, ChoosesTheCandidateWhosePlanSimulatesFastest) {
   }
   ASSERT_EQ(run.chosen.size(), 3U);
   EXPECT_EQ(run.candidates, names);
-  EXPECT_LE(run.chosen_planning_s, run.total_planning_s());
   for (double r : run.runner_up_ratio) EXPECT_GE(r, 1.0);
 }
 

@@ -38,6 +38,14 @@ void ParallelConfig::validate_layout(const HardwareModel& gpu, const ModelShape&
   }
 }
 
+std::vector<int> powers_of_two_dividing(int n, int limit) {
+  std::vector<int> out;
+  for (int p = 1; p <= limit; p *= 2) {
+    if (n % p == 0) out.push_back(p);
+  }
+  return out;
+}
+
 HardwareModel tp_group_hardware(const HardwareModel& gpu, int tp) {
   HardwareModel group = gpu;
   if (tp == 1) return group;

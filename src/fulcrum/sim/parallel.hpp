@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace fulcrum::sim {
 
@@ -40,6 +41,9 @@ struct ParallelConfig {
   /// validate() but for cp: what dp() and the layout searches need, checked before they pick a cp.
   void validate_layout(const HardwareModel& gpu, const ModelShape& model) const;
 };
+
+/// The powers of two up to `limit` that divide `n`, ascending: the CP and PP degrees a layout can take.
+std::vector<int> powers_of_two_dividing(int n, int limit);
 
 /// The device one TP group forms: tp times a GPU's FLOP/s (matrix and attention), memory, memory
 /// bandwidth and link bandwidth, devices_per_node / tp of them per node. Latencies stay per message.

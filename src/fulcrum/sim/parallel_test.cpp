@@ -87,5 +87,11 @@ TEST(Parallel, LayoutsAreValidatedWithTheFieldNamed) {
   EXPECT_THROW(good.validate(cpu, model), Error);
 }
 
+TEST(Parallel, PowersOfTwoDividingStopAtTheLimit) {
+  EXPECT_EQ(powers_of_two_dividing(24, 64), (std::vector<int>{1, 2, 4, 8}));
+  EXPECT_EQ(powers_of_two_dividing(64, 8), (std::vector<int>{1, 2, 4, 8}));
+  EXPECT_EQ(powers_of_two_dividing(7, 64), (std::vector<int>{1}));
+}
+
 }  // namespace
 }  // namespace fulcrum::sim

@@ -311,36 +311,16 @@ TrainingConfig candidate_config(const TrainingConfig& config, const std::string&
 IterationOutcome run_auto(std::vector<Runner>& runners, const std::vector<std::string>& names,
                           const std::vector<Batch>& microbatches, double sync_s, AutoChoice& report) {
   BatchChoice choice;
-  choice.candidates = names;
-  choice.planning_s.assign(names.size(), 0);
-  std::vector<IterationOutcome> outcomes;
-  std::vector<double> seconds;
-  std::vector<std::size_t> ran;
-  for (std::size_t i = 0; i < runners.size(); ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    std::string why;
-    auto outcome = unless_refused(names[i], why, [&] { return runners[i].run(microbatches); });
-    if (!outcome) {
-      choice.refused.push_back(why);
-      continue;
-    }
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    choice.planning_s[i] = outcome->planning_s;
-    choice.simulating_s += elapsed - outcome->planning_s;
-    seconds.push_back(outcome->iteration_s + sync_s);
-    outcomes.push_back(std::move(*outcome));
-    ran.push_back(i);
-  }
-  if (outcomes.empty()) fail("auto: no candidate plans this batch ({})", fmt::join(choice.refused, "; "));
-  const auto order = fastest_first(seconds);
-  choice.chosen = names[ran[order[0]]];
-  choice.chosen_s = seconds[order[0]];
-  if (order.size() > 1) {
-    choice.runner_up = names[ran[order[1]]];
-    choice.runner_up_s = seconds[order[1]];
-  }
+  IterationOutcome best = choose_fastest(
+      names,
+      [&](std::size_t i) {
+        IterationOutcome outcome = runners[i].run(microbatches);
+        const double seconds = outcome.iteration_s + sync_s, planning_s = outcome.planning_s;
+        return CandidateRun<IterationOutcome>{std::move(outcome), seconds, planning_s};
+      },
+      choice);
   report.record(choice);
-  return std::move(outcomes[order[0]]);
+  return best;
 }
 
 std::vector<Batch> draw(MicrobatchSource& source, int count) {
@@ -365,13 +345,6 @@ int cp_degree_for(const TrainingConfig& config, const ModelShape& model, const H
   if (config.planner_options.values().contains(cp_degree_option().name)) {
     return config.planner_options.get_int(cp_degree_option());
   }
-  const auto powers_of_two_dividing = [](int n, int limit) {
-    std::vector<int> out;
-    for (int p = 1; p <= limit; p *= 2) {
-      if (n % p == 0) out.push_back(p);
-    }
-    return out;
-  };
   const int dp = config.parallel.dp();
   if (planner.capabilities.cp_groups == CpGroups::kWithinGroup) return powers_of_two_dividing(dp, 8).back();
   const auto options = powers_of_two_dividing(dp, 64);

@@ -5,11 +5,9 @@
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/core/memory_budget.hpp"
 #include "fulcrum/core/statistics.hpp"
-#include "fulcrum/cost/hardware_model.hpp"
 #include "fulcrum/plan/program_verify.hpp"
 #include "fulcrum/plan/serialize.hpp"
 #include "fulcrum/plan/stats.hpp"
-#include "fulcrum/sim/parallel.hpp"
 #include "fulcrum/studies/dynamic_masks.hpp"
 #include "fulcrum/workload/head_masks.hpp"
 #include "fulcrum/workload/length_source.hpp"
@@ -139,8 +137,7 @@ void JobConfig::validate(int ranks) const {
   if (!parse_dynamic_mask(mask)) MaskSpec::parse(mask);
   make_length_source(dataset, seed, tokens_per_rank);
   if (planner == sim::kAutoSystem) {
-    sim::check_auto_candidates(candidates);
-    (void)load_hardware(hardware);  // names the field when it is not a preset or a readable file
+    sim::check_auto_inputs(candidates, hardware);
   } else {
     make_planner(planner, planner_options());
   }
@@ -218,9 +215,8 @@ JobResult run_attention_job(const JobConfig& config, Communicator& comm) {
   sim::AutoChoice auto_choice;
   if (config.planner == sim::kAutoSystem) {
     // Every rank chooses the same way: the simulation is deterministic.
-    const HardwareModel gpu = load_hardware(config.hardware);
     sim::BatchChoice choice = sim::choose_plan(batch, config.candidates, options,
-                                               {options.model, gpu, sim::tp_group_hardware(gpu, 1), 1, config.mode});
+                                               sim::gpu_per_rank(options.model, config.hardware, config.mode));
     auto_choice.record(choice);
     a = std::move(choice.assignment);
   } else {

@@ -3,7 +3,6 @@
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/plan/stats.hpp"
 #include "fulcrum/plan/verify.hpp"
-#include "fulcrum/sim/parallel.hpp"
 #include "fulcrum/workload/head_masks.hpp"
 #include "fulcrum/workload/length_source.hpp"
 #include "fulcrum/workload/model_config.hpp"
@@ -27,8 +26,7 @@ void PlanConfig::validate() const {
     if (p != sim::kAutoSystem) make_planner(p, planner_options());  // rejects unknown names
   }
   if (std::find(planners.begin(), planners.end(), sim::kAutoSystem) != planners.end()) {
-    sim::check_auto_candidates(candidates);
-    (void)load_hardware(hardware);  // names the field when it is not a preset or a readable file
+    sim::check_auto_inputs(candidates, hardware);
   } else if (!candidates.empty()) {
     fail("candidates: only auto has candidates; add auto to --planners");
   }
@@ -72,11 +70,10 @@ PlanComparison compare_planners(const PlanConfig& config) {
     planners.push_back(make_planner(name, options));
     for (const auto& batch : batches) planners.back()->check_batch(batch);
   }
-  // auto's simulated layer: a rank is one GPU of the hardware model (read only when auto runs).
+  // auto's simulated layer (the hardware is read only when auto runs).
   std::optional<sim::LayerSetup> setup;
   if (std::find(config.planners.begin(), config.planners.end(), sim::kAutoSystem) != config.planners.end()) {
-    const HardwareModel gpu = load_hardware(config.hardware);
-    setup = sim::LayerSetup{options.model, gpu, sim::tp_group_hardware(gpu, 1), 1, CommMode::kPingPong};
+    setup = sim::gpu_per_rank(options.model, config.hardware, CommMode::kPingPong);
   }
   for (std::size_t p = 0; p < planners.size(); ++p) {
     const auto& name = config.planners[p];

@@ -92,7 +92,6 @@ TEST(PlanComparison, AutoRowIsTheChosenCandidatesPlanForEachBatch) {
   EXPECT_EQ(one.planners[2].imbalance, chosen.imbalance);
   EXPECT_EQ(one.planners[2].comm_bytes_total, chosen.comm_bytes_total);
   EXPECT_EQ(one.planners[2].tasks, chosen.tasks);
-  EXPECT_GE(a.plan_ms, 0);
   config.candidates = {"wlb"};
   EXPECT_THROW(compare_planners(config), Error);
   config.planners = {"distca"};

@@ -17,6 +17,7 @@ namespace fulcrum::studies {
 using sim::cp_degree_for;
 using sim::keeps_documents_whole;
 using sim::ParallelConfig;
+using sim::powers_of_two_dividing;
 using sim::simulate_training;
 using sim::training_planner_options;
 using sim::TrainingConfig;
@@ -80,14 +81,6 @@ void apply(StudySpec& spec, const std::string& key, const std::string& value) {
     c.iterations = parse_int(value, key);
   else
     c.planner_options.set(key, parse_double(value, key));  // fails naming unknown keys
-}
-
-std::vector<int> powers_of_two_dividing(int n, int limit) {
-  std::vector<int> out;
-  for (int p = 1; p <= limit; p *= 2) {
-    if (n % p == 0) out.push_back(p);
-  }
-  return out;
 }
 
 }  // namespace
