@@ -7,7 +7,8 @@
 
 #include <benchmark/benchmark.h>
 
-#include <optional>
+#include <map>
+#include <string>
 
 namespace fulcrum {
 namespace {
@@ -24,13 +25,14 @@ const Batch& cluster_batch() {
   return batch;
 }
 
-// `overshoot`: DistCA's option when given (0 is the paper's rule), else its default.
+// `extra`: planner options beside the tolerance (DistCA's overshoot 0 is the paper's rule; partial-kv 1
+// its partial-K/V tasks); the rest at their defaults.
 void plan_benchmark(benchmark::State& state, const std::string& planner_name, double tolerance,
-                    std::optional<double> overshoot = std::nullopt) {
+                    const std::map<std::string, double>& extra = {}) {
   PlannerOptions options;
   options.model = model_shape_preset("llama3-8b");
   options.set("tolerance", tolerance);
-  if (overshoot) options.set("overshoot", *overshoot);
+  for (const auto& [name, value] : extra) options.set(name, value);
   const Batch& batch = cluster_batch();
   Assignment last;
   for (auto _ : state) {
@@ -49,9 +51,13 @@ void plan_benchmark(benchmark::State& state, const std::string& planner_name, do
 
 BENCHMARK_CAPTURE(plan_benchmark, distca_eps0 .10, std::string("distca"), 0.10)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(plan_benchmark, distca_eps0 .02, std::string("distca"), 0.02)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(plan_benchmark, distca_eps0 .10_paper_rule, std::string("distca"), 0.10, 0.0)
+BENCHMARK_CAPTURE(plan_benchmark, distca_eps0 .10_paper_rule, std::string("distca"), 0.10, {{"overshoot", 0.0}})
     ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(plan_benchmark, distca_eps0 .02_paper_rule, std::string("distca"), 0.02, 0.0)
+BENCHMARK_CAPTURE(plan_benchmark, distca_eps0 .02_paper_rule, std::string("distca"), 0.02, {{"overshoot", 0.0}})
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(plan_benchmark, distca_eps0 .10_partial_kv, std::string("distca"), 0.10, {{"partial-kv", 1.0}})
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(plan_benchmark, distca_eps0 .02_partial_kv, std::string("distca"), 0.02, {{"partial-kv", 1.0}})
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(plan_benchmark, perdoc_cp, std::string("perdoc-cp"), 0.10)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(plan_benchmark, wlb, std::string("wlb"), 0.10)->Unit(benchmark::kMillisecond);

@@ -76,6 +76,22 @@ with tempfile.TemporaryDirectory() as tmp:
                 chosen = job["auto"]["chosen"]
                 check(len(chosen) == 1 and chosen[0] in ("distca", "packed", "perdoc-cp"), f"auto chose {chosen}")
 
+    # Issue 20's DistCA on 4 MPI ranks with every option on: head-tail boundary documents, resident K/V sent
+    # to a rank once, and partial-K/V tasks (this batch's plan cuts rows along their keys: the thread-rank
+    # test AttentionJob.DistcaPartialKvTasksWithHeadTailDocumentsEqualTheReference plans the same batch).
+    partial_json = os.path.join(tmp, "partial_kv.json")
+    result, _ = run("run", "--ranks", "4", "--model", "tiny", "--dataset", "uniform:300:1500", "--seed", "23",
+                    "--tokens-per-rank", "128", "--granularity", "16", "--boundary-split", "head-tail",
+                    "--partial-kv", "1", "--planners", "distca", "--modes", "pingpong,single-stream",
+                    "--json", partial_json)
+    check(result.returncode == 0, f"partial-kv run exited {result.returncode}: {result.stderr[-2000:]}")
+    if result.returncode == 0:
+        jobs = json.load(open(partial_json))["runs"]
+        check(len(jobs) == 2, f"partial-kv runs: {len(jobs)}")
+        for job in jobs:
+            for tensor, error in job["relative_error"].items():
+                check(0 <= error <= 1e-5, f"partial-kv {job['mode']}: {tensor} error {error}")
+
     # Plans are saved, one file per pass (their loading is tested by plan/serialize_test.cpp).
     plans = os.path.join(tmp, "plans")
     result, _ = run("run", "--ranks", "2", *SMALL, "--save-plans", plans)

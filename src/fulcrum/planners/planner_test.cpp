@@ -47,8 +47,8 @@ Batch random_batch(std::uint64_t seed) {
 
 // One planner per cp degree: wlb's CP groups must divide the ranks, so odd rank counts get cp 1.
 struct PlannerPerCp {
-  explicit PlannerPerCp(const std::string& name)
-      : cp2(make_planner(name, options_for())), cp1(make_planner(name, options_for().set("cp-degree", 1))) {}
+  explicit PlannerPerCp(const std::string& name, PlannerOptions options = options_for())
+      : cp2(make_planner(name, options)), cp1(make_planner(name, options.set("cp-degree", 1))) {}
   Planner& for_batch(const Batch& b) { return b.ranks % 2 == 0 ? *cp2 : *cp1; }
   std::unique_ptr<Planner> cp2, cp1;
 };
@@ -68,8 +68,12 @@ void expect_bad_input(const std::function<void()>& body, const std::string& mess
 // A thousand batches per planner (200 under a sanitizer: core/sanitizer.hpp).
 TEST(Planners, EveryPlanVerifiesOnAThousandRandomBatches) {
   const auto batches = static_cast<std::uint64_t>(random_cases(1000));
-  for (const auto& name : planner_names()) {
-    PlannerPerCp planners(name);
+  // Every planner at its defaults, and the options that change a plan's shape: DistCA's partial-K/V tasks.
+  std::vector<std::pair<std::string, PlannerOptions>> configurations;
+  for (const auto& name : planner_names()) configurations.emplace_back(name, options_for());
+  configurations.emplace_back("distca", options_for().set("partial-kv", 1));
+  for (const auto& [name, options] : configurations) {
+    PlannerPerCp planners(name, options);
     for (std::uint64_t seed = 0; seed < batches; ++seed) {
       Batch batch = random_batch(seed);
       Planner& planner = planners.for_batch(batch);

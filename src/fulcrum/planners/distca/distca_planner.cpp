@@ -16,6 +16,13 @@ const OptionSpec kOvershoot{"overshoot",
 const OptionSpec kGranularity{
     "granularity", "DistCA: shard sizes are multiples of this many tokens (the kernel tile)", 128, 1, 1 << 24, true,
     true};
+const OptionSpec kPartialKv{"partial-kv",
+                            "DistCA: 1 lets a move cut a heavy row range along its keys (a partial-K/V task, merged "
+                            "by LSE at the rows' owner) when that moves fewer bytes per FLOP; 0: rows only",
+                            0,
+                            0,
+                            1,
+                            true};
 
 }  // namespace
 
@@ -23,10 +30,11 @@ DistcaPlanner::DistcaPlanner(const PlannerOptions& options)
     : model_(options.model),
       tolerance_(options.get(kTolerance)),
       granularity_(options.get_tokens(kGranularity)),
-      overshoot_(options.get(kOvershoot)) {}
+      overshoot_(options.get(kOvershoot)),
+      partial_kv_(options.get_int(kPartialKv) == 1) {}
 
 Assignment DistcaPlanner::do_plan(const Batch& batch) {
-  auto result = distca::schedule(batch, model_, {tolerance_, granularity_, overshoot_});
+  auto result = distca::schedule(batch, model_, {tolerance_, granularity_, overshoot_, partial_kv_});
   Assignment a{.planner = {}, .batch = batch, .tasks = distca::items_to_tasks(batch, result.items), .transfers = {}};
   a.transfers = minimal_transfers(a.batch, a.tasks);
   return a;
@@ -42,7 +50,7 @@ PlannerRegistration distca_registration() {
                            .masks = all_mask_kinds(),  // band masks exactly; index-list masks over their hull
                            .overlaps_traffic = true,
                            .pools_pipeline_stages = true},
-          .options = {kTolerance, kGranularity, kOvershoot},
+          .options = {kTolerance, kGranularity, kOvershoot, kPartialKv},
           .make = [](const PlannerOptions& o) { return std::make_unique<DistcaPlanner>(o); }};
 }
 

@@ -19,6 +19,7 @@ class DistcaPlanner : public Planner {
   double tolerance_;
   Tokens granularity_;
   double overshoot_;
+  bool partial_kv_;
 };
 
 PlannerRegistration distca_registration();

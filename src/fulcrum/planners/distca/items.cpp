@@ -5,8 +5,8 @@
 
 namespace fulcrum::distca {
 
-double rows_flops(const ModelShape& model, const Document& doc, Range rows) {
-  return static_cast<double>(doc.mask.count_pairs(rows, {0, doc.length}, doc.length)) *
+double rows_flops(const ModelShape& model, const Document& doc, Range rows, Range keys) {
+  return static_cast<double>(doc.mask.count_pairs(rows, intersect(keys, {0, doc.length}), doc.length)) *
          attention_forward_flops_per_pair(model);
 }
 
@@ -27,7 +27,7 @@ std::vector<CATask> items_to_tasks(const Batch& batch, const std::vector<Item>& 
     if (rows[0].empty()) std::swap(rows[0], rows[1]);
     if (rows[0].empty()) continue;
     CATask task{item.doc, rows, {}, item.server};
-    task.keys = visible_key_hull(batch.documents[item.doc], task.query_ranges());
+    task.keys = intersect(visible_key_hull(batch.documents[item.doc], task.query_ranges()), item.keys);
     tasks.push_back(task);
   }
   return tasks;

@@ -167,12 +167,13 @@ class Scheduler {
     const bool cacheable = view.owned == nullptr && view.keys == nullptr;
     if (cacheable && index < cache_.size()) {
       const CachedShard& c = cache_[index];
-      if (c.valid && c.budget == budget && c.rows == item.rows[0]) return c.shard;
+      if (c.valid && c.budget == budget && c.rows == item.rows[0] && c.keys == item.keys) return c.shard;
     }
-    Shard shard = best_shard(model_, batch_.documents[item.doc], item, budget, options_.granularity, view);
+    Shard shard =
+        best_shard(model_, batch_.documents[item.doc], item, budget, {options_.granularity, options_.key_cuts}, view);
     if (cacheable) {
       if (cache_.size() <= index) cache_.resize(index + 1);
-      cache_[index] = {true, budget, item.rows[0], shard};
+      cache_[index] = {true, budget, item.rows[0], item.keys, shard};
     }
     return shard;
   }
@@ -183,17 +184,22 @@ class Scheduler {
     load_[s] -= shard.flops;
     load_[d] += shard.flops;
     const Document& doc = batch_.documents[source.doc];
+    const Range clip = intersect(shard.keys, {0, doc.length});
     for (const auto& r : shard.rows) {
-      for (const auto& k : doc.mask.keys_needed(r, {0, doc.length}, doc.length)) holding(d, source.doc).keys.add(k);
+      for (const auto& k : doc.mask.keys_needed(r, clip, doc.length)) holding(d, source.doc).keys.add(k);
     }
-    Item moved{source.doc, shard.rows, d, shard.flops};
+    Item moved{source.doc, shard.rows, d, shard.flops, shard.keys};
     if (shard.whole_item) {
       source.server = d;
       return;
     }
-    // The rest of the source stays contiguous between the carved head and tail.
-    source.rows[0] = {source.rows[0].begin + shard.rows[0].size(), source.rows[0].end - shard.rows[1].size()};
-    source.flops = rows_flops(model_, doc, source.rows[0]);
+    if (shard.key_cut) {
+      source.keys = shard.kept_keys;  // its rows against the other end of its keys, still one range
+    } else {
+      // The rest of the source stays contiguous between the carved head and tail.
+      source.rows[0] = {source.rows[0].begin + shard.rows[0].size(), source.rows[0].end - shard.rows[1].size()};
+    }
+    source.flops = rows_flops(model_, doc, source.rows[0], source.keys);
     items_.push_back(moved);
   }
 
@@ -205,7 +211,7 @@ class Scheduler {
   struct CachedShard {
     bool valid = false;
     double budget = 0;
-    Range rows;
+    Range rows, keys;
     Shard shard;
   };
 

@@ -22,6 +22,8 @@ struct SchedulerOptions {
   /// How far past the mean a move may fill its destination, as a fraction of tolerance x mean (0: to
   /// the mean, the paper's ΔFmax; below 1, so every destination stays inside the tolerance).
   double overshoot = 0.9;
+  /// Also move partial-K/V shards: an item's rows against a prefix or suffix of its keys (shard.hpp).
+  bool key_cuts = false;
 };
 
 struct ScheduleResult {

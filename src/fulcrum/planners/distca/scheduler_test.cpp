@@ -134,17 +134,19 @@ TEST(DistcaScheduler, OvershootSendsLongDocumentsToFewerServersAndMovesFewerByte
 }
 
 TEST(DistcaShard, ChargesOnlyTheKeysAndRowsTheDestinationDoesNotHold) {
-  // Issue 20's resident-K/V credit: rows [96, 128) of a causal 128-token document need keys [0, 128).
+  // Issue 20's resident-K/V credit: rows [96, 128) of a causal 128-token document need keys [0, 128);
+  // their Q goes to the destination and their O+LSE comes back.
   const auto model = model_shape_preset("llama3-8b");
   const auto bytes = token_bytes(model);
   const Document doc{0, 128, MaskSpec::causal()};
   const std::array<Range, 2> rows{Range{96, 128}, Range{}};
-  EXPECT_DOUBLE_EQ(shard_bytes(doc, rows, bytes, {}), 32 * bytes.q + 128 * bytes.kv);
+  EXPECT_DOUBLE_EQ(shard_bytes(doc, rows, bytes, {}), 32 * (bytes.q + bytes.output()) + 128 * bytes.kv);
   RangeSet owned, keys;
   owned.add({100, 110});  // its own rows: neither their Q nor their K/V moves
   keys.add({100, 110});
   keys.add({0, 40});  // received for another task of the same plan
-  EXPECT_DOUBLE_EQ(shard_bytes(doc, rows, bytes, {&owned, &keys}), 22 * bytes.q + (128 - 50) * bytes.kv);
+  EXPECT_DOUBLE_EQ(shard_bytes(doc, rows, bytes, {&owned, &keys}),
+                   22 * (bytes.q + bytes.output()) + (128 - 50) * bytes.kv);
 }
 
 TEST(DistcaPlanner, SendsEachKvBlockToARankOnceAndNeverWhatItOwns) {
@@ -183,7 +185,7 @@ TEST(DistcaShard, RespectsBudgetAndGranularityAndPicksTheCheapestShape) {
   Rng rng(8);
   for (int trial = 0; trial < 200; ++trial) {
     const double budget = item.flops * rng.uniform();
-    const Shard s = best_shard(model, doc, item, budget, 32, {});
+    const Shard s = best_shard(model, doc, item, budget, {32}, {});
     if (s.flops == 0) continue;
     EXPECT_LE(s.flops, budget);
     for (const auto& r : s.rows) EXPECT_EQ(r.size() % 32, 0);
@@ -203,11 +205,84 @@ TEST(DistcaShard, RespectsBudgetAndGranularityAndPicksTheCheapestShape) {
   }
 }
 
+TEST(DistcaShard, KeyCutsMoveAShortHeavyRowRangeForFewerBytesAndPartitionItsPairs) {
+  // Issue 20 item 4: the last 512 rows of a causal 16K-token document see 16K keys each. Moving half
+  // their work as rows takes 256 rows and (nearly) all 16K keys; as a key cut, all 512 rows against half
+  // the keys: twice the Q and O+LSE, half the K/V, which is fewer bytes when keys outnumber rows.
+  const auto model = model_shape_preset("llama3-8b");
+  const Document doc{0, 16384, MaskSpec::causal()};
+  const Range rows{16384 - 512, 16384};
+  const Item item{0, {rows, Range{}}, 0, rows_flops(model, doc, rows)};
+  const double budget = item.flops / 2;
+  const Shard by_rows = best_shard(model, doc, item, budget, {128, false}, {});
+  const Shard cut = best_shard(model, doc, item, budget, {128, true}, {});
+  ASSERT_TRUE(cut.key_cut);
+  EXPECT_FALSE(by_rows.key_cut);
+  EXPECT_LT(cut.bytes / cut.flops, 0.75 * by_rows.bytes / by_rows.flops);
+  EXPECT_LE(cut.flops, budget);
+  EXPECT_EQ(cut.rows[0], rows);
+  EXPECT_EQ(cut.keys.size() % 128, 0);
+  // The shard and what the item keeps partition the item's pairs, each one range of keys.
+  EXPECT_TRUE(cut.keys.end == cut.kept_keys.begin || cut.kept_keys.end == cut.keys.begin);
+  EXPECT_DOUBLE_EQ(cut.flops + rows_flops(model, doc, rows, cut.kept_keys), item.flops);
+  EXPECT_DOUBLE_EQ(cut.bytes, shard_bytes(doc, cut.rows, token_bytes(model), {}, cut.keys));
+}
+
+TEST(DistcaShard, KeyCutsTakeTheKeysTheDestinationHolds) {
+  // A destination that holds the document's first 12K keys (it owns an earlier piece) takes the rows
+  // against a prefix of their keys: only their Q and O+LSE move.
+  const auto model = model_shape_preset("llama3-8b");
+  const auto bytes = token_bytes(model);
+  const Document doc{0, 16384, MaskSpec::causal()};
+  const Range rows{16384 - 512, 16384};
+  const Item item{0, {rows, Range{}}, 0, rows_flops(model, doc, rows)};
+  RangeSet owned, keys;
+  owned.add({0, 12288});
+  keys.add({0, 12288});
+  const Shard cut = best_shard(model, doc, item, item.flops * 0.6, {128, true}, {&owned, &keys});
+  ASSERT_TRUE(cut.key_cut);
+  EXPECT_EQ(cut.keys.begin, 0);
+  EXPECT_LE(cut.keys.end, 12288);
+  EXPECT_DOUBLE_EQ(cut.bytes, 512 * (bytes.q + bytes.output()));
+}
+
+TEST(DistcaShard, KeyCutsNeverCostMoreBytesPerFlopAndKeepTheBudget) {
+  // On random items, budgets and destinations, the shapes with key cuts include those without, so the
+  // best of them carries the budget at no more bytes per FLOP; a key cut leaves the item a granule.
+  const auto model = model_shape_preset("tiny");
+  Rng rng(12);
+  for (int trial = 0; trial < 300; ++trial) {
+    const Tokens length = 64 * rng.uniform_int(2, 64);
+    const std::vector<MaskSpec> masks{MaskSpec::causal(), MaskSpec::full(), MaskSpec::lambda(16, 64),
+                                      MaskSpec::causal_blockwise(48, 2), MaskSpec::shared_question(3, 20)};
+    const Document doc{0, length, masks[rng.uniform_int(0, std::ssize(masks) - 1)]};
+    const Tokens begin = 16 * rng.uniform_int(0, length / 16 - 1);
+    const Range rows{begin, begin + 16 * rng.uniform_int(1, (length - begin) / 16)};
+    const Item item{0, {rows, Range{}}, 0, rows_flops(model, doc, rows)};
+    if (item.flops <= 0) continue;
+    RangeSet owned, keys;
+    const Tokens held = 16 * rng.uniform_int(0, length / 16);
+    keys.add({0, held});
+    const DestinationView view = rng.uniform() < 0.5 ? DestinationView{} : DestinationView{&owned, &keys};
+    const double budget = item.flops * rng.uniform();
+    const Shard plain = best_shard(model, doc, item, budget, {16, false}, view);
+    const Shard cut = best_shard(model, doc, item, budget, {16, true}, view);
+    if (plain.flops > 0) {
+      ASSERT_GT(cut.flops, 0) << trial;
+      EXPECT_LE(cut.bytes * plain.flops, plain.bytes * cut.flops * (1 + 1e-9)) << trial;
+    }
+    if (!cut.key_cut) continue;
+    EXPECT_LE(cut.flops, budget) << trial;
+    EXPECT_GE(cut.kept_keys.size(), 16) << trial;
+    EXPECT_NEAR(cut.flops + rows_flops(model, doc, rows, cut.kept_keys), item.flops, 1e-9 * item.flops) << trial;
+  }
+}
+
 TEST(DistcaShard, TakesTheWholeItemWhenItFits) {
   const auto model = model_shape_preset("tiny");
   const Document doc{0, 100, MaskSpec::causal()};
   const Item item{0, {Range{10, 60}, Range{}}, 0, rows_flops(model, doc, {10, 60})};
-  const Shard s = best_shard(model, doc, item, item.flops, 128, {});
+  const Shard s = best_shard(model, doc, item, item.flops, {128}, {});
   EXPECT_TRUE(s.whole_item);
   EXPECT_EQ(s.rows[0], (Range{10, 60}));
 }

@@ -1,7 +1,10 @@
 #include "fulcrum/planners/distca/shard.hpp"
 
+#include "fulcrum/planners/planner.hpp"
+
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 namespace fulcrum::distca {
 namespace {
@@ -51,41 +54,58 @@ Tokens largest_fitting(Tokens limit, Tokens granularity, double budget, const Fl
 }  // namespace
 
 double shard_bytes(const Document& doc, const std::array<Range, 2>& rows, const TokenBytes& bytes,
-                   const DestinationView& dest) {
+                   const DestinationView& dest, Range keys) {
   double total = 0;
-  SmallRanges keys;
+  SmallRanges needed;
+  const Range clip = intersect(keys, {0, doc.length});
   for (const auto& r : rows) {
     if (r.empty()) continue;
-    total += bytes.q * static_cast<double>(missing_tokens(dest.owned, r));
-    for (const auto& k : doc.mask.keys_needed(r, {0, doc.length}, doc.length)) keys.push(k);
+    total += (bytes.q + bytes.output()) * static_cast<double>(missing_tokens(dest.owned, r));
+    for (const auto& k : doc.mask.keys_needed(r, clip, doc.length)) needed.push(k);
   }
-  keys.normalize();
-  for (const auto& k : keys) total += bytes.kv * static_cast<double>(missing_tokens(dest.keys, k));
+  needed.normalize();
+  for (const auto& k : needed) total += bytes.kv * static_cast<double>(missing_tokens(dest.keys, k));
   return total;
 }
 
 Shard best_shard(const ModelShape& model, const Document& doc, const Item& item, double budget_flops,
-                 Tokens granularity, const DestinationView& dest) {
+                 const ShardRules& rules, const DestinationView& dest) {
   const auto bytes = token_bytes(model);
   const Range r = item.rows[0];
-  auto make = [&](Range head, Range tail, bool whole) {
-    Shard s{{head, tail}, 0, 0, whole};
-    s.flops = rows_flops(model, doc, head) + rows_flops(model, doc, tail);
-    s.bytes = shard_bytes(doc, s.rows, bytes, dest);
+  const Range keys = item.keys;
+  auto make = [&](Range head, Range tail, Range shard_keys, bool whole, bool key_cut, Range kept = {}) {
+    Shard s{{head, tail}, shard_keys, 0, 0, whole, key_cut, kept};
+    s.flops = rows_flops(model, doc, head, shard_keys) + rows_flops(model, doc, tail, shard_keys);
+    s.bytes = shard_bytes(doc, s.rows, bytes, dest, shard_keys);
     return s;
   };
-  if (item.flops <= budget_flops) return make(r, {}, true);
+  if (item.flops <= budget_flops) return make(r, {}, keys, true, false);
 
-  auto head_flops = [&](Tokens h) { return rows_flops(model, doc, {r.begin, r.begin + h}); };
-  auto tail_flops = [&](Tokens t) { return rows_flops(model, doc, {r.end - t, r.end}); };
+  const Tokens g = rules.granularity;
+  auto head_flops = [&](Tokens h) { return rows_flops(model, doc, {r.begin, r.begin + h}, keys); };
+  auto tail_flops = [&](Tokens t) { return rows_flops(model, doc, {r.end - t, r.end}, keys); };
   auto pair_flops = [&](Tokens s) { return head_flops(s) + tail_flops(s); };
-  const Tokens h = largest_fitting(r.size(), granularity, budget_flops, head_flops);
-  const Tokens t = largest_fitting(r.size(), granularity, budget_flops, tail_flops);
-  const Tokens p = largest_fitting(r.size() / 2, granularity, budget_flops, pair_flops);
+  const Tokens h = largest_fitting(r.size(), g, budget_flops, head_flops);
+  const Tokens t = largest_fitting(r.size(), g, budget_flops, tail_flops);
+  const Tokens p = largest_fitting(r.size() / 2, g, budget_flops, pair_flops);
+  std::vector<Shard> candidates{make({r.begin, r.begin + h}, {}, keys, false, false),
+                                make({}, {r.end - t, r.end}, keys, false, false),
+                                make({r.begin, r.begin + p}, {r.end - p, r.end}, keys, false, false)};
+  if (rules.key_cuts) {
+    // The keys the rows see, in the item's range; a cut leaves the item at least one granule of them.
+    const std::array<Range, 1> rows{r};
+    const Range seen = intersect(visible_key_hull(doc, rows), keys);
+    auto prefix_flops = [&](Tokens m) { return rows_flops(model, doc, r, {seen.begin, seen.begin + m}); };
+    auto suffix_flops = [&](Tokens m) { return rows_flops(model, doc, r, {seen.end - m, seen.end}); };
+    const Tokens limit = seen.size() > g ? seen.size() - g : 0;
+    const Tokens a = largest_fitting(limit, g, budget_flops, prefix_flops);
+    const Tokens b = largest_fitting(limit, g, budget_flops, suffix_flops);
+    candidates.push_back(make(r, {}, {seen.begin, seen.begin + a}, false, true, {seen.begin + a, seen.end}));
+    candidates.push_back(make(r, {}, {seen.end - b, seen.end}, false, true, {seen.begin, seen.end - b}));
+  }
 
   Shard best;
-  for (const Shard& candidate : {make({r.begin, r.begin + h}, {}, false), make({}, {r.end - t, r.end}, false),
-                                 make({r.begin, r.begin + p}, {r.end - p, r.end}, false)}) {
+  for (const Shard& candidate : candidates) {
     if (candidate.flops <= 0) continue;
     // Fewest bytes per FLOP carried; among equals, the larger shard.
     const bool better = best.flops <= 0 || candidate.bytes * best.flops < best.bytes * candidate.flops ||
