@@ -54,6 +54,7 @@ def hand_written_cases(tmp):
     return [
         ([*plan, "--ranks", "0"], "ranks"),
         ([*plan, "--boundary-split", "zigzag"], "boundary-split"),
+        (["plan", "--planners", "distca", "--partial-kv", "2"], "partial-kv"),
         ([*plan, "--ranks", "-3"], "ranks"),
         ([*plan, "--tokens-per-rank", "0"], "tokens-per-rank"),
         ([*plan, "--planners", ""], "planners"),
@@ -84,6 +85,7 @@ def hand_written_cases(tmp):
         ([*simulate, "--hardware", tmp], tmp),
         ([*simulate, "--hardware", "nosuch"], "nosuch"),
         ([*simulate, "--iterations", "0"], "iterations"),
+        ([*simulate, "--layer-schedule", "overlapped"], "layer-schedule = 'overlapped'"),
         ([*simulate, "--max-doc-len", "0"], "max-doc-len"),
         (["run", "--ranks", "-1"], "ranks"),
         (["run", "--planners", "nosuch"], "nosuch"),

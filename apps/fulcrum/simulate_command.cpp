@@ -89,6 +89,18 @@ Action add_simulate_command(CLI::App& app) {
   cmd->add_option("--seed", c.seed, "seed of the length source")->capture_default_str();
   add_planner_flags(*cmd, c.planner_options);
   add_boundary_split_option(*cmd, c.boundary_split);
+  cmd->add_option_function<std::string>(
+         "--layer-schedule",
+         [&c](const std::string& text) {
+           if (text != "whole" && text != "per-layer") {
+             fail("layer-schedule = '{}': must be whole or per-layer", text);
+           }
+           c.whole_layer = text == "whole";
+         },
+         "whole (ping-pong layers overlap across their boundaries, as DistCA runs) | per-layer (one layer at a "
+         "time, the model before issue 20)")
+      ->type_name("TEXT")
+      ->default_str("whole");
   // --cp-degree is the simulator's CP degree (TP groups per CP group) for the planners with CP groups; 0,
   // the default: perdoc-cp up to 8, wlb the least that keeps documents whole.
   add_deprecated_alias(*cmd, "--cp", cmd->get_option("--cp-degree"), a->cp_alias);

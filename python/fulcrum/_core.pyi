@@ -288,7 +288,8 @@ def simulate_training(system: str, model: ModelShape, hardware: HardwareModel, *
                       pp: int = 1, cp: int = 1, microbatches: int = 0, mode: str = "pingpong",
                       dataset: str = "pretrain", max_doc_len: int = 131072, tokens_per_rank: int = 0,
                       iterations: int = 16, seed: int = 0, options: dict[str, float] = ...,
-                      candidates: Sequence[str] = ..., baseline_mode: str = "single-stream") -> dict[str, Any]: ...
+                      candidates: Sequence[str] = ..., baseline_mode: str = "single-stream",
+                      layer_schedule: str = "whole") -> dict[str, Any]: ...
 
 # kernels: storage arrays are float32, or uint16 holding bf16 bits; never copied
 Storage = npt.NDArray[np.float32] | npt.NDArray[np.uint16]

@@ -86,8 +86,13 @@ void bind_sim(py::module_& m) {
       [](const std::string& system, const ModelShape& model, const HardwareModel& hardware, int gpus, int tp, int pp,
          int cp, int microbatches, const std::string& mode, const std::string& dataset, Tokens max_doc_len,
          Tokens tokens_per_rank, int iterations, std::uint64_t seed, const py::dict& options,
-         const std::vector<std::string>& candidates, const std::string& baseline_mode) {
+         const std::vector<std::string>& candidates, const std::string& baseline_mode,
+         const std::string& layer_schedule) {
         sim::TrainingConfig c;
+        if (layer_schedule != "whole" && layer_schedule != "per-layer") {
+          fail("layer_schedule = '{}': must be whole or per-layer", layer_schedule);
+        }
+        c.whole_layer = layer_schedule == "whole";
         c.system = system;
         c.parallel = {gpus, tp, pp, cp, microbatches};
         c.mode = parse_comm_mode(mode);
@@ -113,6 +118,7 @@ void bind_sim(py::module_& m) {
       py::arg("dataset") = "pretrain", py::arg("max_doc_len") = 131072, py::arg("tokens_per_rank") = 0,
       py::arg("iterations") = sim::TrainingConfig{}.iterations, py::arg("seed") = 0, py::arg("options") = py::dict(),
       py::arg("candidates") = std::vector<std::string>{}, py::arg("baseline_mode") = "single-stream",
+      py::arg("layer_schedule") = "whole",
       "Simulates training iterations of one system (any registered planner, or 'auto') and returns\n"
       "the result as a dict: mean_iteration_s, tokens_per_s, breakdown (linear_s, attention_s,\n"
       "exposed_comm_s, idle_s, dp_sync_s; they add up to the iteration), attention_imbalance,\n"
@@ -121,7 +127,8 @@ void bind_sim(py::module_& m) {
       "'auto': each iteration every candidate (default: each planner that computes exactly its batch) plans\n"
       "and is simulated, the fastest counts; its planners that do not overlap traffic run in baseline_mode,\n"
       "cp=0 gives each its own CP degree, and result['auto'] names the choice and runner-up per iteration\n"
-      "and the planning time per candidate.");
+      "and the planning time per candidate. layer_schedule: 'whole' (ping-pong layers overlap across their\n"
+      "boundaries, DistCA's schedule) or 'per-layer' (one layer at a time).");
 }
 
 }  // namespace fulcrum::python

@@ -78,6 +78,19 @@ def test_simulate_training_matches_its_breakdown_and_orders_the_systems():
         fulcrum.simulate_training("distca", llama, h200, mode="smoke")
 
 
+def test_simulate_training_layer_schedule_overlaps_distca_layers():
+    llama, h200 = fulcrum.model_shape("llama3-8b"), fulcrum.hardware("h200-dgx")
+    common = dict(gpus=128, dataset="lognormal:9.5:1.5", max_doc_len=131072, tokens_per_rank=65536, iterations=2,
+                  seed=3)
+    whole = fulcrum.simulate_training("distca", llama, h200, **common)
+    per_layer = fulcrum.simulate_training("distca", llama, h200, layer_schedule="per-layer", **common)
+    assert whole["layer_schedule"] == "whole" and per_layer["layer_schedule"] == "per-layer"
+    assert whole["breakdown"]["exposed_comm_s"] < per_layer["breakdown"]["exposed_comm_s"]
+    assert whole["mean_iteration_s"] < per_layer["mean_iteration_s"]
+    with pytest.raises(fulcrum.InputError, match="layer_schedule"):
+        fulcrum.simulate_training("distca", llama, h200, layer_schedule="overlapped")
+
+
 def test_simulate_training_auto_takes_the_fastest_candidate_each_iteration():
     llama, h200 = fulcrum.model_shape("llama3-8b"), fulcrum.hardware("h200-dgx")
     common = dict(gpus=32, dataset="lognormal:9.5:1.5", max_doc_len=131072, tokens_per_rank=65536, iterations=3,

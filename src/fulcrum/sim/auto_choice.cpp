@@ -110,8 +110,9 @@ BatchChoice choose_plan(const Batch& batch, std::vector<std::string> candidates,
         LayerSetup own = setup;
         if (own.mode == CommMode::kSignal) own.mode = CommMode::kPingPong;
         if (!planner->capabilities().overlaps_traffic) own.mode = baseline_mode;
-        tried.seconds = simulate_pass(tried.result, own, Pass::kForward).makespan_s() +
-                        simulate_pass(tried.result, own, Pass::kBackward).makespan_s();
+        // A layer in steady state (the whole-layer schedule's, for ping-pong), as training runs many.
+        tried.seconds = simulate_pass(tried.result, own, Pass::kForward).steady_makespan_s +
+                        simulate_pass(tried.result, own, Pass::kBackward).steady_makespan_s;
         return tried;
       },
       out);

@@ -1,6 +1,7 @@
 // `auto`: choosing a strategy per batch by simulated time. Every candidate planner plans the batch, its
 // plan runs on the simulator, and the fastest one is the choice. `fulcrum plan` and Python's choose_plan
-// choose per batch here (one layer, forward and backward, on sim/layer); `fulcrum simulate` chooses per
+// choose per batch here (one layer in steady state, forward and backward, on sim/layer: with the whole-layer
+// schedule, what a ping-pong layer adds after the first two); `fulcrum simulate` chooses per
 // iteration, over its micro-batches and pipeline schedule (training.cpp), with the same candidates and
 // ranking.
 #pragma once
@@ -120,9 +121,9 @@ struct AutoChoice {
 };
 
 /// Plans `batch` with each candidate (empty: the defaults) under `options`, and simulates one layer of each
-/// plan on `setup`: the candidates that overlap their own traffic in setup.mode (ping-pong when it is
-/// signal: 1-byte messages would favour them), the others in `baseline_mode`. Fails (bad input) when no
-/// candidate plans the batch, naming each one's reason.
+/// plan on `setup` (PassTimes::steady_makespan_s, forward + backward): the candidates that overlap their own traffic in
+/// setup.mode (ping-pong when it is signal: 1-byte messages would favour them), the others in `baseline_mode`. Fails
+/// (bad input) when no candidate plans the batch, naming each one's reason.
 BatchChoice choose_plan(const Batch& batch, std::vector<std::string> candidates, const PlannerOptions& options,
                         const LayerSetup& setup, CommMode baseline_mode = CommMode::kSingleStream);
 

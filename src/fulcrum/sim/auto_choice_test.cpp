@@ -20,13 +20,15 @@ PlannerOptions options() {
   return o;
 }
 
-// One layer of `name`'s own plan, forward + backward, in the mode auto gives it.
+// One layer of `name`'s own plan in steady state (the whole-layer schedule), forward + backward, in the
+// mode auto gives it.
 double layer_s(const std::string& name, const Batch& batch, const LayerSetup& setup) {
   const auto planner = make_planner(name, options());
   LayerSetup own = setup;
   if (!planner->capabilities().overlaps_traffic) own.mode = CommMode::kSingleStream;
   const Assignment a = plan_verified(*planner, batch);
-  return simulate_pass(a, own, Pass::kForward).makespan_s() + simulate_pass(a, own, Pass::kBackward).makespan_s();
+  return simulate_pass(a, own, Pass::kForward).steady_makespan_s +
+         simulate_pass(a, own, Pass::kBackward).steady_makespan_s;
 }
 
 TEST(AutoChoice, ChoosesTheCandidateWhosePlanSimulatesFastest) {

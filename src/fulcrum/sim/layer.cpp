@@ -3,6 +3,7 @@
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/cost/model_cost.hpp"
 #include "fulcrum/plan/compile.hpp"
+#include "fulcrum/sim/layer_chain.hpp"
 #include "fulcrum/sim/parallel.hpp"
 
 #include <algorithm>
@@ -24,20 +25,6 @@ double workspace_bytes(const Plan& plan, int rank) {
     if (!b.output && b.init != BufferInit::kInput) bytes += static_cast<double>(b.rows * plan.heads.row_bytes(b.field));
   }
   return bytes;
-}
-
-// Where a rank's matrix work runs on its compute stream. Single-stream: all of it before the Program.
-// Ping-pong: each nano-batch's half, the second after nano-batch 0's dispatch is launched, so nano-batch
-// 1's matrix work hides nano-batch 0's traffic, as DistCA's ping-pong does (in the running model, the
-// second half is nano-batch 1's MLP of the previous layer and QKV projection of this one).
-std::vector<SimOptions::ExtraCompute> matrix_work(const Program& program, double seconds, CommMode schedule) {
-  if (schedule == CommMode::kPingPong) {
-    for (std::size_t i = 0; i < program.instructions.size(); ++i) {
-      const Instruction& in = program.instructions[i];
-      if (in.stream == 1 && std::holds_alternative<CommLaunch>(in.op)) return {{0, seconds / 2}, {i, seconds / 2}};
-    }
-  }
-  return {{0, seconds}};
 }
 
 }  // namespace
@@ -65,16 +52,16 @@ PassTimes simulate_pass(const Assignment& assignment, const LayerSetup& setup, P
   for (const auto& s : assignment.batch.segments) t.tokens[s.rank] += s.tokens.size();
 
   const bool forward = pass == Pass::kForward;
-  SimOptions options;
   const Plan plan = compile(assignment, head_layout(setup.model, setup.model.dtype_bytes), pass, setup.mode);
   std::vector<double> linear(static_cast<std::size_t>(ranks), 0);
   for (int r = 0; r < ranks; ++r) {
     if (active.empty() || active[r]) {  // ranks that only serve attention do no matrix work
       linear[r] = forward ? layer_linear_forward_s(setup, t.tokens[r]) : layer_linear_backward_s(setup, t.tokens[r]);
     }
-    options.extra_compute.push_back(matrix_work(plan.programs[r], linear[r], setup.mode));
   }
-  t.timeline = simulate_plan(plan, setup.group, options);
+  const bool split = setup.mode == CommMode::kPingPong;
+  const LayerChain one = chain_layers(plan, linear, split, 1);
+  t.timeline = simulate_plan(one.plan, setup.group, one.options);
   t.step_flops = plan_steps(plan, 0).flops;
   t.step_attention_s.assign(t.step_flops.size(), std::vector<double>(t.step_flops.front().size(), 0));
   for (int r = 0; r < ranks; ++r) {
@@ -92,6 +79,28 @@ PassTimes simulate_pass(const Assignment& assignment, const LayerSetup& setup, P
     t.peer_wait_s.push_back(s.peer_wait_s);
     t.bytes_sent.push_back(s.bytes_sent);
     t.workspace_bytes.push_back(workspace_bytes(plan, r));
+  }
+  for (std::size_t r = 0; r < t.end_s.size(); ++r) {
+    t.second_end_s.push_back(2 * t.end_s[r]);
+    t.second_exposed_s.push_back(2 * t.exposed_comm_s[r]);
+  }
+  t.steady_layer_s = t.end_s;
+  t.steady_exposed_s = t.exposed_comm_s;
+  t.second_makespan_s = 2 * t.makespan_s();
+  t.steady_makespan_s = t.makespan_s();
+  if (setup.whole_layer && split) {
+    const LayerChain two = chain_layers(plan, linear, split, 2), three = chain_layers(plan, linear, split, 3);
+    const SimResult second = simulate_plan(two.plan, setup.group, two.options);
+    const SimResult third = simulate_plan(three.plan, setup.group, three.options);
+    for (int r = 0; r < ranks; ++r) {
+      const auto &s2 = second.ranks[r].summary, &s3 = third.ranks[r].summary;
+      t.second_end_s[r] = s2.total_s;
+      t.steady_layer_s[r] = s3.total_s - s2.total_s;
+      t.second_exposed_s[r] = s2.exposed_comm_s;
+      t.steady_exposed_s[r] = s3.exposed_comm_s - s2.exposed_comm_s;
+    }
+    t.second_makespan_s = second.makespan_s;
+    t.steady_makespan_s = third.makespan_s - second.makespan_s;
   }
   return t;
 }

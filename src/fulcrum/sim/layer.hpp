@@ -4,6 +4,13 @@
 // the matrix work first; ping-pong runs nano-batch 1's half after nano-batch 0's dispatch is launched,
 // so it hides that traffic (DistCA's ping-pong). The layer's time on a rank is when its Program ends,
 // so waiting for slower peers (stragglers) counts on the rank that waits.
+//
+// The whole-layer schedule (LayerSetup::whole_layer, ping-pong): a pass runs many identical layers, and
+// DistCA overlaps one nano-batch's returns and next dispatch with the other's matrix work across the
+// layer boundary (sim/layer_chain.hpp). Chains of two and three layers are simulated beside the single
+// one; what the third adds is the steady-state layer, so a stage of n >= 2 layers ends at the second's end
+// plus n - 2 steady layers (PassTimes::layers_end_s). Without it (or single-stream) the layers do not
+// overlap: n x end_s.
 #pragma once
 
 #include "fulcrum/plan/assignment.hpp"
@@ -21,6 +28,7 @@ struct LayerSetup {
   HardwareModel group;  // tp_group_hardware(gpu, tp)
   int tp = 1;
   CommMode mode = CommMode::kPingPong;
+  bool whole_layer = true;  // ping-pong layers overlap across their boundaries (else one layer at a time)
 };
 
 /// Per rank, seconds (or bytes) of one pass of one layer.
@@ -37,7 +45,24 @@ struct PassTimes {
   SimResult timeline;                   // the engine's, for traces
   StepMatrix step_flops;                // [rank][step] (a ring's steps; else nano-batches): planned FLOPs
   StepMatrix step_attention_s;          // [rank][step]: simulated attention kernel seconds
-  double makespan_s() const;            // the slowest rank's end
+  // The whole-layer schedule's chains of two and three layers (else 2 x and 1 x one layer): per rank, when
+  // the second layer ends and what the third adds (a steady-state layer; a rank that ends its first layer
+  // early still waits for its peers in the next ones), its exposed traffic likewise, and the slowest
+  // rank's. A stage of n layers is extrapolated from them, exact for a periodic schedule.
+  std::vector<double> second_end_s, steady_layer_s;
+  std::vector<double> second_exposed_s, steady_exposed_s;
+  double second_makespan_s = 0, steady_makespan_s = 0;
+  double makespan_s() const;  // the slowest rank's end
+  /// When the rank ends `layers` consecutive layers, and the traffic exposed in them.
+  double layers_end_s(int rank, double layers) const {
+    return layers <= 1 ? layers * end_s[rank] : second_end_s[rank] + (layers - 2) * steady_layer_s[rank];
+  }
+  double layers_exposed_s(int rank, double layers) const {
+    return layers <= 1 ? layers * exposed_comm_s[rank] : second_exposed_s[rank] + (layers - 2) * steady_exposed_s[rank];
+  }
+  double layers_makespan_s(double layers) const {
+    return layers <= 1 ? layers * makespan_s() : second_makespan_s + (layers - 2) * steady_makespan_s;
+  }
 };
 
 /// Compiles `assignment` for `pass` per setup.mode and runs it on setup.group after each rank's matrix

@@ -126,7 +126,7 @@ struct SlotTotals {
   void add(int slot, const PassTimes& t, int rank, double layers) {
     linear[slot] += layers * t.linear_s[rank];
     attention[slot] += layers * (t.attention_s[rank] + t.other_s[rank]);
-    exposed[slot] += layers * t.exposed_comm_s[rank];
+    exposed[slot] += t.layers_exposed_s(rank, layers);
   }
 };
 
@@ -190,7 +190,7 @@ IterationOutcome run_1f1b(const Context& cx, Planner& planner, const std::vector
     for (int d = 0; d < cx.dp; ++d) {
       max_tokens[d] = std::max(max_tokens[d], static_cast<double>(f.tokens[d]));
       for (int s = 0; s < cx.pp; ++s) {
-        work[d][s].push_back({cx.stage_layers * f.end_s[d], cx.stage_layers * b.end_s[d]});
+        work[d][s].push_back({f.layers_end_s(d, cx.stage_layers), b.layers_end_s(d, cx.stage_layers)});
         out.slots.add(s * cx.dp + d, f, d, cx.stage_layers);
         out.slots.add(s * cx.dp + d, b, d, cx.stage_layers);
       }
@@ -252,14 +252,15 @@ IterationOutcome run_phase_aligned(const Context& cx, Planner& planner, const st
       const int m = tick.microbatch[r / cx.dp];
       const std::string name =
           m < 0 ? "attention server" : fmt::format("{} mb{}", tick.backward ? "backward" : "forward", m);
-      const double busy = m < 0 ? t.attention_s[r] + t.other_s[r] : t.end_s[r];
-      out.trace.push_back({r, runtime::Track::kCompute, 0, name, now, now + cx.stage_layers * busy, 0, 0});
+      const double busy =
+          m < 0 ? cx.stage_layers * (t.attention_s[r] + t.other_s[r]) : t.layers_end_s(r, cx.stage_layers);
+      out.trace.push_back({r, runtime::Track::kCompute, 0, name, now, now + busy, 0, 0});
     }
     for (int s = 0; s < cx.pp; ++s) {
       if (tick.microbatch[s] >= 0) in_flight[s] += tick.backward ? -1 : 1;
       most_in_flight = std::max(most_in_flight, in_flight[s]);
     }
-    now += cx.stage_layers * t.makespan_s() + cx.p2p_s;
+    now += t.layers_makespan_s(cx.stage_layers) + cx.p2p_s;
   }
   out.iteration_s = now;
   out.tokens_in_flight = most_in_flight * max_tokens;
@@ -280,7 +281,7 @@ Runner make_runner(const TrainingConfig& config, const ModelShape& model, const 
   const ParallelConfig& par = config.parallel;
   const int stage_layers = model.layers / par.pp;  // exact: validate() requires pp to divide the layers
   Runner r{make_planner(config.system, training_planner_options(config, model, gpu)),
-           {{model, gpu, tp_group_hardware(gpu, par.tp), par.tp, config.mode},
+           {{model, gpu, tp_group_hardware(gpu, par.tp), par.tp, config.mode, config.whole_layer},
             par.dp(),
             par.pp,
             par.microbatch_count(),
@@ -483,6 +484,7 @@ nlohmann::json TrainingResult::to_json() const {
       {"microbatches", c.parallel.microbatch_count()},
       {"dataset", c.dataset},
       {"boundary_split", to_string(c.boundary_split)},
+      {"layer_schedule", c.whole_layer ? "whole" : "per-layer"},
       {"mask", c.mask},
       {"max_doc_len", c.max_doc_len},
       {"tokens_per_rank", c.rank_tokens()},

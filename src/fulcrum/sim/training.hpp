@@ -4,8 +4,10 @@
 // order, documents no longer than max_doc_len), plans each with the system's attention strategy, and
 // runs every layer's forward and backward on the discrete-event engine (sim/layer.hpp): matrix work
 // from FLOPs and the hardware's MFU, TP all-reduces, then the compiled attention Program with its real
-// traffic. Layers of one pass are identical, so one layer is simulated and multiplied by the stage's
-// layer count; a rank that waits for a slower peer in the layer waits in every layer.
+// traffic. Layers of one pass are identical: one layer is simulated, and for ping-pong chains of two and
+// three (the whole-layer schedule: one nano-batch's traffic beside the other's matrix work across the
+// layer boundary), from which a stage of n layers is extrapolated (sim/layer.hpp); a rank that waits for
+// a slower peer in a layer waits in every layer.
 //  - Without PP, micro-batches run one after another (gradient accumulation).
 //  - Baselines with PP run 1F1B (sim/pipeline.hpp) per pipeline: stage s of pipeline d takes
 //    layers / pp x its rank's layer time for each micro-batch.
@@ -53,6 +55,9 @@ struct TrainingConfig {
   int iterations = 16;
   std::uint64_t seed = 0;
   BoundarySplit boundary_split = BoundarySplit::kContiguous;  // how documents crossing ranks are laid out
+  // Ping-pong layers overlap across their boundaries (sim/layer.hpp's whole-layer schedule); false: one
+  // layer at a time, a stage of n layers n x one layer.
+  bool whole_layer = true;
 
   /// Values of planner options (any registered planner's, by name). The model, the machine size and
   /// the CP degree are not read from here: simulate_training sets them from the model, the hardware's

@@ -8,6 +8,7 @@
 #include "fulcrum/workload/length_source.hpp"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 
@@ -57,6 +58,34 @@ TEST(Training, OneRankIsLayersTimesTheLayer) {
   EXPECT_NEAR(r.mean_iteration_s, tiny().layers * layer, 1e-12);
   EXPECT_EQ(r.breakdown.dp_sync_s, 0);
   EXPECT_NEAR(r.tokens_per_iteration, 4096, 0);
+}
+
+// The whole-layer schedule (issue 20 item 5): DistCA's ping-pong layers overlap across their boundaries,
+// so its iterations are no slower than one layer at a time, with and without pipeline stages, and less of
+// its traffic is exposed; single-stream systems run one layer at a time either way, unchanged.
+TEST(Training, WholeLayerScheduleOverlapsPingPongLayersOnly) {
+  ModelShape model = tiny();
+  model.layers = 8;  // tiny's 2 layers leave one per stage at pp 2: nothing to chain
+  for (int pp : {1, 2}) {
+    TrainingConfig whole = small_config("distca", pp);
+    whole.parallel.gpus = 32;  // TP groups on 2 nodes: attention traffic crosses InfiniBand
+    TrainingConfig per_layer = whole;
+    per_layer.whole_layer = false;
+    const auto w = simulate_training(whole, model, h200());
+    const auto l = simulate_training(per_layer, model, h200());
+    EXPECT_LT(w.mean_iteration_s, l.mean_iteration_s) << "pp " << pp;
+    EXPECT_LT(w.breakdown.exposed_comm_s, l.breakdown.exposed_comm_s) << "pp " << pp;
+    EXPECT_NEAR(sum(w.breakdown), w.mean_iteration_s, 1e-9 * w.mean_iteration_s);
+    EXPECT_EQ(w.breakdown.linear_s, l.breakdown.linear_s);
+    EXPECT_EQ(w.to_json()["layer_schedule"], "whole");
+    EXPECT_EQ(l.to_json()["layer_schedule"], "per-layer");
+  }
+  TrainingConfig packed = small_config("packed");
+  packed.mode = CommMode::kSingleStream;  // as a study runs the baselines
+  TrainingConfig packed_per_layer = packed;
+  packed_per_layer.whole_layer = false;
+  EXPECT_EQ(simulate_training(packed, tiny(), h200()).iteration_s,
+            simulate_training(packed_per_layer, tiny(), h200()).iteration_s);
 }
 
 TEST(Training, SameInputsGiveTheSameIterationAndTrace) {
