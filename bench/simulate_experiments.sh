@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The simulator experiments of docs/experiments.md: every table and chart there comes from this script.
 #   bash bench/simulate_experiments.sh [FULCRUM] [OUT_DIR]
-# FULCRUM defaults to the release build; OUT_DIR (CSV, JSON, SVG) to docs/figures.
+# FULCRUM defaults to the release build; OUT_DIR (CSV, JSON, SVG) to docs/figures. SIMULATE_EXTRA adds
+# options to every study, e.g. SIMULATE_EXTRA='--layer-schedule per-layer' (the model before issue 20).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fulcrum=${1:-build/release/bin/fulcrum}
@@ -10,7 +11,8 @@ mkdir -p "$out"
 run() {  # run NAME ARGS...: one study, its table on stdout, its files under $out
   local name=$1; shift
   echo "### $name: fulcrum simulate $*"
-  /usr/bin/time -f "($name: %e s wall, %U s CPU)" "$fulcrum" simulate "$@" \
+  # shellcheck disable=SC2086  # SIMULATE_EXTRA is a list of options
+  /usr/bin/time -f "($name: %e s wall, %U s CPU)" "$fulcrum" simulate "$@" ${SIMULATE_EXTRA:-} \
     --csv "$out/sim-$name.csv" --svg "$out/sim-$name.svg"
   echo
 }
