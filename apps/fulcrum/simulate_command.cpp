@@ -90,13 +90,7 @@ Action add_simulate_command(CLI::App& app) {
   add_planner_flags(*cmd, c.planner_options);
   add_boundary_split_option(*cmd, c.boundary_split);
   cmd->add_option_function<std::string>(
-         "--layer-schedule",
-         [&c](const std::string& text) {
-           if (text != "whole" && text != "per-layer") {
-             fail("layer-schedule = '{}': must be whole or per-layer", text);
-           }
-           c.whole_layer = text == "whole";
-         },
+         "--layer-schedule", [&c](const std::string& text) { c.whole_layer = sim::parse_layer_schedule(text); },
          "whole (ping-pong layers overlap across their boundaries, as DistCA runs) | per-layer (one layer at a "
          "time, the model before issue 20)")
       ->type_name("TEXT")

@@ -75,7 +75,8 @@ void bind_sim(py::module_& m) {
       py::arg("candidates") = std::vector<std::string>{}, py::arg("mode") = "pingpong",
       py::arg("baseline_mode") = "single-stream",
       "auto for one batch: every candidate (default: each planner that computes exactly its batch) plans it,\n"
-      "one layer's forward and backward of each plan is simulated on `hardware` (a rank: a TP group of tp\n"
+      "one steady-state layer's forward and backward of each plan is simulated on `hardware` (whole-layer\n"
+      "schedule for ping-pong; a rank: a TP group of tp\n"
       "GPUs; the planners that overlap traffic in `mode`, the others in baseline_mode), and the fastest plan\n"
       "is chosen. Returns a dict: assignment (verified), chosen, runner_up (None when one candidate planned),\n"
       "chosen_s and runner_up_s (simulated layer seconds), candidates, planning_s (per candidate), refused\n"
@@ -89,10 +90,7 @@ void bind_sim(py::module_& m) {
          const std::vector<std::string>& candidates, const std::string& baseline_mode,
          const std::string& layer_schedule) {
         sim::TrainingConfig c;
-        if (layer_schedule != "whole" && layer_schedule != "per-layer") {
-          fail("layer_schedule = '{}': must be whole or per-layer", layer_schedule);
-        }
-        c.whole_layer = layer_schedule == "whole";
+        c.whole_layer = sim::parse_layer_schedule(layer_schedule, "layer_schedule");
         c.system = system;
         c.parallel = {gpus, tp, pp, cp, microbatches};
         c.mode = parse_comm_mode(mode);

@@ -53,15 +53,22 @@ struct PassTimes {
   std::vector<double> second_exposed_s, steady_exposed_s;
   double second_makespan_s = 0, steady_makespan_s = 0;
   double makespan_s() const;  // the slowest rank's end
-  /// When the rank ends `layers` consecutive layers, and the traffic exposed in them.
+  /// When the rank ends `layers` (a whole number) consecutive layers, the traffic exposed in them, and
+  /// when the slowest rank ends them.
   double layers_end_s(int rank, double layers) const {
-    return layers <= 1 ? layers * end_s[rank] : second_end_s[rank] + (layers - 2) * steady_layer_s[rank];
+    return extrapolate(end_s[rank], second_end_s[rank], steady_layer_s[rank], layers);
   }
   double layers_exposed_s(int rank, double layers) const {
-    return layers <= 1 ? layers * exposed_comm_s[rank] : second_exposed_s[rank] + (layers - 2) * steady_exposed_s[rank];
+    return extrapolate(exposed_comm_s[rank], second_exposed_s[rank], steady_exposed_s[rank], layers);
   }
   double layers_makespan_s(double layers) const {
-    return layers <= 1 ? layers * makespan_s() : second_makespan_s + (layers - 2) * steady_makespan_s;
+    return extrapolate(makespan_s(), second_makespan_s, steady_makespan_s, layers);
+  }
+
+ private:
+  // n layers from one, two and what a third adds (exact for a periodic schedule).
+  static double extrapolate(double one, double two, double steady, double layers) {
+    return layers <= 1 ? layers * one : two + (layers - 2) * steady;
   }
 };
 

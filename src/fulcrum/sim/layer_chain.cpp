@@ -53,7 +53,7 @@ Operation shifted(Operation op, const Shift& by) {
 
 // A rank's Program cut where the chained schedule interleaves layers.
 struct Parts {
-  std::vector<std::size_t> front, back;        // the body before / from nano-batch 1's first launch
+  std::vector<std::size_t> front, back;          // the body before / from nano-batch 1's first launch
   std::vector<std::size_t> tail_nb0, tail_rest;  // the tail: nano-batch 0's return waits / the rest
   bool split = false;
 };
@@ -65,10 +65,13 @@ Parts cut(const Program& p, bool split) {
   }
   auto returns_wait = [&](const Instruction& in) {
     const auto* w = std::get_if<CommWait>(&in.op);
-    return w != nullptr && kinds.at(w->launch) == CommKind::kReturn;
+    if (w == nullptr) return false;
+    const auto kind = kinds.find(w->launch);
+    if (kind == kinds.end()) fail("rank {}: a wait for launch {}, which the program never starts", p.rank, w->launch);
+    return kind->second == CommKind::kReturn;
   };
-  const auto tail = static_cast<std::size_t>(
-      std::find_if(p.instructions.begin(), p.instructions.end(), returns_wait) - p.instructions.begin());
+  const auto tail = static_cast<std::size_t>(std::find_if(p.instructions.begin(), p.instructions.end(), returns_wait) -
+                                             p.instructions.begin());
   std::size_t second = tail;
   if (split) {
     for (std::size_t i = 0; i < tail; ++i) {
@@ -122,7 +125,8 @@ LayerChain chain_layers(const Plan& layer, const std::vector<double>& matrix_s, 
     auto& extra = chain.options.extra_compute[r];
     auto emit = [&](const std::vector<std::size_t>& indices, int copy) {
       const Shift by{copy * static_cast<int>(p.buffers.size()), copy * launches, copy * tags};
-      for (std::size_t i : indices) out.instructions.push_back({shifted(p.instructions[i].op, by), p.instructions[i].stream});
+      for (std::size_t i : indices)
+        out.instructions.push_back({shifted(p.instructions[i].op, by), p.instructions[i].stream});
     };
     auto matrix = [&](double seconds) { extra.push_back({out.instructions.size(), seconds}); };
     const double half = parts.split ? matrix_s[r] / 2 : matrix_s[r];

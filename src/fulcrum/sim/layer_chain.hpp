@@ -26,13 +26,13 @@
 namespace fulcrum::sim {
 
 struct LayerChain {
-  Plan plan;          // `layers` copies of each rank's Program, interleaved at the layer boundaries
+  Plan plan;           // `layers` copies of each rank's Program, interleaved at the layer boundaries
   SimOptions options;  // each layer's matrix work, placed per the schedule
 };
 
 /// Chains `layers` (>= 1) copies of `layer`, each rank running `matrix_s[rank]` of matrix work per layer,
-/// in halves per nano-batch when `split` (ping-pong and signal) and the rank's Program has a nano-batch 1
-/// launch, else whole before each layer's Program. One layer is the single-layer schedule.
+/// in halves per nano-batch when `split` (ping-pong; signal's free traffic needs no overlap) and the rank's Program has
+/// a nano-batch 1 launch, else whole before each layer's Program. One layer is the single-layer schedule.
 LayerChain chain_layers(const Plan& layer, const std::vector<double>& matrix_s, bool split, int layers);
 
 }  // namespace fulcrum::sim

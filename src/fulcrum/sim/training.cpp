@@ -333,6 +333,11 @@ std::vector<Batch> draw(MicrobatchSource& source, int count) {
 
 }  // namespace
 
+bool parse_layer_schedule(std::string_view text, std::string_view field) {
+  if (text != "whole" && text != "per-layer") fail("{} = '{}': must be whole or per-layer", field, text);
+  return text == "whole";
+}
+
 bool overlaps_traffic(const std::string& system) {
   return system == kAutoSystem || find_planner(system).capabilities.overlaps_traffic;
 }

@@ -33,6 +33,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace fulcrum::sim {
@@ -109,6 +110,9 @@ int cp_degree_for(const TrainingConfig& config, const ModelShape& model, const H
 /// Whether config.system, a packing planner, keeps the longest document whole in CP groups of `cp`:
 /// WLB-LLM would otherwise cut it into separate pieces, dropping the attention between them.
 bool keeps_documents_whole(const TrainingConfig& config, const ModelShape& model, const HardwareModel& gpu, int cp);
+
+/// "whole" | "per-layer" -> TrainingConfig::whole_layer; fails naming `field` otherwise.
+bool parse_layer_schedule(std::string_view text, std::string_view field = "layer-schedule");
 
 /// Whether `system` is auto or a planner that orders its own work to overlap traffic: either runs in
 /// every mode a study asks for.

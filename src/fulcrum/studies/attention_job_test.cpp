@@ -21,6 +21,30 @@ using runtime::Communicator;
 using runtime::ReferenceKind;
 using runtime::run_local_ranks;
 constexpr double kTolerance = 1e-5;
+// One mask of every kind, as the CLI spells them.
+const std::vector<std::string>& every_mask_kind() {
+  static const std::vector<std::string> masks = {"causal",
+                                                 "full",
+                                                 "window:96",
+                                                 "lambda:16:128",
+                                                 "blockwise:64:2",
+                                                 "shared-question:4:20",
+                                                 "vslash:0,1,2,100:0,1,64",
+                                                 "blocksparse:64:0-0,1-0,1-1,3-1,5-5,7-2"};
+  return masks;
+}
+
+// The job on `ranks` thread ranks; every rank's result is the same, rank 0's is returned.
+JobResult rank0_result(const JobConfig& c, int ranks) {
+  std::mutex mutex;
+  JobResult result;
+  run_local_ranks(ranks, [&](Communicator& comm) {
+    auto r = run_attention_job(c, comm);
+    std::lock_guard lock(mutex);
+    if (comm.rank() == 0) result = std::move(r);
+  });
+  return result;
+}
 
 TEST(AttentionJob, EveryPlannerOnThreadRanksEqualsTheReference) {
   for (const auto& planner : planner_names()) {
@@ -38,13 +62,7 @@ TEST(AttentionJob, EveryPlannerOnThreadRanksEqualsTheReference) {
       c.options.set("cp-degree", 2);
       c.reference = ReferenceKind::kFp64;
       c.threads = 1;
-      std::mutex mutex;
-      JobResult result;
-      run_local_ranks(ranks, [&](Communicator& comm) {
-        auto r = run_attention_job(c, comm);
-        std::lock_guard lock(mutex);
-        if (comm.rank() == 0) result = std::move(r);
-      });
+      const JobResult result = rank0_result(c, ranks);
       EXPECT_LE(result.max_error(), kTolerance) << planner << " on " << ranks;
       EXPECT_EQ(result.forward.size(), static_cast<std::size_t>(ranks));
       EXPECT_EQ(result.timeline.events.empty(), result.tasks == 0) << planner << " on " << ranks;
@@ -63,14 +81,7 @@ bool is_partial_kv(const Batch& batch, const CATask& task) {
 // documents over short ranks, so rows are few next to their keys and the scheduler cuts along keys (the
 // tiny model's Q+O are only twice its K/V per token, which favours such cuts; seeds where it does).
 TEST(AttentionJob, DistcaPartialKvTasksWithHeadTailDocumentsEqualTheReference) {
-  const std::vector<std::string> masks = {"causal",
-                                          "full",
-                                          "window:96",
-                                          "lambda:16:128",
-                                          "blockwise:64:2",
-                                          "shared-question:4:20",
-                                          "vslash:0,1,2,100:0,1,64",
-                                          "blocksparse:64:0-0,1-0,1-1,3-1,5-5,7-2"};
+  const std::vector<std::string>& masks = every_mask_kind();
   std::set<std::string> with_partial_tasks;  // the masks whose plans cut along keys
   for (std::size_t m = 0; m < masks.size(); ++m) {
     JobConfig c;
@@ -94,13 +105,7 @@ TEST(AttentionJob, DistcaPartialKvTasksWithHeadTailDocumentsEqualTheReference) {
     }
     for (CommMode mode : {CommMode::kPingPong, CommMode::kSingleStream}) {
       c.mode = mode;
-      std::mutex mutex;
-      JobResult result;
-      run_local_ranks(ranks, [&](Communicator& comm) {
-        auto r = run_attention_job(c, comm);
-        std::lock_guard lock(mutex);
-        if (comm.rank() == 0) result = std::move(r);
-      });
+      const JobResult result = rank0_result(c, ranks);
       EXPECT_LE(result.max_error(), kTolerance) << c.mask << " " << to_string(mode);
       EXPECT_GT(result.tasks, 0U);
     }
@@ -148,14 +153,7 @@ TEST(AttentionJob, DcpHeadBlocksOnThreadRanksEqualTheReference) {
     Tokens tokens_per_rank;
   };
   std::vector<Case> cases;
-  const std::vector<std::string> masks = {"causal",
-                                          "full",
-                                          "window:96",
-                                          "lambda:16:128",
-                                          "blockwise:64:2",
-                                          "shared-question:4:20",
-                                          "vslash:0,1,2,100:0,1,64",
-                                          "blocksparse:64:0-0,1-0,1-1,3-1,5-5,7-2"};
+  const std::vector<std::string>& masks = every_mask_kind();
   for (std::size_t m = 0; m < masks.size(); ++m) cases.push_back({"tiny", masks[m], 2, m % 2 == 0 ? 2 : 4, 256});
   cases.push_back({"llama3-8b", "lambda:16:64", 4, 2, 128});
   for (std::size_t i = 0; i < cases.size(); ++i) {
@@ -173,13 +171,7 @@ TEST(AttentionJob, DcpHeadBlocksOnThreadRanksEqualTheReference) {
     c.threads = 1;
     for (CommMode mode : {CommMode::kPingPong, CommMode::kSingleStream}) {
       c.mode = mode;
-      std::mutex mutex;
-      JobResult result;
-      run_local_ranks(k.ranks, [&](Communicator& comm) {
-        auto r = run_attention_job(c, comm);
-        std::lock_guard lock(mutex);
-        if (comm.rank() == 0) result = std::move(r);
-      });
+      const JobResult result = rank0_result(c, k.ranks);
       EXPECT_LE(result.max_error(), kTolerance)
           << k.model << " " << k.mask << " H=" << k.head_blocks << " seed " << c.seed;
       // What ran was head-split: every attention item covers one head block.

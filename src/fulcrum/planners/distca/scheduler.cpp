@@ -35,8 +35,10 @@ class Scheduler {
     mean_ = std::accumulate(load_.begin(), load_.end(), 0.0) / static_cast<double>(n);
     // Candidates in decreasing order of an upper bound on the E any of their shards can reach, so the
     // search can stop once the bound falls below the best E found. A shard's rows each see at most
-    // doc.length keys and each cost at least its Q bytes (the destination never owns a source's rows),
-    // so E <= flops_per_pair * doc.length / q_bytes. Items only shrink, so the order stays valid.
+    // doc.length keys and each cost at least its Q bytes when the destination does not own them, so
+    // E <= flops_per_pair * doc.length / q_bytes. Items only shrink, so the order stays valid. (A piece
+    // going back to its rows' owner costs only K/V and can beat the bound; the search may then miss it,
+    // which costs a better move, never correctness.)
     const double per_pair = attention_forward_flops_per_pair(model);
     const double q_bytes = token_bytes(model).q;
     e_bound_per_token_ = per_pair / q_bytes;

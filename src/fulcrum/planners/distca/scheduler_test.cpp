@@ -260,9 +260,10 @@ TEST(DistcaShard, KeyCutsNeverCostMoreBytesPerFlopAndKeepTheBudget) {
     const Range rows{begin, begin + 16 * rng.uniform_int(1, (length - begin) / 16)};
     const Item item{0, {rows, Range{}}, 0, rows_flops(model, doc, rows)};
     if (item.flops <= 0) continue;
-    RangeSet owned, keys;
+    RangeSet owned, keys;  // the destination owns an earlier piece of the document, or holds received keys
     const Tokens held = 16 * rng.uniform_int(0, length / 16);
     keys.add({0, held});
+    if (rng.uniform() < 0.5) owned.add({0, held});
     const DestinationView view = rng.uniform() < 0.5 ? DestinationView{} : DestinationView{&owned, &keys};
     const double budget = item.flops * rng.uniform();
     const Shard plain = best_shard(model, doc, item, budget, {16, false}, view);
