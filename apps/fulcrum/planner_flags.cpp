@@ -50,11 +50,9 @@ void add_auto_options(CLI::App& cmd, std::string& candidates, std::string* hardw
 
 std::vector<std::string> auto_candidates(const std::string& planners, const std::string& candidates) {
   if (candidates.empty()) return {};
-  const auto names = split_names(planners, "planners");
-  if (std::find(names.begin(), names.end(), sim::kAutoSystem) == names.end()) {
-    fail("candidates: only auto has candidates; add auto to --planners");
-  }
-  return split_names(candidates, "candidates");
+  std::vector<std::string> names = split_names(candidates, "candidates");
+  sim::check_candidates_need_auto(split_names(planners, "planners"), names);
+  return names;
 }
 
 void add_topology_flags(CLI::App& cmd, PlannerOptions& options) {

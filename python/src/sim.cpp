@@ -75,10 +75,10 @@ void bind_sim(py::module_& m) {
       py::arg("candidates") = std::vector<std::string>{}, py::arg("mode") = "pingpong",
       py::arg("baseline_mode") = "single-stream",
       "auto for one batch: every candidate (default: each planner that computes exactly its batch) plans it,\n"
-      "one steady-state layer's forward and backward of each plan is simulated on `hardware` (whole-layer\n"
-      "schedule for ping-pong; a rank: a TP group of tp\n"
-      "GPUs; the planners that overlap traffic in `mode`, the others in baseline_mode), and the fastest plan\n"
-      "is chosen. Returns a dict: assignment (verified), chosen, runner_up (None when one candidate planned),\n"
+      "one steady-state layer's forward and backward of each plan is simulated on `hardware` (the whole-layer\n"
+      "schedule for ping-pong; a rank: a TP group of tp GPUs; the planners that overlap traffic in `mode`,\n"
+      "the others in baseline_mode), and the fastest plan is chosen. Returns a dict: assignment (verified), chosen, "
+      "runner_up (None when one candidate planned),\n"
       "chosen_s and runner_up_s (simulated layer seconds), candidates, planning_s (per candidate), refused\n"
       "('name: why' for each that refused the batch), simulating_s.");
 

@@ -41,6 +41,12 @@ void check_auto_candidates(const std::vector<std::string>& candidates) {
   }
 }
 
+void check_candidates_need_auto(const std::vector<std::string>& planners, const std::vector<std::string>& candidates) {
+  if (!candidates.empty() && std::find(planners.begin(), planners.end(), kAutoSystem) == planners.end()) {
+    fail("candidates: only auto has candidates; add auto to --planners");
+  }
+}
+
 void check_auto_inputs(const std::vector<std::string>& candidates, const std::string& hardware) {
   check_auto_candidates(candidates);
   (void)load_hardware(hardware);

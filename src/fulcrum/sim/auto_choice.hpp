@@ -36,6 +36,9 @@ std::vector<std::string> default_auto_candidates();
 /// given twice.
 void check_auto_candidates(const std::vector<std::string>& candidates);
 
+/// Bad input naming `candidates` when they are given but `planners` does not include auto.
+void check_candidates_need_auto(const std::vector<std::string>& planners, const std::vector<std::string>& candidates);
+
 /// What `plan` and `run` check of auto before any work: its candidates, and that `hardware` is a preset or a
 /// readable hardware file (bad input naming the field).
 void check_auto_inputs(const std::vector<std::string>& candidates, const std::string& hardware);
@@ -49,7 +52,7 @@ std::vector<std::size_t> fastest_first(const std::vector<double>& seconds);
 struct BatchChoice {
   Assignment assignment;                 // the chosen candidate's plan, verified (choose_plan only)
   std::string chosen, runner_up;         // runner_up is empty when one candidate planned the batch
-  double chosen_s = 0, runner_up_s = 0;  // simulated: one layer forward + backward, or an iteration
+  double chosen_s = 0, runner_up_s = 0;  // simulated: a steady layer forward + backward, or an iteration
   std::vector<std::string> candidates;
   std::vector<double> planning_s;    // per candidate, wall seconds (0 for one that refused the batch)
   std::vector<std::string> refused;  // "name: why" for each candidate that refused it

@@ -60,8 +60,7 @@ PassTimes simulate_pass(const Assignment& assignment, const LayerSetup& setup, P
     }
   }
   const bool split = setup.mode == CommMode::kPingPong;
-  const LayerChain one = chain_layers(plan, linear, split, 1);
-  t.timeline = simulate_plan(one.plan, setup.group, one.options);
+  t.timeline = simulate_plan(plan, setup.group, layer_matrix_work(plan, linear, split));
   t.step_flops = plan_steps(plan, 0).flops;
   t.step_attention_s.assign(t.step_flops.size(), std::vector<double>(t.step_flops.front().size(), 0));
   for (int r = 0; r < ranks; ++r) {

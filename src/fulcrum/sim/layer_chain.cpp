@@ -92,13 +92,31 @@ Parts cut(const Program& p, bool split) {
   return parts;
 }
 
-}  // namespace
-
-LayerChain chain_layers(const Plan& layer, const std::vector<double>& matrix_s, bool split, int layers) {
-  if (layers < 1) fail("layers = {}: must be at least 1", layers);
+void check_matrix_work(const Plan& layer, const std::vector<double>& matrix_s) {
   if (matrix_s.size() != layer.programs.size()) {
     fail("matrix work for {} ranks: the plan has {}", matrix_s.size(), layer.programs.size());
   }
+}
+
+}  // namespace
+
+SimOptions layer_matrix_work(const Plan& layer, const std::vector<double>& matrix_s, bool split) {
+  check_matrix_work(layer, matrix_s);
+  SimOptions options;
+  for (std::size_t r = 0; r < layer.programs.size(); ++r) {
+    const Parts parts = cut(layer.programs[r], split);
+    if (parts.split) {
+      options.extra_compute.push_back({{0, matrix_s[r] / 2}, {parts.front.size(), matrix_s[r] / 2}});
+    } else {
+      options.extra_compute.push_back({{0, matrix_s[r]}});
+    }
+  }
+  return options;
+}
+
+LayerChain chain_layers(const Plan& layer, const std::vector<double>& matrix_s, bool split, int layers) {
+  if (layers < 1) fail("layers = {}: must be at least 1", layers);
+  check_matrix_work(layer, matrix_s);
   int tags = 0;  // one past the largest tag of any message
   for (const auto& p : layer.programs) {
     for (const auto& in : p.instructions) {
@@ -110,7 +128,8 @@ LayerChain chain_layers(const Plan& layer, const std::vector<double>& matrix_s, 
     }
   }
   LayerChain chain;
-  chain.plan = layer;
+  chain.plan = {layer.pass, layer.planner, layer.mode, layer.nano_batches, layer.heads, layer.documents, {}};
+  chain.plan.programs.resize(layer.programs.size());
   chain.options.extra_compute.resize(layer.programs.size());
   for (std::size_t r = 0; r < layer.programs.size(); ++r) {
     const Program& p = layer.programs[r];
@@ -120,8 +139,8 @@ LayerChain chain_layers(const Plan& layer, const std::vector<double>& matrix_s, 
     }
     const Parts parts = cut(p, split);
     Program& out = chain.plan.programs[r];
-    out.instructions.clear();
-    out.buffers.clear();
+    out.rank = p.rank;
+    out.owned = p.owned;
     auto& extra = chain.options.extra_compute[r];
     auto emit = [&](const std::vector<std::size_t>& indices, int copy) {
       const Shift by{copy * static_cast<int>(p.buffers.size()), copy * launches, copy * tags};

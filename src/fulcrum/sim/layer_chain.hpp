@@ -31,8 +31,12 @@ struct LayerChain {
 };
 
 /// Chains `layers` (>= 1) copies of `layer`, each rank running `matrix_s[rank]` of matrix work per layer,
-/// in halves per nano-batch when `split` (ping-pong; signal's free traffic needs no overlap) and the rank's Program has
-/// a nano-batch 1 launch, else whole before each layer's Program. One layer is the single-layer schedule.
+/// in halves per nano-batch when `split` (ping-pong; signal's free traffic needs no overlap) and the rank's
+/// Program has a nano-batch 1 launch, else whole before each layer's Program. One layer is `layer` itself.
 LayerChain chain_layers(const Plan& layer, const std::vector<double>& matrix_s, bool split, int layers);
+
+/// The matrix work of one layer as chain_layers places it in the first, for simulating `layer` itself
+/// (no copy of its Programs): equal to chain_layers(layer, matrix_s, split, 1).options.
+SimOptions layer_matrix_work(const Plan& layer, const std::vector<double>& matrix_s, bool split);
 
 }  // namespace fulcrum::sim

@@ -132,6 +132,33 @@ TEST(LayerChain, CopiesEveryInstructionWithFreshBuffersLaunchesAndTags) {
   }
 }
 
+TEST(LayerChain, OneLayerIsTheLayerItself) {
+  // simulate_pass runs the plan itself with layer_matrix_work: that must be the chain's first layer.
+  for (const auto& [a, setup] : cases(2)) {
+    for (Pass pass : {Pass::kForward, Pass::kBackward}) {
+      for (bool split : {true, false}) {
+        const Plan plan = compile(a, head_layout(setup.model, setup.model.dtype_bytes), pass, setup.mode);
+        const auto matrix = matrix_seconds(a, setup);
+        const LayerChain one = chain_layers(plan, matrix, split, 1);
+        EXPECT_TRUE(one.plan == plan);
+        const SimOptions work = layer_matrix_work(plan, matrix, split);
+        ASSERT_EQ(work.extra_compute.size(), one.options.extra_compute.size());
+        for (std::size_t r = 0; r < work.extra_compute.size(); ++r) {
+          ASSERT_EQ(work.extra_compute[r].size(), one.options.extra_compute[r].size());
+          for (std::size_t i = 0; i < work.extra_compute[r].size(); ++i) {
+            EXPECT_EQ(work.extra_compute[r][i].before_instruction, one.options.extra_compute[r][i].before_instruction);
+            EXPECT_EQ(work.extra_compute[r][i].seconds, one.options.extra_compute[r][i].seconds);
+          }
+        }
+        if (split) {
+          EXPECT_TRUE(std::any_of(work.extra_compute.begin(), work.extra_compute.end(),
+                                  [](const auto& e) { return e.size() == 2; }));
+        }
+      }
+    }
+  }
+}
+
 TEST(LayerChain, OverlapAcrossLayersNeverSlowsALayerAndLayersRepeat) {
   // A steady ping-pong layer (what the third adds) takes at most what one layer takes alone (its returns
   // can hide behind the next layer's matrix work) and at least the rank's own compute; and a fourth layer

@@ -25,10 +25,9 @@ void PlanConfig::validate() const {
   for (const auto& p : planners) {
     if (p != sim::kAutoSystem) make_planner(p, planner_options());  // rejects unknown names
   }
+  sim::check_candidates_need_auto(planners, candidates);
   if (std::find(planners.begin(), planners.end(), sim::kAutoSystem) != planners.end()) {
     sim::check_auto_inputs(candidates, hardware);
-  } else if (!candidates.empty()) {
-    fail("candidates: only auto has candidates; add auto to --planners");
   }
 }
 

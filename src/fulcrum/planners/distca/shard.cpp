@@ -4,7 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <vector>
+#include <span>
 
 namespace fulcrum::distca {
 namespace {
@@ -88,9 +88,11 @@ Shard best_shard(const ModelShape& model, const Document& doc, const Item& item,
   const Tokens h = largest_fitting(r.size(), g, budget_flops, head_flops);
   const Tokens t = largest_fitting(r.size(), g, budget_flops, tail_flops);
   const Tokens p = largest_fitting(r.size() / 2, g, budget_flops, pair_flops);
-  std::vector<Shard> candidates{make({r.begin, r.begin + h}, {}, keys, false, false),
-                                make({}, {r.end - t, r.end}, keys, false, false),
-                                make({r.begin, r.begin + p}, {r.end - p, r.end}, keys, false, false)};
+  // On the scheduler's inner loop: a fixed array, no allocation.
+  std::array<Shard, 5> candidates{make({r.begin, r.begin + h}, {}, keys, false, false),
+                                  make({}, {r.end - t, r.end}, keys, false, false),
+                                  make({r.begin, r.begin + p}, {r.end - p, r.end}, keys, false, false)};
+  std::size_t count = 3;
   if (rules.key_cuts) {
     // The keys the rows see, in the item's range; a cut leaves the item at least one granule of them.
     const std::array<Range, 1> rows{r};
@@ -100,12 +102,12 @@ Shard best_shard(const ModelShape& model, const Document& doc, const Item& item,
     const Tokens limit = seen.size() > g ? seen.size() - g : 0;
     const Tokens a = largest_fitting(limit, g, budget_flops, prefix_flops);
     const Tokens b = largest_fitting(limit, g, budget_flops, suffix_flops);
-    candidates.push_back(make(r, {}, {seen.begin, seen.begin + a}, false, true, {seen.begin + a, seen.end}));
-    candidates.push_back(make(r, {}, {seen.end - b, seen.end}, false, true, {seen.begin, seen.end - b}));
+    if (a > 0) candidates[count++] = make(r, {}, {seen.begin, seen.begin + a}, false, true, {seen.begin + a, seen.end});
+    if (b > 0) candidates[count++] = make(r, {}, {seen.end - b, seen.end}, false, true, {seen.begin, seen.end - b});
   }
 
   Shard best;
-  for (const Shard& candidate : candidates) {
+  for (const Shard& candidate : std::span(candidates.data(), count)) {
     if (candidate.flops <= 0) continue;
     // Fewest bytes per FLOP carried; among equals, the larger shard.
     const bool better = best.flops <= 0 || candidate.bytes * best.flops < best.bytes * candidate.flops ||
