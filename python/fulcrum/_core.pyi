@@ -132,6 +132,7 @@ class PlannerCapabilities:
     splits_heads: bool
     keeps_documents: bool
     keeps_placement: bool
+    defers_documents: bool
     overlaps_traffic: bool
     pools_pipeline_stages: bool
     @property

@@ -111,6 +111,7 @@ void bind_planners(py::module_& m) {
       .def_readonly("splits_heads", &PlannerCapabilities::splits_heads)
       .def_readonly("keeps_documents", &PlannerCapabilities::keeps_documents)
       .def_readonly("keeps_placement", &PlannerCapabilities::keeps_placement)
+      .def_readonly("defers_documents", &PlannerCapabilities::defers_documents)
       .def_readonly("overlaps_traffic", &PlannerCapabilities::overlaps_traffic)
       .def_readonly("pools_pipeline_stages", &PlannerCapabilities::pools_pipeline_stages)
       .def_property_readonly("cp_groups",

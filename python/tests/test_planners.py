@@ -119,7 +119,7 @@ def test_choose_plan_takes_the_candidate_whose_plan_simulates_fastest(model, bat
     # One candidate alone is chosen, with no runner-up.
     alone = fulcrum.choose_plan(batch, options, h200, candidates=["packed"])
     assert alone["chosen"] == "packed" and alone["runner_up"] is None
-    with pytest.raises(fulcrum.InputError, match="candidates: wlb does not compute exactly the batch"):
+    with pytest.raises(fulcrum.InputError, match="candidates: wlb defers documents to later batches"):
         fulcrum.choose_plan(batch, options, h200, candidates=["wlb"])
     with pytest.raises(fulcrum.InputError, match="baseline_mode"):
         fulcrum.choose_plan(batch, options, h200, baseline_mode="smoke")

@@ -1,5 +1,9 @@
 #include "fulcrum/cost/model_cost.hpp"
 
+#include "fulcrum/cost/attention_cost.hpp"
+
+#include <array>
+
 namespace fulcrum {
 
 double linear_forward_flops_per_token(const ModelShape& m) {
@@ -7,6 +11,12 @@ double linear_forward_flops_per_token(const ModelShape& m) {
   const double out = static_cast<double>(m.q_heads) * m.head_dim * m.hidden;
   const double mlp = 3.0 * m.hidden * m.ffn_hidden;  // gate, up and down projections
   return 2.0 * (qkv + out + mlp);                    // one multiply-add = 2 FLOPs
+}
+
+double document_forward_flops(const ModelShape& model, const Document& doc) {
+  const std::array<Range, 1> rows{Range{0, doc.length}};
+  return attention_forward_flops(model, doc.mask, rows, rows[0], doc.length) +
+         linear_forward_flops_per_token(model) * static_cast<double>(doc.length);
 }
 
 double activation_bytes_per_token(const ModelShape& m) {

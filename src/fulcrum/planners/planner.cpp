@@ -34,6 +34,11 @@ Assignment Planner::plan(const Batch& batch) {
   Assignment a = do_plan(batch);
   a.planner = std::string(name());
   check_planner_contract(a, batch, capabilities());
+  if (!capabilities().defers_documents && deferred_documents() > 0) {
+    throw Error(fmt::format("planner {}: holds {} documents back, but it declares that it defers none", name(),
+                            deferred_documents()),
+                ErrorKind::kInternal);
+  }
   return a;
 }
 

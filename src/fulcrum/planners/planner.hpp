@@ -30,7 +30,8 @@ struct PlannerCapabilities {
   bool moves_attention = false;        // CA-tasks may run on a rank that does not own their rows
   bool splits_documents = false;       // one document's rows may be computed on several ranks
   bool splits_heads = false;           // CA-tasks may cover some of the q heads (CATask::heads)
-  bool keeps_documents = true;         // computes exactly the input batch's documents (else defers some)
+  bool keeps_documents = true;         // computes exactly the input batch's documents (else defers or re-lays out some)
+  bool defers_documents = false;       // holds documents back for later batches (held_documents())
   bool keeps_placement = true;         // leaves tokens where the packing put them
   std::vector<MaskKind> masks;         // masks it plans for
   bool overlaps_traffic = false;       // orders its own work to overlap traffic (worth running in every mode)
@@ -65,6 +66,12 @@ class Planner {
   virtual std::size_t deferred_documents() const { return 0; }
   /// The end of a run: from now on release what is held back as soon as it fits.
   virtual void drain() {}
+  /// What a deferring planner holds between calls, its queues in its own order (empty for the others).
+  /// auto (simulate) saves it before trying the planner on an iteration and restores it when another
+  /// candidate takes the iteration, so that no document is deferred by a try that did not count.
+  virtual std::vector<std::vector<Document>> held_documents() const { return {}; }
+  /// Puts back what held_documents() returned (the same planner's).
+  virtual void restore_held_documents(const std::vector<std::vector<Document>>& /*held*/) {}
   /// The longest document kept whole when each rank holds `tokens_per_rank` tokens and groups have `cp`
   /// ranks (packing planners cut longer ones into pieces, losing the attention between them).
   virtual Tokens longest_whole_document(Tokens tokens_per_rank, int cp) const;

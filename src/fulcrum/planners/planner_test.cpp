@@ -138,6 +138,36 @@ TEST(Planners, WlbDefersDocumentsButNeverLosesTokens) {
   EXPECT_EQ(in, out);
 }
 
+// auto (simulate) tries wlb on an iteration and undoes the try when another candidate is chosen: restoring
+// the held documents makes the next plan exactly the one it would have made without the try.
+TEST(Planners, WlbRestoredHeldDocumentsUndoATry) {
+  auto source = make_length_source("lognormal:6:1.5", 8, 512);
+  BatchStream stream([&] { return source->next(); }, 4, 512);
+  std::vector<Batch> batches;
+  batches.reserve(30);
+  for (int b = 0; b < 30; ++b) batches.push_back(stream.next());
+  auto planner = make_planner("wlb", options_for());
+  auto reference = make_planner("wlb", options_for());
+  bool held_some = false;
+  for (std::size_t b = 0; b + 1 < batches.size(); ++b) {
+    const auto held = planner->held_documents();
+    held_some = held_some || planner->deferred_documents() > 0;
+    (void)planner->plan(batches[b + 1]);  // a try at the next batch, not chosen
+    planner->restore_held_documents(held);
+    const Assignment a = planner->plan(batches[b]), expected = reference->plan(batches[b]);
+    ASSERT_EQ(a.batch.segments.size(), expected.batch.segments.size()) << "batch " << b;
+    for (std::size_t i = 0; i < a.batch.segments.size(); ++i) {
+      EXPECT_EQ(a.batch.segments[i].rank, expected.batch.segments[i].rank);
+      EXPECT_EQ(a.batch.documents[a.batch.segments[i].doc].id,
+                expected.batch.documents[expected.batch.segments[i].doc].id);
+    }
+    EXPECT_EQ(planner->deferred_documents(), reference->deferred_documents());
+  }
+  EXPECT_TRUE(held_some);
+  // Planners that defer nothing hold nothing.
+  EXPECT_TRUE(make_planner("distca", options_for())->held_documents().empty());
+}
+
 TEST(Planners, BadOptionsNameTheField) {
   auto o = options_for();
   const auto batch = random_batch(1);

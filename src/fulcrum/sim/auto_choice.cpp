@@ -14,24 +14,39 @@
 
 namespace fulcrum::sim {
 
-std::vector<std::string> default_auto_candidates() {
+namespace {
+
+bool can_be_candidate(const PlannerCapabilities& caps, AutoScope scope) {
+  return caps.keeps_documents || (scope == AutoScope::kRun && caps.defers_documents);
+}
+
+}  // namespace
+
+std::vector<std::string> default_auto_candidates(AutoScope scope) {
   std::vector<std::string> names;
   for (const auto& r : planner_registry()) {
-    if (r.capabilities.keeps_documents) names.emplace_back(r.name);
+    if (can_be_candidate(r.capabilities, scope)) names.emplace_back(r.name);
   }
   return names;
 }
 
-void check_auto_candidates(const std::vector<std::string>& candidates) {
+void check_auto_candidates(const std::vector<std::string>& candidates, AutoScope scope) {
   const auto known = planner_names();
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     if (std::find(known.begin(), known.end(), candidates[i]) == known.end()) {
       fail("candidates: '{}' is not a planner; choose from {}", candidates[i], fmt::join(known, ", "));
     }
-    if (!find_planner(candidates[i]).capabilities.keeps_documents) {
+    const PlannerCapabilities& caps = find_planner(candidates[i]).capabilities;
+    if (!can_be_candidate(caps, scope)) {
+      if (caps.defers_documents) {
+        fail(
+            "candidates: {} defers documents to later batches, so auto cannot choose it batch by batch (only "
+            "simulate, which keeps its queue between iterations)",
+            candidates[i]);
+      }
       fail(
-          "candidates: {} does not compute exactly the batch it is given (it defers or re-lays out documents), so "
-          "auto cannot choose it batch by batch",
+          "candidates: {} does not compute exactly the batch it is given (it re-lays out documents), so auto "
+          "cannot choose it",
           candidates[i]);
     }
     if (std::find(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(i), candidates[i]) !=
@@ -48,7 +63,7 @@ void check_candidates_need_auto(const std::vector<std::string>& planners, const 
 }
 
 void check_auto_inputs(const std::vector<std::string>& candidates, const std::string& hardware) {
-  check_auto_candidates(candidates);
+  check_auto_candidates(candidates, AutoScope::kBatch);
   (void)load_hardware(hardware);
 }
 
@@ -103,8 +118,8 @@ nlohmann::json AutoChoice::to_json() const {
 
 BatchChoice choose_plan(const Batch& batch, std::vector<std::string> candidates, const PlannerOptions& options,
                         const LayerSetup& setup, CommMode baseline_mode) {
-  if (candidates.empty()) candidates = default_auto_candidates();
-  check_auto_candidates(candidates);
+  if (candidates.empty()) candidates = default_auto_candidates(AutoScope::kBatch);
+  check_auto_candidates(candidates, AutoScope::kBatch);
   BatchChoice out;
   out.assignment = choose_fastest(
       candidates,

@@ -2,8 +2,8 @@
 // plan runs on the simulator, and the fastest one is the choice. `fulcrum plan` and Python's choose_plan
 // choose per batch here (one layer in steady state, forward and backward, on sim/layer: with the whole-layer
 // schedule, what a ping-pong layer adds after the first two); `fulcrum simulate` chooses per
-// iteration, over its micro-batches and pipeline schedule (training.cpp), with the same candidates and
-// ranking.
+// iteration, over its micro-batches and pipeline schedule (training.cpp), with the same mechanism and
+// ranking, plus the deferring candidates (AutoScope::kRun), compared at the rate they computed.
 #pragma once
 
 #include "fulcrum/core/error.hpp"
@@ -27,14 +27,19 @@ namespace fulcrum::sim {
 /// The name that stands for the choice, wherever a planner is named.
 inline constexpr std::string_view kAutoSystem = "auto";
 
-/// The default candidates: every registered planner that computes exactly its batch's documents. A planner
-/// that defers documents (wlb) cannot be chosen batch by batch: what it holds back would be lost when
-/// another planner takes the next batch.
-std::vector<std::string> default_auto_candidates();
+/// Where auto chooses. kBatch: batch by batch (plan, run, Python's choose_plan), where a planner that defers
+/// documents (wlb) cannot be a candidate: nothing keeps its queue for the next batch. kRun: iteration by
+/// iteration of a simulated run (training.cpp), which keeps a deferring candidate's queue from one
+/// iteration to the next and counts only the tries that were chosen.
+enum class AutoScope { kBatch, kRun };
 
-/// Bad input naming `candidates`: an unknown planner, one that does not compute exactly its batch, or a name
-/// given twice.
-void check_auto_candidates(const std::vector<std::string>& candidates);
+/// The default candidates: every registered planner that computes exactly its batch's documents, and for
+/// kRun those that defer documents too.
+std::vector<std::string> default_auto_candidates(AutoScope scope);
+
+/// Bad input naming `candidates`: an unknown planner, one that neither computes exactly its batch nor (for
+/// kRun) only defers some of it, or a name given twice.
+void check_auto_candidates(const std::vector<std::string>& candidates, AutoScope scope);
 
 /// Bad input naming `candidates` when they are given but `planners` does not include auto.
 void check_candidates_need_auto(const std::vector<std::string>& planners, const std::vector<std::string>& candidates);
@@ -53,6 +58,7 @@ struct BatchChoice {
   Assignment assignment;                 // the chosen candidate's plan, verified (choose_plan only)
   std::string chosen, runner_up;         // runner_up is empty when one candidate planned the batch
   double chosen_s = 0, runner_up_s = 0;  // simulated: a steady layer forward + backward, or an iteration
+                                         // (a deferring candidate's at its rate, for the batch's FLOPs)
   std::vector<std::string> candidates;
   std::vector<double> planning_s;    // per candidate, wall seconds (0 for one that refused the batch)
   std::vector<std::string> refused;  // "name: why" for each candidate that refused it

@@ -84,21 +84,31 @@ TEST(AutoChoice, ACandidateThatRefusesTheBatchSitsItOutAndIsNamed) {
 }
 
 TEST(AutoChoice, BadCandidatesNameTheField) {
-  const auto expect_error = [](const std::vector<std::string>& candidates, const std::string& message) {
+  const auto expect_error = [](const std::vector<std::string>& candidates, AutoScope scope,
+                               const std::string& message) {
     try {
-      check_auto_candidates(candidates);
+      check_auto_candidates(candidates, scope);
       ADD_FAILURE() << "no error for " << message;
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
     }
   };
-  expect_error({"wlb"}, "candidates: wlb does not compute exactly the batch");
-  expect_error({"distca", "distca"}, "candidates: distca is given twice");
-  expect_error({"nope"}, "candidates: 'nope' is not a planner");
-  EXPECT_NO_THROW(check_auto_candidates(default_auto_candidates()));
-  const auto defaults = default_auto_candidates();
-  EXPECT_EQ(std::count(defaults.begin(), defaults.end(), "wlb"), 0);
-  EXPECT_EQ(std::count(defaults.begin(), defaults.end(), "distca"), 1);
+  for (const AutoScope scope : {AutoScope::kBatch, AutoScope::kRun}) {
+    expect_error({"striped"}, scope, "candidates: striped does not compute exactly the batch");
+    expect_error({"distca", "distca"}, scope, "candidates: distca is given twice");
+    expect_error({"nope"}, scope, "candidates: 'nope' is not a planner");
+    EXPECT_NO_THROW(check_auto_candidates(default_auto_candidates(scope), scope));
+    const auto defaults = default_auto_candidates(scope);
+    EXPECT_EQ(std::count(defaults.begin(), defaults.end(), "distca"), 1);
+  }
+  // A deferring planner: per batch nothing keeps its queue; a simulated run does.
+  expect_error({"wlb"}, AutoScope::kBatch, "candidates: wlb defers documents to later batches");
+  EXPECT_NO_THROW(check_auto_candidates({"wlb", "distca"}, AutoScope::kRun));
+  const auto per_batch = default_auto_candidates(AutoScope::kBatch);
+  const auto per_run = default_auto_candidates(AutoScope::kRun);
+  EXPECT_EQ(std::count(per_batch.begin(), per_batch.end(), "wlb"), 0);
+  EXPECT_EQ(std::count(per_run.begin(), per_run.end(), "wlb"), 1);
+  EXPECT_EQ(per_run.size(), per_batch.size() + 1);
 }
 
 }  // namespace

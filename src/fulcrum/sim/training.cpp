@@ -1,6 +1,7 @@
 #include "fulcrum/sim/training.hpp"
 
 #include "fulcrum/core/error.hpp"
+#include "fulcrum/cost/model_cost.hpp"
 #include "fulcrum/planners/baselines/perdoc_cp.hpp"
 #include "fulcrum/sim/pipeline.hpp"
 #include "fulcrum/sparse/dynamic_mask.hpp"
@@ -12,6 +13,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <numeric>
@@ -37,7 +40,7 @@ void TrainingConfig::validate(const HardwareModel& gpu, const ModelShape& model)
   }
   if (!sparse::parse_dynamic_mask(mask)) (void)MaskSpec::parse(mask);  // names the field and the syntax
   if (system == kAutoSystem) {
-    check_auto_candidates(candidates);
+    check_auto_candidates(candidates, AutoScope::kRun);
     return;  // each candidate's CP degree is checked with its own configuration
   }
   if (!candidates.empty()) fail("candidates: only system auto has candidates (system is {})", system);
@@ -133,6 +136,7 @@ struct SlotTotals {
 struct IterationOutcome {
   double iteration_s = 0;  // without the gradient synchronisation
   double planning_s = 0;   // wall seconds in plan_verified
+  double work = 0;         // forward FLOPs per layer (attention + linear) of the documents computed
   double tokens = 0, bytes = 0, tokens_in_flight = 0, attention_buffers = 0;
   SlotTotals slots;
   std::vector<runtime::TimelineEvent> trace;
@@ -161,6 +165,12 @@ void note_pass(IterationOutcome& out, const PassTimes& t, double layers) {
   }
 }
 
+double batch_work(const Batch& batch, const ModelShape& model) {
+  double flops = 0;
+  for (const Document& d : batch.documents) flops += document_forward_flops(model, d);
+  return flops;
+}
+
 // plan_verified, timed into `out.planning_s`.
 Assignment timed_plan(Planner& planner, const Batch& batch, IterationOutcome& out) {
   const auto start = std::chrono::steady_clock::now();
@@ -187,6 +197,7 @@ IterationOutcome run_1f1b(const Context& cx, Planner& planner, const std::vector
     note_pass(out, f, cx.pp * cx.stage_layers);
     note_pass(out, b, cx.pp * cx.stage_layers);
     out.tokens += static_cast<double>(a.batch.total_tokens());
+    out.work += batch_work(a.batch, cx.setup.model);
     for (int d = 0; d < cx.dp; ++d) {
       max_tokens[d] = std::max(max_tokens[d], static_cast<double>(f.tokens[d]));
       for (int s = 0; s < cx.pp; ++s) {
@@ -235,6 +246,7 @@ IterationOutcome run_phase_aligned(const Context& cx, Planner& planner, const st
   double max_tokens = 0;
   for (const Batch& microbatch : microbatches) {
     out.tokens += static_cast<double>(microbatch.total_tokens());
+    out.work += batch_work(microbatch, cx.setup.model);  // a pooling planner keeps its documents
     std::vector<Tokens> per_rank(cx.dp, 0);
     for (const auto& s : microbatch.segments) per_rank[s.rank] += s.tokens.size();
     max_tokens = std::max(max_tokens, static_cast<double>(*std::max_element(per_rank.begin(), per_rank.end())));
@@ -272,22 +284,51 @@ struct Runner {
   std::unique_ptr<Planner> planner;
   Context cx;
   bool phase_aligned = false;
-  IterationOutcome run(const std::vector<Batch>& microbatches) {
-    return phase_aligned ? run_phase_aligned(cx, *planner, microbatches) : run_1f1b(cx, *planner, microbatches);
+  std::string system;
+  PlannerOptions options;  // what `planner` was made with, for copies that look ahead
+  IterationOutcome run(const std::vector<Batch>& microbatches) { return run_with(*planner, microbatches); }
+  IterationOutcome run_with(Planner& p, const std::vector<Batch>& microbatches) const {
+    return phase_aligned ? run_phase_aligned(cx, p, microbatches) : run_1f1b(cx, p, microbatches);
   }
 };
+
+constexpr int kMaxDrainIterations = 1000;
+
+// The seconds a deferring runner's drain takes, from `held` (its held documents), on micro-batches without
+// data like `microbatches`': run by a copy of its planner, so the runner itself is untouched.
+double drain_s(const Runner& runner, const std::vector<std::vector<Document>>& held,
+               const std::vector<Batch>& microbatches, double sync_s) {
+  const auto planner = make_planner(runner.system, runner.options);
+  planner->restore_held_documents(held);
+  planner->drain();
+  std::vector<Batch> empty;
+  empty.reserve(microbatches.size());
+  for (const Batch& b : microbatches) empty.push_back(Batch{b.ranks, b.tokens_per_rank, {}, {}});
+  double seconds = 0;
+  for (int i = 0; planner->deferred_documents() > 0; ++i) {
+    if (i >= kMaxDrainIterations) {
+      fail_runtime("system {}: documents still deferred after {} draining iterations", runner.system,
+                   kMaxDrainIterations);
+    }
+    seconds += runner.run_with(*planner, empty).iteration_s + sync_s;
+  }
+  return seconds;
+}
 
 Runner make_runner(const TrainingConfig& config, const ModelShape& model, const HardwareModel& gpu) {
   const ParallelConfig& par = config.parallel;
   const int stage_layers = model.layers / par.pp;  // exact: validate() requires pp to divide the layers
-  Runner r{make_planner(config.system, training_planner_options(config, model, gpu)),
+  const PlannerOptions options = training_planner_options(config, model, gpu);
+  Runner r{make_planner(config.system, options),
            {{model, gpu, tp_group_hardware(gpu, par.tp), par.tp, config.mode, config.whole_layer},
             par.dp(),
             par.pp,
             par.microbatch_count(),
             static_cast<double>(stage_layers),
             0},
-           false};
+           false,
+           config.system,
+           options};
   const double activation_bytes = static_cast<double>(config.rank_tokens()) * model.hidden * model.dtype_bytes / par.tp;
   r.cx.p2p_s = gpu.inter_node.transfer_s(activation_bytes);
   r.phase_aligned = r.planner->capabilities().pools_pipeline_stages && par.pp > 1;
@@ -307,19 +348,49 @@ TrainingConfig candidate_config(const TrainingConfig& config, const std::string&
 }
 
 // auto's iteration: every candidate runs the micro-batches (one that refuses them sits out), and the
-// fastest one's outcome counts. `sync_s`, the gradient synchronisation, is the same for every candidate: it
-// only enters the times recorded.
+// fastest one's outcome counts. A deferring candidate (wlb) computes other documents than the batch's (it
+// holds some back and releases earlier ones), so every candidate is compared at the rate it computed,
+// seconds per FLOP, times the batch's FLOPs; for the others that is their seconds. The last iteration with
+// data compares instead the seconds to finish the run: the candidate's iteration and then the drain of what
+// deferring candidates still hold once it is chosen (every candidate then computes the same documents).
+// Only the chosen try counts: every other candidate's held documents are put back as they were before the
+// iteration. `sync_s`, the gradient synchronisation, is the same for every candidate: it only enters the
+// times compared and recorded.
 IterationOutcome run_auto(std::vector<Runner>& runners, const std::vector<std::string>& names,
-                          const std::vector<Batch>& microbatches, double sync_s, AutoChoice& report) {
+                          const std::vector<Batch>& microbatches, double sync_s, bool last, AutoChoice& report) {
+  double work = 0;
+  for (const Batch& b : microbatches) work += batch_work(b, runners.front().cx.setup.model);
+  std::vector<std::vector<std::vector<Document>>> held;
+  std::vector<double> pending_drain_s(runners.size(), 0);  // from the state before the iteration
+  held.reserve(runners.size());
+  for (std::size_t i = 0; i < runners.size(); ++i) {
+    held.push_back(runners[i].planner->held_documents());
+    if (last && runners[i].planner->deferred_documents() > 0) {
+      pending_drain_s[i] = drain_s(runners[i], held[i], microbatches, sync_s);
+    }
+  }
+  const double all_pending_s = std::accumulate(pending_drain_s.begin(), pending_drain_s.end(), 0.0);
   BatchChoice choice;
   IterationOutcome best = choose_fastest(
       names,
       [&](std::size_t i) {
         IterationOutcome outcome = runners[i].run(microbatches);
-        const double seconds = outcome.iteration_s + sync_s, planning_s = outcome.planning_s;
+        double seconds = outcome.iteration_s + sync_s;
+        if (last) {
+          seconds += all_pending_s - pending_drain_s[i];
+          if (runners[i].planner->deferred_documents() > 0) {
+            seconds += drain_s(runners[i], runners[i].planner->held_documents(), microbatches, sync_s);
+          }
+        } else if (std::abs(outcome.work - work) > 1e-9 * work) {  // it deferred or released documents
+          seconds = outcome.work > 0 ? seconds / outcome.work * work : std::numeric_limits<double>::infinity();
+        }
+        const double planning_s = outcome.planning_s;
         return CandidateRun<IterationOutcome>{std::move(outcome), seconds, planning_s};
       },
       choice);
+  for (std::size_t i = 0; i < runners.size(); ++i) {
+    if (names[i] != choice.chosen) runners[i].planner->restore_held_documents(held[i]);
+  }
   report.record(choice);
   return best;
 }
@@ -390,14 +461,13 @@ TrainingResult simulate_training(const TrainingConfig& config, const ModelShape&
   const ParallelConfig& par = config.parallel;
   const bool is_auto = config.system == kAutoSystem;
   std::vector<std::string> names = is_auto ? config.candidates : std::vector<std::string>{config.system};
-  if (names.empty()) names = default_auto_candidates();
+  if (names.empty()) names = default_auto_candidates(AutoScope::kRun);
   std::vector<Runner> runners;
   runners.reserve(names.size());
   for (const auto& name : names) {
     runners.push_back(make_runner(is_auto ? candidate_config(config, name, model, gpu) : config, model, gpu));
   }
   const Context& cx = runners.front().cx;  // the layout, the same for every candidate
-  Planner& planner = *runners.front().planner;
   MicrobatchSource source(config, cx.dp, model);
 
   // Gradients (bf16) of the GPU's share of the parameters, reduced over all dp groups of the stage (as
@@ -416,21 +486,23 @@ TrainingResult simulate_training(const TrainingConfig& config, const ModelShape&
   outcomes.reserve(static_cast<std::size_t>(std::max(config.iterations, 0)));
   for (int it = 0; it < config.iterations; ++it) {
     const std::vector<Batch> microbatches = draw(source, cx.microbatches);
-    outcomes.push_back(is_auto ? run_auto(runners, names, microbatches, dp_sync_s, result.auto_choice)
-                               : runners.front().run(microbatches));
+    outcomes.push_back(
+        is_auto ? run_auto(runners, names, microbatches, dp_sync_s, it + 1 == config.iterations, result.auto_choice)
+                : runners.front().run(microbatches));
   }
-  // A system that holds documents back (WLB-LLM) computes them before the run ends, in iterations
-  // without new data: otherwise a short run would leave out its most expensive documents.
-  if (planner.deferred_documents() > 0) {
+  // A system that holds documents back (WLB-LLM, or auto that chose it) computes them before the run ends, in
+  // iterations without new data: otherwise a short run would leave out its most expensive documents.
+  for (Runner& runner : runners) {
+    Planner& planner = *runner.planner;
+    if (planner.deferred_documents() == 0) continue;
     planner.drain();
     source.drain();
-    constexpr int kMaxDrainIterations = 1000;
     while (planner.deferred_documents() > 0) {
-      if (static_cast<int>(outcomes.size()) - config.iterations >= kMaxDrainIterations) {
-        fail_runtime("system {}: documents still deferred after {} draining iterations", config.system,
+      if (result.drain_iterations >= kMaxDrainIterations) {
+        fail_runtime("system {}: documents still deferred after {} draining iterations", planner.name(),
                      kMaxDrainIterations);
       }
-      outcomes.push_back(run_1f1b(cx, planner, draw(source, cx.microbatches)));
+      outcomes.push_back(runner.run(draw(source, cx.microbatches)));
       ++result.drain_iterations;
     }
   }

@@ -1,7 +1,6 @@
 #include "fulcrum/planners/baselines/wlb.hpp"
 
 #include "fulcrum/core/error.hpp"
-#include "fulcrum/cost/attention_cost.hpp"
 #include "fulcrum/cost/model_cost.hpp"
 
 #include <algorithm>
@@ -40,6 +39,19 @@ Tokens WlbPlanner::deferred_tokens() const {
   return n;
 }
 
+std::vector<std::vector<Document>> WlbPlanner::held_documents() const {
+  std::vector<std::vector<Document>> held;
+  for (const auto& q : outliers_) held.emplace_back(q.begin(), q.end());
+  held.push_back(carried_);
+  return held;
+}
+
+void WlbPlanner::restore_held_documents(const std::vector<std::vector<Document>>& held) {
+  FULCRUM_CHECK(held.size() == kOutlierLevels + 1, "wlb: held documents of another planner");
+  for (int l = 0; l < kOutlierLevels; ++l) outliers_[l].assign(held[l].begin(), held[l].end());
+  carried_ = held[kOutlierLevels];
+}
+
 Assignment WlbPlanner::do_plan(const Batch& batch) {
   if (cp_ == 1) return pack(batch);
   if (batch.ranks % cp_ != 0) fail("cp-degree = {}: must divide the batch's {} ranks (wlb)", cp_, batch.ranks);
@@ -61,11 +73,7 @@ Assignment WlbPlanner::do_plan(const Batch& batch) {
 Assignment WlbPlanner::pack(const Batch& batch) {
   const int ranks = batch.ranks;
   const Tokens cap = longest_whole_document(batch.tokens_per_rank, 1);
-  const double linear = linear_forward_flops_per_token(model_);
-  auto work = [&](const Document& d) {
-    return attention_forward_flops(model_, d.mask, std::array<Range, 1>{Range{0, d.length}}, {0, d.length}, d.length) +
-           linear * static_cast<double>(d.length);
-  };
+  auto work = [&](const Document& d) { return document_forward_flops(model_, d); };
 
   // Incoming documents: last iteration's leftovers first, then this batch's (cut to S_max pieces).
   std::vector<Document> regular = std::move(carried_);
@@ -145,6 +153,7 @@ PlannerRegistration wlb_registration() {
           .capabilities = {.moves_attention = false,
                            .splits_documents = true,  // with cp > 1 (per-document CP), and pieces longer than S_max
                            .keeps_documents = false,
+                           .defers_documents = true,
                            .keeps_placement = false,
                            .masks = all_mask_kinds(),  // band masks exactly; index-list masks over their hull
                            .cp_groups = CpGroups::kHoldsDocuments},

@@ -25,6 +25,9 @@ class WlbPlanner : public Planner {
   /// full round, so every document drawn is eventually computed and a finite run's throughput is not
   /// flattered by the long documents still waiting.
   void drain() override { draining_ = true; }
+  /// The outlier queues, then the carried regular documents.
+  std::vector<std::vector<Document>> held_documents() const override;
+  void restore_held_documents(const std::vector<std::vector<Document>>& held) override;
   /// S_max of a group: documents longer than wlb-token-cap x cp x tokens-per-rank are cut.
   Tokens longest_whole_document(Tokens tokens_per_rank, int cp) const override;
 
