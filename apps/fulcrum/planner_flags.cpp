@@ -38,8 +38,10 @@ void add_boundary_split_option(CLI::App& cmd, BoundarySplit& split) {
 }
 
 void add_auto_options(CLI::App& cmd, std::string& candidates, std::string* hardware) {
-  cmd.add_option("--candidates", candidates,
-                 "auto's candidates, comma-separated (default: every planner that computes exactly its batch)");
+  cmd.add_option(
+      "--candidates", candidates,
+      "auto's candidates, comma-separated (default: every planner that computes exactly its batch; in simulate, wlb "
+      "too)");
   if (hardware != nullptr) {
     cmd.add_option("--hardware", *hardware,
                    fmt::format("auto's hardware model, a rank one GPU of it: {} | a JSON file",

@@ -122,8 +122,10 @@ void bind_sim(py::module_& m) {
       "exposed_comm_s, idle_s, dp_sync_s; they add up to the iteration), attention_imbalance,\n"
       "attention_bytes, memory (per GPU, with out_of_memory) and the layout. `options`: planner options by\n"
       "name, e.g. {'tolerance': 0.05} (the model, machine size and cp come from the other arguments).\n"
-      "'auto': each iteration every candidate (default: each planner that computes exactly its batch) plans\n"
-      "and is simulated, the fastest counts; its planners that do not overlap traffic run in baseline_mode,\n"
+      "'auto': each iteration every candidate (default: each planner that computes exactly its batch, and wlb,\n"
+      "whose queue carries over the iterations it is chosen for) plans and is simulated, the fastest counts\n"
+      "(compared at the rate each computed; the last iteration by the time to finish the run, drain included);\n"
+      "its planners that do not overlap traffic run in baseline_mode,\n"
       "cp=0 gives each its own CP degree, and result['auto'] names the choice and runner-up per iteration\n"
       "and the planning time per candidate. layer_schedule: 'whole' (ping-pong layers overlap across their\n"
       "boundaries, DistCA's schedule) or 'per-layer' (one layer at a time).");

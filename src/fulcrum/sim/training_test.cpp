@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <numeric>
 
 namespace fulcrum::sim {
 namespace {
@@ -337,6 +338,33 @@ TEST(Training, AutoWithWlbComputesEveryDocumentOnce) {
     }
   }
   EXPECT_TRUE(mixed) << "no run mixed wlb with the others: the undoing of a try is untested";
+}
+
+// The last iteration compares the time to finish the run: with one iteration, auto's whole run (drain included)
+// is the shorter of wlb's run and packed's, whatever wlb's rate in that iteration.
+TEST(Training, AutoLastIterationCountsTheDrain) {
+  for (const std::uint64_t seed : {1, 2, 15, 20, 33, 44}) {  // at 15, 20, 33 and 44 wlb's rate alone misleads
+    std::vector<double> alone;
+    for (const std::string name : {"wlb", "packed"}) {
+      TrainingConfig c = small_config(name);
+      c.seed = seed;
+      c.iterations = 1;
+      c.mode = c.baseline_mode;
+      c.parallel.cp = 0;
+      c.parallel.cp = cp_degree_for(c, tiny(), h200());
+      const TrainingResult r = simulate_training(c, tiny(), h200());
+      alone.push_back(std::accumulate(r.iteration_s.begin(), r.iteration_s.end(), 0.0));
+    }
+    TrainingConfig config = small_config("packed");
+    config.seed = seed;
+    config.iterations = 1;
+    config.system = std::string(kAutoSystem);
+    config.parallel.cp = 0;
+    config.candidates = {"wlb", "packed"};
+    const TrainingResult chosen = simulate_training(config, tiny(), h200());
+    const double total = std::accumulate(chosen.iteration_s.begin(), chosen.iteration_s.end(), 0.0);
+    EXPECT_NEAR(total, std::min(alone[0], alone[1]), 1e-12 * total) << "seed " << seed;
+  }
 }
 
 }  // namespace
