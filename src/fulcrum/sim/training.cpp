@@ -66,13 +66,10 @@ class MicrobatchSource {
         dynamic_(sparse::parse_dynamic_mask(c.mask)),
         stream_([this, max = c.max_doc_len] { return next_piece(max); }, ranks, c.rank_tokens(),
                 dynamic_ ? MaskSpec::causal() : MaskSpec::parse(c.mask), c.boundary_split),
-        ranks_(ranks),
-        tokens_(c.rank_tokens()),
         seed_(c.seed),
         shape_{model.q_heads, model.kv_heads, model.head_dim} {}
-  /// The next micro-batch; once draining, empty ones (no new documents while the system catches up).
+  /// The next micro-batch.
   Batch next() {
-    if (draining_) return Batch{ranks_, tokens_, {}, {}};
     Batch batch = stream_.next();
     if (dynamic_) {
       for (auto& doc : batch.documents) {
@@ -81,7 +78,6 @@ class MicrobatchSource {
     }
     return batch;
   }
-  void drain() { draining_ = true; }
 
  private:
   Tokens next_piece(Tokens max) {
@@ -115,11 +111,8 @@ class MicrobatchSource {
   std::optional<sparse::DynamicMaskSpec> dynamic_;
   Tokens pending_ = 0;
   BatchStream stream_;
-  int ranks_;
-  Tokens tokens_;
   std::uint64_t seed_;
   sparse::EstimatorShape shape_;
-  bool draining_ = false;
 };
 
 // Per TP group ("slot": stage x dp + d), the busy seconds of one iteration by kind.
@@ -292,26 +285,34 @@ struct Runner {
   }
 };
 
-constexpr int kMaxDrainIterations = 1000;
+constexpr std::size_t kMaxDrainIterations = 1000;
 
-// The seconds a deferring runner's drain takes, from `held` (its held documents), on micro-batches without
-// data like `microbatches`': run by a copy of its planner, so the runner itself is untouched.
-double drain_s(const Runner& runner, const std::vector<std::vector<Document>>& held,
-               const std::vector<Batch>& microbatches, double sync_s) {
-  const auto planner = make_planner(runner.system, runner.options);
-  planner->restore_held_documents(held);
-  planner->drain();
+// A deferring planner's drain (it is set draining here): iterations on micro-batches without data, shaped
+// like `shape`, until it holds nothing. The run's own drain and auto's look-ahead both run it.
+std::vector<IterationOutcome> run_drain(const Runner& runner, Planner& planner, const std::vector<Batch>& shape) {
+  planner.drain();
   std::vector<Batch> empty;
-  empty.reserve(microbatches.size());
-  for (const Batch& b : microbatches) empty.push_back(Batch{b.ranks, b.tokens_per_rank, {}, {}});
-  double seconds = 0;
-  for (int i = 0; planner->deferred_documents() > 0; ++i) {
-    if (i >= kMaxDrainIterations) {
+  empty.reserve(shape.size());
+  for (const Batch& b : shape) empty.push_back(Batch{b.ranks, b.tokens_per_rank, {}, {}});
+  std::vector<IterationOutcome> outcomes;
+  while (planner.deferred_documents() > 0) {
+    if (outcomes.size() >= kMaxDrainIterations) {
       fail_runtime("system {}: documents still deferred after {} draining iterations", runner.system,
                    kMaxDrainIterations);
     }
-    seconds += runner.run_with(*planner, empty).iteration_s + sync_s;
+    outcomes.push_back(runner.run_with(planner, empty));
   }
+  return outcomes;
+}
+
+// The seconds a deferring runner's drain takes from `held` (its held documents), run by a copy of its planner
+// so that the runner itself is untouched.
+double drain_s(const Runner& runner, const std::vector<std::vector<Document>>& held, const std::vector<Batch>& shape,
+               double sync_s) {
+  const auto planner = make_planner(runner.system, runner.options);
+  planner->restore_held_documents(held);
+  double seconds = 0;
+  for (const IterationOutcome& o : run_drain(runner, *planner, shape)) seconds += o.iteration_s + sync_s;
   return seconds;
 }
 
@@ -484,8 +485,9 @@ TrainingResult simulate_training(const TrainingConfig& config, const ModelShape&
   const int slots = cx.pp * cx.dp;
   std::vector<IterationOutcome> outcomes;
   outcomes.reserve(static_cast<std::size_t>(std::max(config.iterations, 0)));
+  std::vector<Batch> microbatches;
   for (int it = 0; it < config.iterations; ++it) {
-    const std::vector<Batch> microbatches = draw(source, cx.microbatches);
+    microbatches = draw(source, cx.microbatches);
     outcomes.push_back(
         is_auto ? run_auto(runners, names, microbatches, dp_sync_s, it + 1 == config.iterations, result.auto_choice)
                 : runners.front().run(microbatches));
@@ -493,16 +495,9 @@ TrainingResult simulate_training(const TrainingConfig& config, const ModelShape&
   // A system that holds documents back (WLB-LLM, or auto that chose it) computes them before the run ends, in
   // iterations without new data: otherwise a short run would leave out its most expensive documents.
   for (Runner& runner : runners) {
-    Planner& planner = *runner.planner;
-    if (planner.deferred_documents() == 0) continue;
-    planner.drain();
-    source.drain();
-    while (planner.deferred_documents() > 0) {
-      if (result.drain_iterations >= kMaxDrainIterations) {
-        fail_runtime("system {}: documents still deferred after {} draining iterations", planner.name(),
-                     kMaxDrainIterations);
-      }
-      outcomes.push_back(runner.run(draw(source, cx.microbatches)));
+    if (runner.planner->deferred_documents() == 0) continue;
+    for (IterationOutcome& o : run_drain(runner, *runner.planner, microbatches)) {
+      outcomes.push_back(std::move(o));
       ++result.drain_iterations;
     }
   }
