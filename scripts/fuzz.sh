@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (the `fuzz` preset: Clang, ASan + UBSan) and runs each for a bounded time
+# Builds the libFuzzer targets (in the `asan` preset's build: Clang, ASan + UBSan) and runs each for a bounded time
 # from its committed seed corpus (fuzz/corpus/<target>/); exits 1 if any target finds anything (a crash, a
 # sanitizer report, a leak, a failed property, an input slower than 10 s or above 2 GB).
 #   bash scripts/fuzz.sh                     every target, 60 s each
 #   FUZZ_SECONDS=300 bash scripts/fuzz.sh    longer
 #   bash scripts/fuzz.sh plan_binary mask    some targets
-# Findings are kept in build/fuzz/findings/<target>-crash-...; reproduce one with
-#   build/fuzz/bin/<target>_fuzz build/fuzz/findings/<file>
+# Findings are kept in build/asan/findings/<target>-crash-...; reproduce one with
+#   build/asan/bin/<target>_fuzz build/asan/findings/<file>
 # and once fixed, add it to fuzz/corpus/<target>/ so it stays fixed. New inputs the run finds go to a
 # scratch folder, not the committed corpus (libFuzzer writes to the first folder it is given).
 set -euo pipefail
@@ -16,10 +16,11 @@ targets=(plan_binary plan_json lengths mask hardware)
 [ $# -gt 0 ] && targets=("$@")
 
 bash scripts/setup.sh
-cmake --preset fuzz >/dev/null
-cmake --build --preset fuzz
+source scripts/build_env.sh
+cmake --preset asan >/dev/null
+cmake --build --preset asan --target fuzz_targets
 
-findings=build/fuzz/findings
+findings=build/asan/findings
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 mkdir -p "$findings"
@@ -27,7 +28,7 @@ mkdir -p "$findings"
 export OMP_NUM_THREADS=1 UBSAN_OPTIONS=print_stacktrace=1
 failed=()
 for target in "${targets[@]}"; do
-  binary=build/fuzz/bin/${target}_fuzz
+  binary=build/asan/bin/${target}_fuzz
   seeds=fuzz/corpus/$target
   [ -x "$binary" ] && [ -d "$seeds" ] || { echo "fuzz: no target '$target'"; failed+=("$target"); continue; }
   mkdir -p "$scratch/$target"
