@@ -11,6 +11,8 @@
 #include "fulcrum/plan/serialize.hpp"
 #include "fulcrum/sim/engine.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <cmath>
 
 namespace fulcrum::fuzz {

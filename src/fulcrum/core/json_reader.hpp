@@ -9,7 +9,7 @@
 
 #include "fulcrum/core/error.hpp"
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>  // the full header (seconds per file) only where JSON is built or read
 
 #include <cstddef>
 #include <cstdint>

@@ -1,6 +1,7 @@
 #include "fulcrum/core/json_reader.hpp"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <fstream>

@@ -34,7 +34,7 @@
 #include "fulcrum/core/json_reader.hpp"
 #include "fulcrum/plan/program.hpp"
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include <cstdint>
 #include <span>

@@ -7,6 +7,7 @@
 
 #include <array>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <string_view>
 #include <utility>
 

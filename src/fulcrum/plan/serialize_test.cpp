@@ -5,6 +5,7 @@
 #include "fulcrum/plan/program_verify.hpp"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <filesystem>

@@ -4,6 +4,7 @@
 #include "fulcrum/core/json_reader.hpp"
 
 #include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <filesystem>

@@ -5,7 +5,7 @@
 
 #include "fulcrum/workload/model_shape.hpp"
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include <string>
 #include <string_view>

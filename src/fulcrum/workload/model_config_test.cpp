@@ -3,6 +3,7 @@
 #include "fulcrum/core/error.hpp"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <fstream>
