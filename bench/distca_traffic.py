@@ -9,6 +9,9 @@ table and (--json) a file.
 --explain RANKS:SEED lists that batch's busiest ranks at tolerance 0.1, planned with the --option values:
 what they send and receive, to how many ranks, and the document pieces they hold (through the Python
 module, bytes per token from fulcrum.token_bytes).
+
+--relay-estimate prints, for the same grid, the traffic imbalance each plan would have if servers forwarded
+the K/V they received to other servers (relay_imbalance), beside the plan's own.
 """
 
 from __future__ import annotations
@@ -39,13 +42,14 @@ def plan_row(fulcrum: str, ranks: int, tolerance: float, seed: int, model: str, 
             "comm_bytes_max_rank": p["comm_bytes_max_rank"], "plan_ms": p["plan_ms"], "valid": p["valid"]}
 
 
-def explain(python_dir: str, ranks: int, seed: int, model_name: str, top: int, options: list[str]) -> None:
+def python_plan(python_dir: str, ranks: int, seed: int, tolerance: float, model_name: str,
+                options: list[str]) -> tuple:
+    """The table's plan, made through the Python module: (batch, plan, bytes per token by TensorKind)."""
     sys.path.insert(0, python_dir)
     import fulcrum  # the build's module, found through --python-dir
 
-    # The same plan as the table's row at tolerance 0.1: --option values apply here too.
     model = fulcrum.model_shape(model_name)
-    planner_options = fulcrum.PlannerOptions(model, tolerance=0.1)
+    planner_options = fulcrum.PlannerOptions(model, tolerance=tolerance)
     split = "contiguous"
     for key, value in (kv.split("=", 1) for kv in options):
         if key == "boundary-split":
@@ -57,6 +61,40 @@ def explain(python_dir: str, ranks: int, seed: int, model_name: str, top: int, o
     plan = fulcrum.make_planner("distca", planner_options).plan(batch)
     bytes_of = fulcrum.token_bytes(model)
     per_token = {0: bytes_of.q, 1: bytes_of.kv, 2: bytes_of.output()}  # by TensorKind: Q, K/V, O and LSE
+    return batch, plan, per_token
+
+
+def relay_imbalance(plan, per_token: dict[int, int], ranks: int, max_hops: int) -> float:
+    """Traffic imbalance if every owner's K/V went to its servers through a relay: a server that already
+    holds a superset of another's keys may forward them, and of the holders within `max_hops` of the owner
+    the one with the least traffic so far sends (groups largest first, each server's keys largest first).
+    max_hops 1 is the plan as it is (only owners send).
+    Total bytes are unchanged; only who sends moves. An estimate of what a relay phase could buy, not a plan."""
+    traffic: collections.Counter[int] = collections.Counter()
+    groups: dict[tuple[int, int], list] = collections.defaultdict(list)
+    for t in plan.transfers:
+        size = per_token[int(t.kind)] * (t.tokens[1] - t.tokens[0])
+        if int(t.kind) == 1:
+            groups[(t.src, t.doc)].append(t)
+        else:
+            traffic[t.src] += size
+            traffic[t.dst] += size
+    for (owner, _), sends in sorted(groups.items(), key=lambda g: -sum(t.tokens[1] - t.tokens[0] for t in g[1])):
+        holders = [(owner, (0, 1 << 62), 0)]  # rank, keys held, hops from the owner
+        for t in sorted(sends, key=lambda t: -(t.tokens[1] - t.tokens[0])):
+            size = per_token[1] * (t.tokens[1] - t.tokens[0])
+            able = [h for h in holders if h[1][0] <= t.tokens[0] and t.tokens[1] <= h[1][1] and h[2] < max_hops]
+            sender = min(able, key=lambda h: traffic[h[0]])
+            traffic[sender[0]] += size
+            traffic[t.dst] += size
+            holders.append((t.dst, t.tokens, sender[2] + 1))
+    totals = [traffic[r] for r in range(ranks)]
+    return max(totals) / statistics.fmean(totals)
+
+
+def explain(python_dir: str, ranks: int, seed: int, model_name: str, top: int, options: list[str]) -> None:
+    # The same plan as the table's row at tolerance 0.1: --option values apply here too.
+    batch, plan, per_token = python_plan(python_dir, ranks, seed, 0.1, model_name, options)
     sent: collections.Counter[int] = collections.Counter()
     received: collections.Counter[int] = collections.Counter()
     kv_sent: collections.Counter[int] = collections.Counter()
@@ -95,24 +133,33 @@ def main() -> None:
     parser.add_argument("--json", help="write the rows here")
     parser.add_argument("--explain", help="RANKS:SEED: list that batch's busiest ranks")
     parser.add_argument("--top", type=int, default=6)
+    parser.add_argument("--relay-estimate", action="store_true",
+                        help="instead of the table: each plan's traffic imbalance as planned, and as it would be "
+                        "with K/V relayed by servers (at most 2 hops, and any number; relay_imbalance)")
     args = parser.parse_args()
 
+    grid = [(int(r), float(t), int(s)) for r in args.ranks.split(",") for t in args.tolerances.split(",")
+            for s in args.seeds.split(",")]
+    if args.relay_estimate:
+        print("ranks  tolerance  seed  planned  relay_2_hops  relay_any")
+        for ranks, tolerance, seed in grid:
+            _, plan, per_token = python_plan(args.python_dir, ranks, seed, tolerance, args.model, args.option)
+            estimates = [relay_imbalance(plan, per_token, ranks, hops) for hops in (1, 2, ranks)]
+            print(f"{ranks:5d}  {tolerance:9.2f}  {seed:4d}  " + "  ".join(f"{e:7.2f}" for e in estimates), flush=True)
+        return
     options = [arg for kv in args.option for arg in ("--" + kv.split("=", 1)[0], kv.split("=", 1)[1])]
     rows = []
     print("ranks  tolerance  seed  packed_imbalance  imbalance  traffic_imbalance  comm_bytes_total  "
           "comm_bytes_max_rank  plan_ms  valid")
     with tempfile.TemporaryDirectory() as tmp:
-        for ranks in (int(x) for x in args.ranks.split(",")):
-            for tolerance in (float(x) for x in args.tolerances.split(",")):
-                for seed in (int(x) for x in args.seeds.split(",")):
-                    row = plan_row(args.fulcrum, ranks, tolerance, seed, args.model, Path(tmp) / "plan.json",
-                                   options)
-                    rows.append(row)
-                    print(f"{ranks:5d}  {tolerance:9.2f}  {seed:4d}  {row['packed_imbalance']:16.3f}  "
-                          f"{row['imbalance']:9.3f}  "
-                          f"{row['traffic_imbalance']:17.2f}  {row['comm_bytes_total'] / 1e9:13.1f} GB  "
-                          f"{row['comm_bytes_max_rank'] / 1e9:16.2f} GB  {row['plan_ms']:7.1f}  {row['valid']}",
-                          flush=True)
+        for ranks, tolerance, seed in grid:
+            row = plan_row(args.fulcrum, ranks, tolerance, seed, args.model, Path(tmp) / "plan.json", options)
+            rows.append(row)
+            print(f"{ranks:5d}  {tolerance:9.2f}  {seed:4d}  {row['packed_imbalance']:16.3f}  "
+                  f"{row['imbalance']:9.3f}  "
+                  f"{row['traffic_imbalance']:17.2f}  {row['comm_bytes_total'] / 1e9:13.1f} GB  "
+                  f"{row['comm_bytes_max_rank'] / 1e9:16.2f} GB  {row['plan_ms']:7.1f}  {row['valid']}",
+                  flush=True)
     if args.json:
         Path(args.json).write_text(
             json.dumps({"schema_version": 1, "model": args.model, "options": args.option, "rows": rows}, indent=1))
