@@ -26,6 +26,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+KV = 1  # TensorKind of K/V transfers
 
 
 def plan_row(fulcrum: str, ranks: int, tolerance: float, seed: int, model: str, out: Path,
@@ -60,8 +61,12 @@ def python_plan(python_dir: str, ranks: int, seed: int, tolerance: float, model_
     batch = fulcrum.BatchStream(source, ranks, 65536, boundary_split=split).next()
     plan = fulcrum.make_planner("distca", planner_options).plan(batch)
     bytes_of = fulcrum.token_bytes(model)
-    per_token = {0: bytes_of.q, 1: bytes_of.kv, 2: bytes_of.output()}  # by TensorKind: Q, K/V, O and LSE
+    per_token = {0: bytes_of.q, KV: bytes_of.kv, 2: bytes_of.output()}  # by TensorKind: Q, K/V, O and LSE
     return batch, plan, per_token
+
+
+def transfer_bytes(transfer, per_token: dict[int, int]) -> int:
+    return per_token[int(transfer.kind)] * (transfer.tokens[1] - transfer.tokens[0])
 
 
 def relay_imbalance(plan, per_token: dict[int, int], ranks: int, max_hops: int) -> float:
@@ -73,16 +78,15 @@ def relay_imbalance(plan, per_token: dict[int, int], ranks: int, max_hops: int) 
     traffic: collections.Counter[int] = collections.Counter()
     groups: dict[tuple[int, int], list] = collections.defaultdict(list)
     for t in plan.transfers:
-        size = per_token[int(t.kind)] * (t.tokens[1] - t.tokens[0])
-        if int(t.kind) == 1:
+        if int(t.kind) == KV:
             groups[(t.src, t.doc)].append(t)
         else:
-            traffic[t.src] += size
-            traffic[t.dst] += size
+            traffic[t.src] += transfer_bytes(t, per_token)
+            traffic[t.dst] += transfer_bytes(t, per_token)
     for (owner, _), sends in sorted(groups.items(), key=lambda g: -sum(t.tokens[1] - t.tokens[0] for t in g[1])):
         holders = [(owner, (0, 1 << 62), 0)]  # rank, keys held, hops from the owner
         for t in sorted(sends, key=lambda t: -(t.tokens[1] - t.tokens[0])):
-            size = per_token[1] * (t.tokens[1] - t.tokens[0])
+            size = transfer_bytes(t, per_token)
             able = [h for h in holders if h[1][0] <= t.tokens[0] and t.tokens[1] <= h[1][1] and h[2] < max_hops]
             sender = min(able, key=lambda h: traffic[h[0]])
             traffic[sender[0]] += size
@@ -100,11 +104,11 @@ def explain(python_dir: str, ranks: int, seed: int, model_name: str, top: int, o
     kv_sent: collections.Counter[int] = collections.Counter()
     fan_out: dict[int, set[int]] = collections.defaultdict(set)
     for t in plan.transfers:
-        size = per_token[int(t.kind)] * (t.tokens[1] - t.tokens[0])
+        size = transfer_bytes(t, per_token)
         sent[t.src] += size
         received[t.dst] += size
         fan_out[t.src].add(t.dst)
-        if int(t.kind) == 1:
+        if int(t.kind) == KV:
             kv_sent[t.src] += size
     pieces: dict[int, list[str]] = collections.defaultdict(list)
     for s in batch.segments:
