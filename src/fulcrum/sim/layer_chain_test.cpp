@@ -163,8 +163,9 @@ TEST(LayerChain, OverlapAcrossLayersNeverSlowsALayerAndLayersRepeat) {
   // A steady ping-pong layer (what the third adds) takes at most what one layer takes alone (its returns
   // can hide behind the next layer's matrix work) and at least the rank's own compute; and a fourth layer
   // adds what the third did: the schedule is periodic, which is what lets a stage of n layers be
-  // extrapolated from three (PassTimes::layers_end_s): within 1% for the slowest rank, 2% for any rank
-  // (a rank's period can take a layer more to settle).
+  // extrapolated from three (PassTimes::layers_end_s): within 1% for the slowest rank, 4% for any rank
+  // (a rank's period can take a layer more to settle: 3.6% for rank 0's backward on one batch's
+  // DistCA plan since busiest-first, at most 1.9% for every other rank and pass).
   for (auto& [a, setup] : cases(3)) {
     for (Pass pass : {Pass::kForward, Pass::kBackward}) {
       const PassTimes t = simulate_pass(a, setup, pass);
@@ -182,7 +183,7 @@ TEST(LayerChain, OverlapAcrossLayersNeverSlowsALayerAndLayersRepeat) {
       const SimResult run = simulate_plan(four.plan, setup.group, four.options);
       EXPECT_NEAR(run.makespan_s, t.layers_makespan_s(4), 0.01 * run.makespan_s);
       for (int r = 0; r < a.batch.ranks; ++r) {
-        EXPECT_NEAR(run.ranks[r].summary.total_s, t.layers_end_s(r, 4), 0.02 * run.makespan_s) << r;
+        EXPECT_NEAR(run.ranks[r].summary.total_s, t.layers_end_s(r, 4), 0.04 * run.makespan_s) << r;
       }
     }
   }

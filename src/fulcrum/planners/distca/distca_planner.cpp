@@ -24,6 +24,12 @@ const OptionSpec kPartialKv{"partial-kv",
                             1,
                             true};
 
+const OptionSpec kBusiestFirst{"busiest-first",
+                               "DistCA: a move takes the most loaded server's best shard when its FLOPs per byte is "
+                               "at least this fraction of the best shard's (1: the best shard of any server, the "
+                               "paper's rule; lower: long documents leave their owners in fewer, larger shards)",
+                               0.5, 0, 1};
+
 }  // namespace
 
 DistcaPlanner::DistcaPlanner(const PlannerOptions& options)
@@ -31,10 +37,11 @@ DistcaPlanner::DistcaPlanner(const PlannerOptions& options)
       tolerance_(options.get(kTolerance)),
       granularity_(options.get_tokens(kGranularity)),
       overshoot_(options.get(kOvershoot)),
-      partial_kv_(options.get_int(kPartialKv) == 1) {}
+      partial_kv_(options.get_int(kPartialKv) == 1),
+      busiest_first_(options.get(kBusiestFirst)) {}
 
 Assignment DistcaPlanner::do_plan(const Batch& batch) {
-  auto result = distca::schedule(batch, model_, {tolerance_, granularity_, overshoot_, partial_kv_});
+  auto result = distca::schedule(batch, model_, {tolerance_, granularity_, overshoot_, partial_kv_, busiest_first_});
   Assignment a{.planner = {}, .batch = batch, .tasks = distca::items_to_tasks(batch, result.items), .transfers = {}};
   a.transfers = minimal_transfers(a.batch, a.tasks);
   return a;
@@ -50,7 +57,7 @@ PlannerRegistration distca_registration() {
                            .masks = all_mask_kinds(),  // band masks exactly; index-list masks over their hull
                            .overlaps_traffic = true,
                            .pools_pipeline_stages = true},
-          .options = {kTolerance, kGranularity, kOvershoot, kPartialKv},
+          .options = {kTolerance, kGranularity, kOvershoot, kPartialKv, kBusiestFirst},
           .make = [](const PlannerOptions& o) { return std::make_unique<DistcaPlanner>(o); }};
 }
 

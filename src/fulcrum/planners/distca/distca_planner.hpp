@@ -20,6 +20,7 @@ class DistcaPlanner : public Planner {
   Tokens granularity_;
   double overshoot_;
   bool partial_kv_;
+  double busiest_first_;
 };
 
 PlannerRegistration distca_registration();

@@ -123,41 +123,54 @@ class Scheduler {
   // small deficit), fall back to any shard that still lowers the pair's larger load, F_d + ΔF < F_s:
   // that strictly decreases Σ F², so the loop always ends, and it stops DistCA from idling on coarse
   // granules (the exhaustive-optimum test caught exactly that).
+  // Fulcrum's change: the busiest server's best shard instead of the best overall when its E is at least
+  // busiest_first x the best's, so that the long documents' owners shed to the large deficits in a few
+  // large shards. Taking only the best E leaves them a surplus that the last, small deficits take as
+  // slivers, each needing nearly the whole document's K/V from the same owners (at 512 ranks and ε 0.02,
+  // 8-10 servers of one document; docs/performance.md).
   bool move_best_candidate_to(int d) {
-    return move_best_candidate_to(d, /*improving_only=*/false) || move_best_candidate_to(d, true);
+    Choice choice = best_candidate_for(d, /*improving_only=*/false, /*only_source=*/-1);
+    if (options_.busiest_first < 1 && choice.e > 0) {
+      const int busiest = static_cast<int>(std::max_element(load_.begin(), load_.end()) - load_.begin());
+      const Choice own = best_candidate_for(d, false, busiest);
+      if (own.e >= options_.busiest_first * choice.e) choice = own;
+    }
+    if (choice.e <= 0) choice = best_candidate_for(d, /*improving_only=*/true, -1);
+    if (choice.e <= 0) return false;
+    apply(choice.item, choice.shard, d);
+    if (load_[d] > mean_ && !surplus_[d]) add_candidates_of(d);
+    return true;
   }
 
-  bool move_best_candidate_to(int d, bool improving_only) {
+  struct Choice {
+    double e = 0;  // FLOPs per byte; 0: none
+    std::size_t item = 0;
+    Shard shard;
+  };
+
+  // The best-E shard for deficit d, of any surplus server's items or only of `only_source`'s.
+  Choice best_candidate_for(int d, bool improving_only, int only_source) {
     const double deficit = mean_ - load_[d];
     // The destination may end above the mean, still inside the tolerance: one large shard of a long
     // document instead of a large one and then slivers, each of which needs nearly the whole document's
     // K/V (traffic); past the mean, the destination's own short documents become cheap candidates.
     const double overshoot = options_.overshoot * options_.tolerance * mean_;
-    double best_e = 0;
-    std::size_t best_item = 0;
-    Shard best_shard_found;
+    Choice best;
     for (const auto& candidate : candidates_) {
-      if (candidate.e_bound <= best_e) break;  // no later candidate can beat the best
+      if (candidate.e_bound <= best.e) break;  // no later candidate can beat the best
       const Item& item = items_[candidate.item];
       const int s = item.server;
       const double surplus = load_[s] - mean_;
-      if (surplus <= 0 || s == d) continue;
+      if (surplus <= 0 || s == d || (only_source >= 0 && s != only_source)) continue;
       // Strictly below the gap: the relative margin keeps rounding from admitting a move that only ties.
       const double limit = improving_only ? (load_[s] - load_[d]) * (1 - 1e-9) : std::min(surplus, deficit + overshoot);
       const double budget = std::min(item.flops, limit);
       const Shard shard = shard_for(candidate.item, budget, view_of(d, item.doc));
       if (shard.flops <= 0) continue;
       const double e = shard.bytes > 0 ? shard.flops / shard.bytes : std::numeric_limits<double>::infinity();
-      if (e > best_e) {
-        best_e = e;
-        best_item = candidate.item;
-        best_shard_found = shard;
-      }
+      if (e > best.e) best = {e, candidate.item, shard};
     }
-    if (best_e <= 0) return false;
-    apply(best_item, best_shard_found, d);
-    if (load_[d] > mean_ && !surplus_[d]) add_candidates_of(d);
-    return true;
+    return best;
   }
 
   // best_shard for a destination that holds nothing of the document depends only on the item and the

@@ -8,6 +8,8 @@
 // κ = 0 is the paper's rule. With κ > 0 (Fulcrum's default) a deficit takes one large shard of a long
 // document where the paper's rule fills it to the mean and leaves slivers for later deficits, each
 // needing nearly the whole document's K/V: at 512 ranks that sent one document's K/V to 20 servers.
+// With busiest_first < 1 (default 0.5) the most loaded server's best shard moves instead whenever its E
+// is at least that fraction of the best E: its surplus goes out in large shards before only slivers fit.
 #pragma once
 
 #include "fulcrum/planners/distca/items.hpp"
@@ -24,6 +26,9 @@ struct SchedulerOptions {
   double overshoot = 0.9;
   /// Also move partial-K/V shards: an item's rows against a prefix or suffix of its keys (shard.hpp).
   bool key_cuts = false;
+  /// A move takes the most loaded server's best shard instead of the best shard of any server when its
+  /// FLOPs per byte is at least this fraction of the best's (1: only the best, the paper's rule).
+  double busiest_first = 0.5;
 };
 
 struct ScheduleResult {
