@@ -26,8 +26,8 @@ const Batch& cluster_batch() {
 }
 
 // `extra`: planner options beside the tolerance (DistCA's overshoot 0 with busiest-first 1 is the paper's
-// rule, busiest-first 1 alone its choice of the best shard of any server; partial-kv 1 its partial-K/V
-// tasks); the rest at their defaults.
+// rule, busiest-first 1 alone its choice of the best shard of any server; rehome 0 leaves out the pass
+// that re-homes items off the busiest rank; partial-kv 1 its partial-K/V tasks); the rest at their defaults.
 void plan_benchmark(benchmark::State& state, const std::string& planner_name, double tolerance,
                     const std::map<std::string, double>& extra = {}) {
   PlannerOptions options;
@@ -61,6 +61,10 @@ BENCHMARK_CAPTURE(plan_benchmark, distca_eps0 .02_paper_rule, std::string("distc
 BENCHMARK_CAPTURE(plan_benchmark, distca_eps0 .10_best_only, std::string("distca"), 0.10, {{"busiest-first", 1.0}})
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(plan_benchmark, distca_eps0 .02_best_only, std::string("distca"), 0.02, {{"busiest-first", 1.0}})
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(plan_benchmark, distca_eps0 .10_no_rehome, std::string("distca"), 0.10, {{"rehome", 0.0}})
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(plan_benchmark, distca_eps0 .02_no_rehome, std::string("distca"), 0.02, {{"rehome", 0.0}})
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(plan_benchmark, distca_eps0 .10_partial_kv, std::string("distca"), 0.10, {{"partial-kv", 1.0}})
     ->Unit(benchmark::kMillisecond);

@@ -56,6 +56,7 @@ def hand_written_cases(tmp):
         ([*plan, "--boundary-split", "zigzag"], "boundary-split"),
         (["plan", "--planners", "distca", "--partial-kv", "2"], "partial-kv"),
         (["plan", "--planners", "distca", "--busiest-first", "1.5"], "busiest-first"),
+        (["plan", "--planners", "distca", "--rehome", "2"], "rehome"),
         ([*plan, "--ranks", "-3"], "ranks"),
         ([*plan, "--tokens-per-rank", "0"], "tokens-per-rank"),
         ([*plan, "--planners", ""], "planners"),

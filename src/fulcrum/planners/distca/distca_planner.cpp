@@ -1,6 +1,7 @@
 #include "fulcrum/planners/distca/distca_planner.hpp"
 
 #include "fulcrum/core/error.hpp"
+#include "fulcrum/planners/distca/rehome.hpp"
 #include "fulcrum/planners/distca/scheduler.hpp"
 
 namespace fulcrum {
@@ -30,6 +31,15 @@ const OptionSpec kBusiestFirst{"busiest-first",
                                "paper's rule; lower: long documents leave their owners in fewer, larger shards)",
                                0.5, 0, 1};
 
+const OptionSpec kRehome{"rehome",
+                         "DistCA: 1 re-homes items off the rank that moves the most bytes after balancing, to "
+                         "servers that already hold part of their document, while that lowers the busiest rank's "
+                         "bytes without raising total bytes or leaving the tolerance; 0: off",
+                         1,
+                         0,
+                         1,
+                         true};
+
 }  // namespace
 
 DistcaPlanner::DistcaPlanner(const PlannerOptions& options)
@@ -38,10 +48,12 @@ DistcaPlanner::DistcaPlanner(const PlannerOptions& options)
       granularity_(options.get_tokens(kGranularity)),
       overshoot_(options.get(kOvershoot)),
       partial_kv_(options.get_int(kPartialKv) == 1),
-      busiest_first_(options.get(kBusiestFirst)) {}
+      busiest_first_(options.get(kBusiestFirst)),
+      rehome_(options.get_int(kRehome) == 1) {}
 
 Assignment DistcaPlanner::do_plan(const Batch& batch) {
   auto result = distca::schedule(batch, model_, {tolerance_, granularity_, overshoot_, partial_kv_, busiest_first_});
+  if (rehome_) distca::rehome_busiest_ranks(batch, model_, result.items, result.server_flops, tolerance_);
   Assignment a{.planner = {}, .batch = batch, .tasks = distca::items_to_tasks(batch, result.items), .transfers = {}};
   a.transfers = minimal_transfers(a.batch, a.tasks);
   return a;
@@ -57,7 +69,7 @@ PlannerRegistration distca_registration() {
                            .masks = all_mask_kinds(),  // band masks exactly; index-list masks over their hull
                            .overlaps_traffic = true,
                            .pools_pipeline_stages = true},
-          .options = {kTolerance, kGranularity, kOvershoot, kPartialKv, kBusiestFirst},
+          .options = {kTolerance, kGranularity, kOvershoot, kPartialKv, kBusiestFirst, kRehome},
           .make = [](const PlannerOptions& o) { return std::make_unique<DistcaPlanner>(o); }};
 }
 

@@ -21,6 +21,7 @@ class DistcaPlanner : public Planner {
   double overshoot_;
   bool partial_kv_;
   double busiest_first_;
+  bool rehome_;
 };
 
 PlannerRegistration distca_registration();
