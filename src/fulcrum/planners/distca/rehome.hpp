@@ -4,7 +4,8 @@
 // not see what a move leaves behind: the tail of a long document computed on its owner needs the whole
 // document's K/V there, and a head owner sends its K/V once to every server of the document's later
 // rows. This pass reads the plan's per-rank traffic (bytes sent + received, counted as
-// `minimal_transfers` sends them: Q and O+LSE once per item, K/V once per server and document) and, while
+// `minimal_transfers` sends them: Q and O+LSE once per item, K/V once per server and document; keys from
+// the document mask's keys_needed, as the scheduler's shards count them) and, while
 // it can, moves one whole item of a document the busiest rank takes part in to another server that
 // already computes or owns part of that document. When the destination would leave the tolerance it hands
 // back items of other documents (largest first) to the item's server. A set of moves is kept only if the
