@@ -188,6 +188,13 @@ with tempfile.TemporaryDirectory() as tmp:
     check("warning" not in new.stderr, f"the new spellings warned: {new.stderr!r}")
     check_bad_input(["simulate --cp --cp-degree"], run(*small_sim, "--cp", "2", "--cp-degree", "2"),
                     "--cp / --cp-degree: give one (--cp is the old spelling of --cp-degree)")
+    # A planner flag that no planner of the run reads is named on stderr, not dropped silently.
+    small_plan = ["plan", "--ranks", "4", "--tokens-per-rank", "4096", "--busiest-first", "1"]
+    result = run(*small_plan, "--planners", "packed")
+    check(result.returncode == 0 and "fulcrum: warning: --busiest-first is read only by distca, and this run plans "
+          "packed: it has no effect" in result.stderr, f"no warning for an unread planner flag: {result.stderr!r}")
+    result = run(*small_plan, "--planners", "packed,distca")
+    check(result.returncode == 0 and "warning" not in result.stderr, f"a read planner flag warned: {result.stderr!r}")
     help_text = run("run", "--help").stdout
     check("--reference TEXT=kernel" in help_text and "ENUM" not in help_text, "run --help's --reference is raw")
     simulate_bad_inputs = [

@@ -33,6 +33,9 @@ std::string planner_list();
 /// One flag per option of every registered planner (--tolerance, --granularity, --cp-degree, --dcp-block,
 /// ...), the same in every subcommand; values are range-checked as they are parsed.
 void add_planner_flags(CLI::App& cmd, PlannerOptions& options);
+/// One warning per planner flag given on `cmd` that none of `planners` reads (auto reads them all): what
+/// the user gave is never dropped silently.
+void warn_unread_planner_flags(const CLI::App& cmd, const std::vector<std::string>& planners);
 /// Every integer option of `app` and its subcommands rejects a value outside its type's 64-bit range
 /// (a negative for an unsigned one) instead of CLI11's clamping or wrapping. Call after adding them all.
 void reject_out_of_range_integers(CLI::App& app);

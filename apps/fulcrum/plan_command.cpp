@@ -38,9 +38,10 @@ Action add_plan_command(CLI::App& app) {
   add_topology_flags(*cmd, config->options);
   add_boundary_split_option(*cmd, config->boundary_split);
   add_output_option(*cmd, "json", *json_path, "also write the results as JSON to this path");
-  return [config, json_path, planners, candidates] {
+  return [cmd, config, json_path, planners, candidates] {
     if (!json_path->empty()) check_output_file("json", *json_path);
     config->planners = split_names(*planners, "planners");
+    warn_unread_planner_flags(*cmd, config->planners);
     config->candidates = auto_candidates(*planners, *candidates);
     const auto comparison = studies::compare_planners(*config);
     fmt::print("{}", plan_comparison_table(comparison));

@@ -1,6 +1,7 @@
 // The planners' option flags, generated from their declarations (planners/registry): `plan`, `run` and
 // `simulate` get the same --NAME, help, default and range for every option of every planner.
 #include "commands.hpp"
+#include "verbosity.hpp"
 
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/core/text.hpp"
@@ -25,6 +26,29 @@ void add_planner_flags(CLI::App& cmd, PlannerOptions& options) {
            fmt::format("{} (default {}; {})", spec.help, options.get(spec), spec.range_text()))
         ->type_name(spec.integer ? "INT" : "FLOAT")
         ->group("Planner options");
+  }
+}
+
+void warn_unread_planner_flags(const CLI::App& cmd, const std::vector<std::string>& planners) {
+  // auto plans every candidate, so it reads every option.
+  if (std::find(planners.begin(), planners.end(), "auto") != planners.end()) return;
+  for (const OptionSpec& spec : planner_option_specs()) {
+    const CLI::Option* flag = cmd.get_option_no_throw("--" + std::string(spec.name));
+    if (flag == nullptr || flag->count() == 0) continue;
+    std::vector<std::string> readers;
+    for (const auto& name : planner_names()) {
+      const auto& declared = find_planner(name).options;
+      if (std::any_of(declared.begin(), declared.end(), [&](const OptionSpec& o) { return o.name == spec.name; })) {
+        readers.push_back(name);
+      }
+    }
+    const auto read = [&](const std::string& p) {
+      return std::find(readers.begin(), readers.end(), p) != readers.end();
+    };
+    if (std::none_of(planners.begin(), planners.end(), read)) {
+      warn(fmt::format("--{} is read only by {}, and this run plans {}: it has no effect", spec.name,
+                       fmt::join(readers, ", "), fmt::join(planners, ", ")));
+    }
   }
 }
 

@@ -92,6 +92,7 @@ Action add_run_command(CLI::App& app) {
   session->add_to(*cmd);
   return [cmd, job, session, planners, modes, candidates] {
     resolve_plan_format(*cmd, *job);
+    warn_unread_planner_flags(*cmd, split_names(*planners, "planners"));
     job->candidates = auto_candidates(*planners, *candidates);
     return run_job_session(*session, jobs_for(*job, *planners, *modes));
   };
@@ -114,6 +115,7 @@ Action add_demo_command(CLI::App& app) {
   session->add_to(*cmd);
   return [cmd, job, session] {
     resolve_plan_format(*cmd, *job);
+    warn_unread_planner_flags(*cmd, {"distca", "packed", "perdoc-cp"});
     // DistCA in its three communication modes, then the baselines through the same executor.
     auto jobs = jobs_for(*job, "distca", "pingpong,single-stream,signal");
     for (auto& j : jobs_for(*job, "packed,perdoc-cp", "pingpong")) jobs.push_back(j);

@@ -106,7 +106,7 @@ Action add_simulate_command(CLI::App& app) {
   add_output_option(*cmd, "svg", a->svg_path,
                     "write the speedup chart here and the time breakdown beside it (-breakdown)");
   add_output_option(*cmd, "trace", a->trace_path, "write the first run's first iteration as a Chrome trace");
-  return [a, pp_option] {
+  return [cmd, a, pp_option] {
     auto& spec = a->spec;
     spec.search_pp = pp_option->count() == 0;
     const auto& p = spec.base.parallel;
@@ -116,6 +116,7 @@ Action add_simulate_command(CLI::App& app) {
       fail("dp = {}: must equal gpus / (tp x pp) = {} / ({} x {})", a->dp, p.gpus, p.tp, p.pp);
     }
     spec.systems = split_names(a->planners, "planners");
+    warn_unread_planner_flags(*cmd, spec.systems);
     spec.base.candidates = auto_candidates(a->planners, a->candidates);
     if (a->cp_alias > 0) {
       cp_degree_option().check(a->cp_alias);
