@@ -115,10 +115,13 @@ Action add_demo_command(CLI::App& app) {
   session->add_to(*cmd);
   return [cmd, job, session] {
     resolve_plan_format(*cmd, *job);
-    warn_unread_planner_flags(*cmd, {"distca", "packed", "perdoc-cp"});
     // DistCA in its three communication modes, then the baselines through the same executor.
+    const std::string baselines = "packed,perdoc-cp";
+    std::vector<std::string> planners = split_names(baselines, "planners");
+    planners.insert(planners.begin(), "distca");
+    warn_unread_planner_flags(*cmd, planners);
     auto jobs = jobs_for(*job, "distca", "pingpong,single-stream,signal");
-    for (auto& j : jobs_for(*job, "packed,perdoc-cp", "pingpong")) jobs.push_back(j);
+    for (auto& j : jobs_for(*job, baselines, "pingpong")) jobs.push_back(j);
     return run_job_session(*session, jobs);
   };
 }

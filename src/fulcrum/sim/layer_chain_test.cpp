@@ -163,9 +163,12 @@ TEST(LayerChain, OverlapAcrossLayersNeverSlowsALayerAndLayersRepeat) {
   // A steady ping-pong layer (what the third adds) takes at most what one layer takes alone (its returns
   // can hide behind the next layer's matrix work) and at least the rank's own compute; and a fourth layer
   // adds what the third did: the schedule is periodic, which is what lets a stage of n layers be
-  // extrapolated from three (PassTimes::layers_end_s): within 1% for the slowest rank, 4% for any rank
-  // (a rank's period can take a layer more to settle: 3.6% for rank 0's backward on one batch's
-  // DistCA plan since busiest-first, at most 1.9% for every other rank and pass).
+  // extrapolated from three (PassTimes::layers_end_s): within 1% for the slowest rank. Per rank the bound
+  // is 4%, loosened from 2% when DistCA's busiest-first plans came in, and it hides a known error: on one
+  // batch rank 0's backward adds 0.069 s from layer 2 to 3 but 0.082 s per layer after that (the slowest
+  // rank's period, which it then keeps), so its extrapolated end falls behind by 0.013 s per further layer
+  // (3.6% of the makespan at four). Every other rank and pass is within 1.9%. Not mended: that rank's
+  // steady period would need a longer chain or the coupling of its period to its peers'.
   for (auto& [a, setup] : cases(3)) {
     for (Pass pass : {Pass::kForward, Pass::kBackward}) {
       const PassTimes t = simulate_pass(a, setup, pass);

@@ -54,9 +54,7 @@ DistcaPlanner::DistcaPlanner(const PlannerOptions& options)
 Assignment DistcaPlanner::do_plan(const Batch& batch) {
   auto result = distca::schedule(batch, model_, {tolerance_, granularity_, overshoot_, partial_kv_, busiest_first_});
   if (rehome_) distca::rehome_busiest_ranks(batch, model_, result.items, result.server_flops, tolerance_);
-  Assignment a{.planner = {}, .batch = batch, .tasks = distca::items_to_tasks(batch, result.items), .transfers = {}};
-  a.transfers = minimal_transfers(a.batch, a.tasks);
-  return a;
+  return distca::items_to_assignment(batch, result.items);
 }
 
 PlannerRegistration distca_registration() {

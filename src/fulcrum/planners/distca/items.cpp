@@ -33,4 +33,10 @@ std::vector<CATask> items_to_tasks(const Batch& batch, const std::vector<Item>& 
   return tasks;
 }
 
+Assignment items_to_assignment(const Batch& batch, const std::vector<Item>& items) {
+  Assignment a{.planner = {}, .batch = batch, .tasks = items_to_tasks(batch, items), .transfers = {}};
+  a.transfers = minimal_transfers(a.batch, a.tasks);
+  return a;
+}
+
 }  // namespace fulcrum::distca

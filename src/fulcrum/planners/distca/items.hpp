@@ -33,4 +33,7 @@ std::vector<Item> initial_items(const Batch& batch, const ModelShape& model);
 /// The CA-tasks that compute the items, each reading the smallest key range its rows need.
 std::vector<CATask> items_to_tasks(const Batch& batch, const std::vector<Item>& items);
 
+/// The Assignment that computes the items: their tasks and the transfers they need (minimal_transfers).
+Assignment items_to_assignment(const Batch& batch, const std::vector<Item>& items);
+
 }  // namespace fulcrum::distca

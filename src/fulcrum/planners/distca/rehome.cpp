@@ -44,12 +44,8 @@ class Rehomer {
     const auto n = static_cast<std::size_t>(batch.ranks);
     mean_ = std::accumulate(load.begin(), load.end(), 0.0) / static_cast<double>(n);
     slack_ = tolerance * mean_;
-    owners_.resize(batch.documents.size());
     docs_of_rank_.resize(n);
-    for (const auto& s : batch.segments) {
-      owners_[s.doc].emplace_back(s.tokens, s.rank);
-      docs_of_rank_[s.rank].push_back(s.doc);
-    }
+    for (const auto& s : batch.segments) docs_of_rank_[s.rank].push_back(s.doc);
     placements_.resize(batch.documents.size());
     for (std::size_t i = 0; i < items.size(); ++i) place(i, items[i].server);
     traffic_.assign(n, 0.0);
@@ -116,11 +112,11 @@ class Rehomer {
       const Range clip = intersect(item.keys, {0, d.length});
       for (const auto& rows : item.rows) {
         if (rows.empty()) continue;
-        for (const auto& [owned, owner] : owners_[doc]) {
-          const Range piece = intersect(rows, owned);
-          if (owner == server || piece.empty()) continue;
-          const double b = sign * (bytes_.q + bytes_.output()) * static_cast<double>(piece.size());
-          delta.add(owner, b);
+        for (const Segment& owned : batch_.segments_overlapping(doc, rows)) {
+          if (owned.rank == server) continue;
+          const double b =
+              sign * (bytes_.q + bytes_.output()) * static_cast<double>(intersect(rows, owned.tokens).size());
+          delta.add(owned.rank, b);
           delta.add(server, b);
         }
         for (const auto& k : d.mask.keys_needed(rows, clip, d.length)) needed.add(k);
@@ -131,11 +127,10 @@ class Rehomer {
     }
     if (extra != kNone) one(extra);
     for (const auto& k : needed.ranges()) {
-      for (const auto& [owned, owner] : owners_[doc]) {
-        const Range piece = intersect(k, owned);
-        if (owner == server || piece.empty()) continue;
-        const double b = sign * bytes_.kv * static_cast<double>(piece.size());
-        delta.add(owner, b);
+      for (const Segment& owned : batch_.segments_overlapping(doc, k)) {
+        if (owned.rank == server) continue;
+        const double b = sign * bytes_.kv * static_cast<double>(intersect(k, owned.tokens).size());
+        delta.add(owned.rank, b);
         delta.add(server, b);
       }
     }
@@ -191,9 +186,14 @@ class Rehomer {
     return out;
   }
 
-  // Tries moving item `id` to `to`, with items of `to` handed to the item's server when `to` would leave
-  // the tolerance; returns the moves made (to be kept or undone) or nothing when no such set fits.
-  std::vector<std::pair<std::size_t, int>> try_move(std::size_t id, int to) {
+  struct Move {
+    std::size_t item;
+    int from, to;
+  };
+
+  // Moving item `id` to `to`, and the items of `to` it hands to the item's server when it would leave the
+  // tolerance; nothing when no such set fits.
+  std::vector<Move> moves_for(std::size_t id, int to) const {
     const int from = items_[id].server;
     const double f = items_[id].flops;
     const double lo = mean_ - slack_, hi = mean_ + slack_;
@@ -203,24 +203,19 @@ class Rehomer {
     const double s_hi =
         std::min(load_[to] + f - std::min(lo, load_[to]), std::max(hi, load_[from]) - (load_[from] - f));
     if (s_lo > s_hi) return {};
-    std::vector<std::pair<std::size_t, int>> moves{{id, to}};
+    std::vector<Move> moves{{id, from, to}};
     double handed = 0;
     if (s_lo > 0) {
       for (const std::size_t back : items_to_hand_back(to, items_[id].doc)) {
         if (handed >= s_lo) break;
         if (handed + items_[back].flops <= s_hi) {
           handed += items_[back].flops;
-          moves.emplace_back(back, from);
+          moves.push_back({back, to, from});
         }
       }
       if (handed < s_lo) return {};
     }
-    for (const auto& [item, dest] : moves) apply(item, dest);
     return moves;
-  }
-
-  void undo(const std::vector<std::pair<std::size_t, int>>& moves, const std::vector<int>& servers) {
-    for (std::size_t k = moves.size(); k-- > 0;) apply(moves[k].first, servers[k]);
   }
 
   // The moves (one item, and what its destination hands back) that lower the busiest rank's traffic the
@@ -230,8 +225,7 @@ class Rehomer {
     const auto busiest = static_cast<int>(std::max_element(traffic_.begin(), traffic_.end()) - traffic_.begin());
     const double peak = traffic_[busiest];
     double best_peak = peak * (1 - 1e-9);
-    std::size_t best_item = kNone;
-    int best_to = -1;
+    std::vector<Move> best;
     for (const int doc : docs_of(busiest)) {
       std::vector<std::size_t> ids;
       for (const auto& p : placements_[doc]) ids.insert(ids.end(), p.items.begin(), p.items.end());
@@ -240,36 +234,25 @@ class Rehomer {
         for (const int to : to_servers) {
           if (to == items_[id].server) continue;
           if (trials_left_-- <= 0) break;
+          std::vector<Move> moves = moves_for(id, to);
+          if (moves.empty()) continue;
+          // Tried on the state itself and undone: the traffic of a set depends on the order of its moves.
           const double total_before = total_;
           touched_.clear();
-          std::vector<int> servers_before;
-          const auto moves = try_move_recording(id, to, servers_before);
-          if (moves.empty()) continue;
+          for (const Move& m : moves) apply(m.item, m.to);
           double after = traffic_[busiest];
           for (const int r : touched_) after = std::max(after, traffic_[r]);
           const bool better = total_ <= total_before + 1e-6 * std::abs(total_before) && after < best_peak;
-          undo(moves, servers_before);
+          for (auto m = moves.rbegin(); m != moves.rend(); ++m) apply(m->item, m->from);
           if (better) {
             best_peak = after;
-            best_item = id;
-            best_to = to;
+            best = std::move(moves);
           }
         }
       }
     }
-    if (best_item == kNone) return false;
-    std::vector<int> ignored;
-    try_move_recording(best_item, best_to, ignored);
-    return true;
-  }
-
-  std::vector<std::pair<std::size_t, int>> try_move_recording(std::size_t id, int to, std::vector<int>& servers) {
-    // The servers each moved item was on, for undo; read before the moves are applied.
-    const int from = items_[id].server;
-    auto moves = try_move(id, to);
-    servers.clear();
-    for (std::size_t k = 0; k < moves.size(); ++k) servers.push_back(k == 0 ? from : to);
-    return moves;
+    for (const Move& m : best) apply(m.item, m.to);
+    return !best.empty();
   }
 
   // The servers that compute part of `doc` or own part of it: the destinations that already hold some
@@ -279,7 +262,7 @@ class Rehomer {
     for (const auto& p : placements_[doc]) {
       if (!p.items.empty()) out.push_back(p.server);
     }
-    for (const auto& o : owners_[doc]) out.push_back(o.second);
+    for (const Segment& o : batch_.segments_of(doc)) out.push_back(o.rank);
     std::sort(out.begin(), out.end());
     out.erase(std::unique(out.begin(), out.end()), out.end());
     return out;
@@ -291,13 +274,12 @@ class Rehomer {
   TokenBytes bytes_;
   double mean_ = 0;
   double slack_ = 0;
-  std::vector<std::vector<std::pair<Range, int>>> owners_;  // by document: its pieces and their ranks
-  std::vector<std::vector<Placement>> placements_;          // by document
-  std::vector<std::vector<int>> docs_of_rank_;              // documents a rank owns or computes part of
-  std::vector<double> traffic_;                             // bytes each rank sends + receives
-  long trials_left_ = 0;                                    // tries of a set of moves the pass may still make
-  double total_ = 0;                                        // their sum
-  std::vector<int> touched_;                                // ranks whose traffic the last moves changed
+  std::vector<std::vector<Placement>> placements_;  // by document
+  std::vector<std::vector<int>> docs_of_rank_;      // documents a rank owns or computes part of
+  std::vector<double> traffic_;                     // bytes each rank sends + receives
+  double total_ = 0;                                // their sum
+  long trials_left_ = 0;                            // tries of a set of moves the pass may still make
+  std::vector<int> touched_;                        // ranks whose traffic the last moves changed
 };
 
 }  // namespace

@@ -129,13 +129,12 @@ class Scheduler {
   // slivers, each needing nearly the whole document's K/V from the same owners (at 512 ranks and ε 0.02,
   // 12-14 servers of one 120K-token document, most of them slivers; docs/performance.md).
   bool move_best_candidate_to(int d) {
-    Choice choice = best_candidate_for(d, /*improving_only=*/false, /*only_source=*/-1);
-    if (options_.busiest_first < 1 && choice.e > 0) {
-      const int busiest = static_cast<int>(std::max_element(load_.begin(), load_.end()) - load_.begin());
-      const Choice own = best_candidate_for(d, false, busiest);
-      if (own.e >= options_.busiest_first * choice.e) choice = own;
-    }
-    if (choice.e <= 0) choice = best_candidate_for(d, /*improving_only=*/true, -1);
+    const int busiest = options_.busiest_first < 1
+                            ? static_cast<int>(std::max_element(load_.begin(), load_.end()) - load_.begin())
+                            : -1;
+    auto [choice, own] = best_candidates_for(d, /*improving_only=*/false, busiest);
+    if (choice.e > 0 && own.e >= options_.busiest_first * choice.e) choice = own;
+    if (choice.e <= 0) choice = best_candidates_for(d, /*improving_only=*/true, -1).first;
     if (choice.e <= 0) return false;
     apply(choice.item, choice.shard, d);
     if (load_[d] > mean_ && !surplus_[d]) add_candidates_of(d);
@@ -148,20 +147,25 @@ class Scheduler {
     Shard shard;
   };
 
-  // The best-E shard for deficit d, of any surplus server's items or only of `only_source`'s.
-  Choice best_candidate_for(int d, bool improving_only, int only_source) {
+  // The best-E shard for deficit d of any surplus server's items, and of `busiest`'s (-1: not looked
+  // for). One scan: it ends once no later candidate can beat the best, nor raise the busiest server's best
+  // to the busiest_first share of the best it would have to reach.
+  std::pair<Choice, Choice> best_candidates_for(int d, bool improving_only, int busiest) {
     const double deficit = mean_ - load_[d];
     // The destination may end above the mean, still inside the tolerance: one large shard of a long
     // document instead of a large one and then slivers, each of which needs nearly the whole document's
     // K/V (traffic); past the mean, the destination's own short documents become cheap candidates.
     const double overshoot = options_.overshoot * options_.tolerance * mean_;
-    Choice best;
+    Choice best, own;
     for (const auto& candidate : candidates_) {
-      if (candidate.e_bound <= best.e) break;  // no later candidate can beat the best
+      const bool may_beat = candidate.e_bound > best.e;
+      const bool may_serve_busiest =
+          busiest >= 0 && candidate.e_bound > own.e && candidate.e_bound >= options_.busiest_first * best.e;
+      if (!may_beat && !may_serve_busiest) break;  // the order is by decreasing E bound
       const Item& item = items_[candidate.item];
       const int s = item.server;
       const double surplus = load_[s] - mean_;
-      if (surplus <= 0 || s == d || (only_source >= 0 && s != only_source)) continue;
+      if (surplus <= 0 || s == d || (!may_beat && s != busiest)) continue;
       // Strictly below the gap: the relative margin keeps rounding from admitting a move that only ties.
       const double limit = improving_only ? (load_[s] - load_[d]) * (1 - 1e-9) : std::min(surplus, deficit + overshoot);
       const double budget = std::min(item.flops, limit);
@@ -169,8 +173,9 @@ class Scheduler {
       if (shard.flops <= 0) continue;
       const double e = shard.bytes > 0 ? shard.flops / shard.bytes : std::numeric_limits<double>::infinity();
       if (e > best.e) best = {e, candidate.item, shard};
+      if (s == busiest && e > own.e) own = {e, candidate.item, shard};
     }
-    return best;
+    return {best, own};
   }
 
   // best_shard for a destination that holds nothing of the document depends only on the item and the

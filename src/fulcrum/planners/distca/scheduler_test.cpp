@@ -102,9 +102,7 @@ TEST(DistcaScheduler, ConservesFlopsAndReachesToleranceWhenGranulesAreSmall) {
 
 // Plans one natural batch with the scheduler's items as DistcaPlanner compiles them.
 AssignmentStats plan_stats(const Batch& batch, const ModelShape& model, const ScheduleResult& result) {
-  Assignment a{.planner = "distca", .batch = batch, .tasks = items_to_tasks(batch, result.items), .transfers = {}};
-  a.transfers = minimal_transfers(a.batch, a.tasks);
-  return compute_stats(a, model);
+  return compute_stats(items_to_assignment(batch, result.items), model);
 }
 
 int most_servers_of_one_document(const ScheduleResult& result) {
