@@ -243,7 +243,7 @@ class Rehomer {
           double after = traffic_[busiest];
           for (const int r : touched_) after = std::max(after, traffic_[r]);
           const bool better = total_ <= total_before + 1e-6 * std::abs(total_before) && after < best_peak;
-          for (auto m = moves.rbegin(); m != moves.rend(); ++m) apply(m->item, m->from);
+          for (std::size_t k = moves.size(); k-- > 0;) apply(moves[k].item, moves[k].from);  // undone in reverse
           if (better) {
             best_peak = after;
             best = std::move(moves);
