@@ -27,6 +27,32 @@ double workspace_bytes(const Plan& plan, int rank) {
   return bytes;
 }
 
+// Per rank, the longest of `steady` over the ranks it is coupled to: those it exchanges data with,
+// directly or through others (connected components of the transfers, a broadcast joining its sender to
+// every rank).
+std::vector<double> coupled_period_s(const Assignment& assignment, const std::vector<double>& steady) {
+  const auto n = steady.size();
+  std::vector<std::size_t> root(n);
+  for (std::size_t r = 0; r < n; ++r) root[r] = r;
+  auto find = [&](std::size_t r) {
+    while (root[r] != r) r = root[r] = root[root[r]];
+    return r;
+  };
+  auto join = [&](std::size_t a, std::size_t b) { root[find(a)] = find(b); };
+  for (const Transfer& t : assignment.transfers) {
+    const auto src = static_cast<std::size_t>(t.src);
+    if (!t.broadcast()) {
+      join(src, static_cast<std::size_t>(t.dst));
+      continue;
+    }
+    for (std::size_t r = 0; r < n; ++r) join(src, r);
+  }
+  std::vector<double> longest(n, 0.0), period(n);
+  for (std::size_t r = 0; r < n; ++r) longest[find(r)] = std::max(longest[find(r)], steady[r]);
+  for (std::size_t r = 0; r < n; ++r) period[r] = longest[find(r)];
+  return period;
+}
+
 }  // namespace
 
 double layer_linear_forward_s(const LayerSetup& setup, Tokens tokens) {
@@ -84,6 +110,7 @@ PassTimes simulate_pass(const Assignment& assignment, const LayerSetup& setup, P
     t.second_exposed_s.push_back(2 * t.exposed_comm_s[r]);
   }
   t.steady_layer_s = t.end_s;
+  t.period_s = t.end_s;
   t.steady_exposed_s = t.exposed_comm_s;
   t.second_makespan_s = 2 * t.makespan_s();
   t.steady_makespan_s = t.makespan_s();
@@ -100,6 +127,7 @@ PassTimes simulate_pass(const Assignment& assignment, const LayerSetup& setup, P
     }
     t.second_makespan_s = second.makespan_s;
     t.steady_makespan_s = third.makespan_s - second.makespan_s;
+    t.period_s = coupled_period_s(assignment, t.steady_layer_s);
   }
   return t;
 }

@@ -9,7 +9,8 @@
 // DistCA overlaps one nano-batch's returns and next dispatch with the other's matrix work across the
 // layer boundary (sim/layer_chain.hpp). Chains of two and three layers are simulated beside the single
 // one; what the third adds is the steady-state layer, so a stage of n >= 2 layers ends at the second's end
-// plus n - 2 steady layers (PassTimes::layers_end_s). Without it (or single-stream) the layers do not
+// plus n - 2 steady layers (PassTimes::layers_end_s), the ones past the third at the period of the
+// slowest rank the rank is coupled to. Without it (or single-stream) the layers do not
 // overlap: n x end_s.
 #pragma once
 
@@ -17,6 +18,7 @@
 #include "fulcrum/plan/step_stats.hpp"
 #include "fulcrum/sim/engine.hpp"
 
+#include <algorithm>
 #include <string_view>
 #include <vector>
 
@@ -52,11 +54,19 @@ struct PassTimes {
   std::vector<double> second_end_s, steady_layer_s;
   std::vector<double> second_exposed_s, steady_exposed_s;
   double second_makespan_s = 0, steady_makespan_s = 0;
+  // Per rank, what each layer past the third adds: the longest steady layer among the ranks it exchanges
+  // data with, directly or through others. Every layer a rank waits for its peers' dispatches and
+  // returns, so coupled ranks settle to one period, the slowest's; a rank that was ahead adds less from
+  // the second layer to the third than that (it still uses up its lead), and extrapolating with its own
+  // third layer would let it fall behind its peers by the difference every further layer. Layers that do
+  // not overlap: end_s.
+  std::vector<double> period_s;
   double makespan_s() const;  // the slowest rank's end
   /// When the rank ends `layers` (a whole number) consecutive layers, the traffic exposed in them, and
   /// when the slowest rank ends them.
   double layers_end_s(int rank, double layers) const {
-    return extrapolate(end_s[rank], second_end_s[rank], steady_layer_s[rank], layers);
+    const double three = extrapolate(end_s[rank], second_end_s[rank], steady_layer_s[rank], std::min(layers, 3.0));
+    return layers <= 3 ? three : three + (layers - 3) * period_s[rank];
   }
   double layers_exposed_s(int rank, double layers) const {
     return extrapolate(exposed_comm_s[rank], second_exposed_s[rank], steady_exposed_s[rank], layers);
