@@ -195,6 +195,10 @@ with tempfile.TemporaryDirectory() as tmp:
           "packed: it has no effect" in result.stderr, f"no warning for an unread planner flag: {result.stderr!r}")
     result = run(*small_plan, "--planners", "packed,distca")
     check(result.returncode == 0 and "warning" not in result.stderr, f"a read planner flag warned: {result.stderr!r}")
+    result = run(*small_sim, "--planners", "wlb", "--sweep", "busiest-first=0,1", "--sweep", "gpus=16")
+    check(result.returncode == 0 and "fulcrum: warning: --sweep busiest-first is read only by distca, and this run "
+          "plans wlb: it has no effect" in result.stderr and "--sweep gpus" not in result.stderr,
+          f"no warning (or one too many) for an unread sweep axis: {result.stderr!r}")
     help_text = run("run", "--help").stdout
     check("--reference TEXT=kernel" in help_text and "ENUM" not in help_text, "run --help's --reference is raw")
     simulate_bad_inputs = [

@@ -36,6 +36,9 @@ void add_planner_flags(CLI::App& cmd, PlannerOptions& options);
 /// One warning per planner flag given on `cmd` that none of `planners` reads (auto reads them all): what
 /// the user gave is never dropped silently.
 void warn_unread_planner_flags(const CLI::App& cmd, const std::vector<std::string>& planners);
+/// The same warning for one planner option given as `given_as` (a flag, a sweep axis); none for options
+/// that some planner of `planners` reads, or that are not planner options.
+void warn_if_unread(std::string_view option, std::string_view given_as, const std::vector<std::string>& planners);
 /// Every integer option of `app` and its subcommands rejects a value outside its type's 64-bit range
 /// (a negative for an unsigned one) instead of CLI11's clamping or wrapping. Call after adding them all.
 void reject_out_of_range_integers(CLI::App& app);

@@ -29,26 +29,27 @@ void add_planner_flags(CLI::App& cmd, PlannerOptions& options) {
   }
 }
 
-void warn_unread_planner_flags(const CLI::App& cmd, const std::vector<std::string>& planners) {
+void warn_if_unread(std::string_view option, std::string_view given_as, const std::vector<std::string>& planners) {
   // auto plans every candidate, so it reads every option.
   if (std::find(planners.begin(), planners.end(), "auto") != planners.end()) return;
+  std::vector<std::string> readers;
+  for (const auto& name : planner_names()) {
+    const auto& declared = find_planner(name).options;
+    if (std::any_of(declared.begin(), declared.end(), [&](const OptionSpec& o) { return o.name == option; })) {
+      readers.push_back(name);
+    }
+  }
+  const auto read = [&](const std::string& p) { return std::find(readers.begin(), readers.end(), p) != readers.end(); };
+  if (!readers.empty() && std::none_of(planners.begin(), planners.end(), read)) {
+    warn(fmt::format("{} is read only by {}, and this run plans {}: it has no effect", given_as,
+                     fmt::join(readers, ", "), fmt::join(planners, ", ")));
+  }
+}
+
+void warn_unread_planner_flags(const CLI::App& cmd, const std::vector<std::string>& planners) {
   for (const OptionSpec& spec : planner_option_specs()) {
     const CLI::Option* flag = cmd.get_option_no_throw("--" + std::string(spec.name));
-    if (flag == nullptr || flag->count() == 0) continue;
-    std::vector<std::string> readers;
-    for (const auto& name : planner_names()) {
-      const auto& declared = find_planner(name).options;
-      if (std::any_of(declared.begin(), declared.end(), [&](const OptionSpec& o) { return o.name == spec.name; })) {
-        readers.push_back(name);
-      }
-    }
-    const auto read = [&](const std::string& p) {
-      return std::find(readers.begin(), readers.end(), p) != readers.end();
-    };
-    if (std::none_of(planners.begin(), planners.end(), read)) {
-      warn(fmt::format("--{} is read only by {}, and this run plans {}: it has no effect", spec.name,
-                       fmt::join(readers, ", "), fmt::join(planners, ", ")));
-    }
+    if (flag != nullptr && flag->count() > 0) warn_if_unread(spec.name, "--" + std::string(spec.name), planners);
   }
 }
 

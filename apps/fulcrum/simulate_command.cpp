@@ -125,7 +125,11 @@ Action add_simulate_command(CLI::App& app) {
     spec.modes.clear();
     for (const auto& m : split_names(a->modes, "modes")) spec.modes.push_back(parse_comm_mode(m, "modes"));
     spec.baseline_mode = parse_comm_mode(a->baseline_mode, "baseline-mode");
-    for (const auto& s : a->sweep) spec.sweep.push_back(studies::parse_sweep_axis(s));
+    for (const auto& s : a->sweep) {
+      spec.sweep.push_back(studies::parse_sweep_axis(s));
+      const std::string& key = spec.sweep.back().key;
+      warn_if_unread(key, "--sweep " + key, spec.systems);
+    }
     for (const auto& [option, path] : {std::pair{"json", a->json_path}, std::pair{"csv", a->csv_path},
                                        std::pair{"svg", a->svg_path}, std::pair{"trace", a->trace_path}}) {
       if (!path.empty()) check_output_file(option, path);
