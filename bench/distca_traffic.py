@@ -7,8 +7,8 @@ mean over ranks of bytes sent + received), total bytes, the busiest rank's bytes
 table and (--json) a file.
 
 --explain RANKS:SEED lists that batch's busiest ranks at tolerance 0.1, planned with the --option values:
-what they send and receive, to how many ranks, and the document pieces they hold (through the Python
-module, bytes per token from fulcrum.token_bytes).
+what they send and receive, to how many ranks, the document pieces they hold and the tasks with the most
+rows they compute (through the Python module, bytes per token from fulcrum.token_bytes).
 
 --relay-estimate prints, for the same grid, the traffic imbalance each plan would have if servers forwarded
 the K/V they received to other servers (relay_imbalance), beside the plan's own.
@@ -113,6 +113,11 @@ def explain(python_dir: str, ranks: int, seed: int, model_name: str, top: int, o
     pieces: dict[int, list[str]] = collections.defaultdict(list)
     for s in batch.segments:
         pieces[s.rank].append(f"doc {s.doc} [{s.tokens[0]}, {s.tokens[1]}) of {batch.documents[s.doc].length}")
+    computes: dict[int, list[tuple[int, str]]] = collections.defaultdict(list)  # rank: (rows, task), by task
+    for t in plan.tasks:
+        rows = " + ".join(f"[{q[0]}, {q[1]})" for q in t.queries)
+        size = sum(q[1] - q[0] for q in t.queries)
+        computes[t.server].append((size, f"doc {t.doc} rows {rows} keys [{t.keys[0]}, {t.keys[1]})"))
     total = {r: sent[r] + received[r] for r in range(ranks)}
     mean = statistics.fmean(total.values())
     print(f"\n{ranks} ranks, seed {seed}: mean sent + received {mean / 1e9:.2f} GB per rank")
@@ -121,6 +126,9 @@ def explain(python_dir: str, ranks: int, seed: int, model_name: str, top: int, o
         print(f"rank {r}: {total[r] / 1e9:.2f} GB ({total[r] / mean:.2f}x mean), sent {sent[r] / 1e9:.2f} "
               f"(K/V {kv_sent[r] / 1e9:.2f}) to {len(fan_out[r])} ranks, received {received[r] / 1e9:.2f}; "
               f"holds {held}")
+        largest = [text for _, text in sorted(computes[r], reverse=True)[:3]]  # the most rows first
+        more = f"; ... ({len(computes[r])} tasks)" if len(computes[r]) > 3 else ""
+        print(f"  computes {'; '.join(largest)}{more}")
 
 
 def main() -> None:
