@@ -58,8 +58,8 @@ struct PassTimes {
   // data with, directly or through others. Every layer a rank waits for its peers' dispatches and
   // returns, so coupled ranks settle to one period, the slowest's; a rank that was ahead adds less from
   // the second layer to the third than that (it still uses up its lead), and extrapolating with its own
-  // third layer would let it fall behind its peers by the difference every further layer. Layers that do
-  // not overlap: end_s.
+  // third layer would put its end early by the difference every further layer. Layers that do not
+  // overlap: end_s.
   std::vector<double> period_s;
   double makespan_s() const;  // the slowest rank's end
   /// When the rank ends `layers` (a whole number) consecutive layers, the traffic exposed in them, and
