@@ -57,6 +57,7 @@ def hand_written_cases(tmp):
         (["plan", "--planners", "distca", "--partial-kv", "2"], "partial-kv"),
         (["plan", "--planners", "distca", "--busiest-first", "1.5"], "busiest-first"),
         (["plan", "--planners", "distca", "--rehome", "2"], "rehome"),
+        (["plan", "--planners", "distca", "--rehome-bytes", "1.5"], "rehome-bytes"),
         ([*plan, "--ranks", "-3"], "ranks"),
         ([*plan, "--tokens-per-rank", "0"], "tokens-per-rank"),
         ([*plan, "--planners", ""], "planners"),

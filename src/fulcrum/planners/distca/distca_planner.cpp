@@ -34,11 +34,15 @@ const OptionSpec kBusiestFirst{"busiest-first",
 const OptionSpec kRehome{"rehome",
                          "DistCA: 1 re-homes items off the rank that moves the most bytes after balancing, to "
                          "servers that already hold part of their document, while that lowers the busiest rank's "
-                         "bytes without raising total bytes or leaving the tolerance; 0: off",
+                         "bytes within the tolerance and --rehome-bytes; 0: off",
                          1,
                          0,
                          1,
                          true};
+const OptionSpec kRehomeBytes{"rehome-bytes",
+                              "DistCA: the re-homing pass may leave total bytes up to this fraction above the "
+                              "plan's before it (0: never above)",
+                              0.01, 0, 1};
 
 }  // namespace
 
@@ -49,11 +53,14 @@ DistcaPlanner::DistcaPlanner(const PlannerOptions& options)
       overshoot_(options.get(kOvershoot)),
       partial_kv_(options.get_int(kPartialKv) == 1),
       busiest_first_(options.get(kBusiestFirst)),
-      rehome_(options.get_int(kRehome) == 1) {}
+      rehome_(options.get_int(kRehome) == 1),
+      rehome_bytes_(options.get(kRehomeBytes)) {}
 
 Assignment DistcaPlanner::do_plan(const Batch& batch) {
   auto result = distca::schedule(batch, model_, {tolerance_, granularity_, overshoot_, partial_kv_, busiest_first_});
-  if (rehome_) distca::rehome_busiest_ranks(batch, model_, result.items, result.server_flops, tolerance_);
+  if (rehome_) {
+    distca::rehome_busiest_ranks(batch, model_, result.items, result.server_flops, {tolerance_, rehome_bytes_});
+  }
   return distca::items_to_assignment(batch, result.items);
 }
 
@@ -67,7 +74,7 @@ PlannerRegistration distca_registration() {
                            .masks = all_mask_kinds(),  // band masks exactly; index-list masks over their hull
                            .overlaps_traffic = true,
                            .pools_pipeline_stages = true},
-          .options = {kTolerance, kGranularity, kOvershoot, kPartialKv, kBusiestFirst, kRehome},
+          .options = {kTolerance, kGranularity, kOvershoot, kPartialKv, kBusiestFirst, kRehome, kRehomeBytes},
           .make = [](const PlannerOptions& o) { return std::make_unique<DistcaPlanner>(o); }};
 }
 

@@ -22,6 +22,7 @@ class DistcaPlanner : public Planner {
   bool partial_kv_;
   double busiest_first_;
   bool rehome_;
+  double rehome_bytes_;  // how far above its start the re-homing pass may take total bytes (a fraction)
 };
 
 PlannerRegistration distca_registration();

@@ -39,11 +39,11 @@ struct Placement {
 class Rehomer {
  public:
   Rehomer(const Batch& batch, const ModelShape& model, std::vector<Item>& items, std::vector<double>& load,
-          double tolerance)
+          RehomeLimits limits)
       : batch_(batch), items_(items), load_(load), bytes_(token_bytes(model)) {
     const auto n = static_cast<std::size_t>(batch.ranks);
     mean_ = std::accumulate(load.begin(), load.end(), 0.0) / static_cast<double>(n);
-    slack_ = tolerance * mean_;
+    slack_ = limits.tolerance * mean_;
     docs_of_rank_.resize(n);
     for (const auto& s : batch.segments) docs_of_rank_[s.rank].push_back(s.doc);
     placements_.resize(batch.documents.size());
@@ -57,6 +57,7 @@ class Rehomer {
       }
     }
     total_ = std::accumulate(traffic_.begin(), traffic_.end(), 0.0);
+    total_cap_ = total_ * (1 + limits.bytes_budget) + 1e-6 * total_;
   }
 
   const std::vector<double>& traffic() const { return traffic_; }
@@ -219,8 +220,8 @@ class Rehomer {
   }
 
   // The moves (one item, and what its destination hands back) that lower the busiest rank's traffic the
-  // most, keeping every rank they touch below that rank's traffic, total bytes from rising and the servers
-  // within the tolerance.
+  // most, keeping every rank they touch below that rank's traffic, total bytes within the budget and the
+  // servers within the tolerance.
   bool improve_busiest() {
     const auto busiest = static_cast<int>(std::max_element(traffic_.begin(), traffic_.end()) - traffic_.begin());
     const double peak = traffic_[busiest];
@@ -237,12 +238,11 @@ class Rehomer {
           std::vector<Move> moves = moves_for(id, to);
           if (moves.empty()) continue;
           // Tried on the state itself and undone: the traffic of a set depends on the order of its moves.
-          const double total_before = total_;
           touched_.clear();
           for (const Move& m : moves) apply(m.item, m.to);
           double after = traffic_[busiest];
           for (const int r : touched_) after = std::max(after, traffic_[r]);
-          const bool better = total_ <= total_before + 1e-6 * std::abs(total_before) && after < best_peak;
+          const bool better = total_ <= total_cap_ && after < best_peak;
           for (std::size_t k = moves.size(); k-- > 0;) apply(moves[k].item, moves[k].from);  // undone in reverse
           if (better) {
             best_peak = after;
@@ -278,6 +278,7 @@ class Rehomer {
   std::vector<std::vector<int>> docs_of_rank_;      // documents a rank owns or computes part of
   std::vector<double> traffic_;                     // bytes each rank sends + receives
   double total_ = 0;                                // their sum
+  double total_cap_ = 0;                            // the most it may reach: the start's, plus the budget
   long trials_left_ = 0;                            // tries of a set of moves the pass may still make
   std::vector<int> touched_;                        // ranks whose traffic the last moves changed
 };
@@ -285,15 +286,15 @@ class Rehomer {
 }  // namespace
 
 int rehome_busiest_ranks(const Batch& batch, const ModelShape& model, std::vector<Item>& items,
-                         std::vector<double>& load, double tolerance) {
-  return Rehomer(batch, model, items, load, tolerance).run();
+                         std::vector<double>& load, RehomeLimits limits) {
+  return Rehomer(batch, model, items, load, limits).run();
 }
 
 std::vector<double> rank_traffic(const Batch& batch, const ModelShape& model, const std::vector<Item>& items) {
   std::vector<Item> copy = items;
   std::vector<double> load(static_cast<std::size_t>(batch.ranks), 0.0);
   for (const auto& item : items) load[static_cast<std::size_t>(item.server)] += item.flops;
-  return Rehomer(batch, model, copy, load, 0).traffic();
+  return Rehomer(batch, model, copy, load, {0, 0}).traffic();
 }
 
 }  // namespace fulcrum::distca

@@ -10,8 +10,11 @@
 // already computes or owns part of that document. When the destination would leave the tolerance it hands
 // back items of other documents (largest first) to the item's server. A set of moves is kept only if the
 // busiest rank then moves fewer bytes, no rank it touches ends at or above that rank's old traffic, total
-// bytes do not rise, and both servers stay within the tolerance (or no further out than before). So the
-// maximum and the total never rise, the FLOPs guarantee stands, and the pass ends (capped besides).
+// bytes stay within `bytes_budget` (a fraction) above the plan's before the pass, and both servers stay
+// within the tolerance (or no further out than before). So the maximum never rises, the total by at most
+// the budget, the FLOPs guarantee stands, and the pass ends (capped besides). The budget lets a set trade a
+// few bytes for a lower busiest rank: handing a long document's rows back to their owner can send a short
+// document's Q, K/V and O the other way, more bytes in all than the K/V it saves.
 #pragma once
 
 #include "fulcrum/planners/distca/items.hpp"
@@ -22,8 +25,13 @@ namespace fulcrum::distca {
 
 /// Moves items (their `server`) and updates `load` (FLOPs per server); returns how many sets of moves
 /// were kept.
+struct RehomeLimits {
+  double tolerance = 0.1;   // servers stay within tolerance x the mean load (or no further out than before)
+  double bytes_budget = 0;  // total bytes stay within (1 + bytes_budget) x the plan's before the pass
+};
+
 int rehome_busiest_ranks(const Batch& batch, const ModelShape& model, std::vector<Item>& items,
-                         std::vector<double>& load, double tolerance);
+                         std::vector<double>& load, RehomeLimits limits);
 
 /// The bytes each rank sends + receives when these items are compiled, as the pass counts them.
 std::vector<double> rank_traffic(const Batch& batch, const ModelShape& model, const std::vector<Item>& items);
