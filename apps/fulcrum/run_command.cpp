@@ -117,9 +117,7 @@ Action add_demo_command(CLI::App& app) {
     resolve_plan_format(*cmd, *job);
     // DistCA in its three communication modes, then the baselines through the same executor.
     const std::string baselines = "packed,perdoc-cp";
-    std::vector<std::string> planners = split_names(baselines, "planners");
-    planners.insert(planners.begin(), "distca");
-    warn_unread_planner_flags(*cmd, planners);
+    warn_unread_planner_flags(*cmd, split_names("distca," + baselines, "planners"));
     auto jobs = jobs_for(*job, "distca", "pingpong,single-stream,signal");
     for (auto& j : jobs_for(*job, baselines, "pingpong")) jobs.push_back(j);
     return run_job_session(*session, jobs);

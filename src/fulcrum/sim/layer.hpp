@@ -18,7 +18,6 @@
 #include "fulcrum/plan/step_stats.hpp"
 #include "fulcrum/sim/engine.hpp"
 
-#include <algorithm>
 #include <string_view>
 #include <vector>
 
@@ -65,20 +64,23 @@ struct PassTimes {
   /// When the rank ends `layers` (a whole number) consecutive layers, the traffic exposed in them, and
   /// when the slowest rank ends them.
   double layers_end_s(int rank, double layers) const {
-    const double three = extrapolate(end_s[rank], second_end_s[rank], steady_layer_s[rank], std::min(layers, 3.0));
-    return layers <= 3 ? three : three + (layers - 3) * period_s[rank];
+    return extrapolate(end_s[rank], second_end_s[rank], steady_layer_s[rank], period_s[rank], layers);
   }
   double layers_exposed_s(int rank, double layers) const {
-    return extrapolate(exposed_comm_s[rank], second_exposed_s[rank], steady_exposed_s[rank], layers);
+    const double steady = steady_exposed_s[rank];
+    return extrapolate(exposed_comm_s[rank], second_exposed_s[rank], steady, steady, layers);
   }
   double layers_makespan_s(double layers) const {
-    return extrapolate(makespan_s(), second_makespan_s, steady_makespan_s, layers);
+    return extrapolate(makespan_s(), second_makespan_s, steady_makespan_s, steady_makespan_s, layers);
   }
 
  private:
-  // n layers from one, two and what a third adds (exact for a periodic schedule).
-  static double extrapolate(double one, double two, double steady, double layers) {
-    return layers <= 1 ? layers * one : two + (layers - 2) * steady;
+  // n layers from one, two, what the third adds and what each later one adds (exact for a periodic
+  // schedule).
+  static double extrapolate(double one, double two, double third, double period, double layers) {
+    if (layers <= 1) return layers * one;
+    if (layers <= 3) return two + (layers - 2) * third;
+    return two + third + (layers - 3) * period;
   }
 };
 

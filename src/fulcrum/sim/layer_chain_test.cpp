@@ -195,6 +195,39 @@ TEST(LayerChain, OverlapAcrossLayersNeverSlowsALayerAndLayersRepeat) {
   }
 }
 
+TEST(LayerChain, OnlyRanksThatExchangeDataShareAPeriod) {
+  // Packing sends K/V only within a document that crosses ranks, so on this batch its ranks fall into
+  // groups that exchange nothing with each other (ranks 0-3 and 4-15): each group settles to its own
+  // slowest rank's period, not the batch's, and a chain of 8 layers ends where that extrapolation says,
+  // per rank (one period for all ranks would put ranks 0-3 about 40% of the makespan late). DistCA's
+  // plan couples every rank, so they share the slowest one's period.
+  PlannerOptions options;
+  options.model = model_shape_preset("llama3-8b");
+  auto lengths = make_length_source("pretrain", 3, 16384);
+  const Batch batch = BatchStream([&] { return lengths->next(); }, 16, 16384).next();
+  const LayerSetup setup = gpu_per_rank(options.model, "h200-dgx", CommMode::kPingPong);
+  const Assignment packed = plan_verified(*make_planner("packed", options), batch);
+  const PassTimes t = simulate_pass(packed, setup, Pass::kForward);
+  const auto [low, high] = std::minmax_element(t.period_s.begin(), t.period_s.end());
+  EXPECT_LT(*low, 0.5 * *high);
+  for (int r = 0; r < batch.ranks; ++r) EXPECT_GE(t.period_s[r], t.steady_layer_s[r]) << r;
+  const Plan plan = compile(packed, head_layout(setup.model, setup.model.dtype_bytes), Pass::kForward, setup.mode);
+  // A rank that starts far ahead takes a few layers to be caught (rank 4 here: 3.1% of the makespan early
+  // against the extrapolation at 8 layers, the same lag in seconds at 32, 0.8% of the longer makespan).
+  for (const auto& [layers, bound] : {std::pair{8, 0.035}, std::pair{32, 0.01}}) {
+    const LayerChain chain = chain_layers(plan, t.linear_s, true, layers);
+    const SimResult run = simulate_plan(chain.plan, setup.group, chain.options);
+    for (int r = 0; r < batch.ranks; ++r) {
+      EXPECT_NEAR(run.ranks[r].summary.total_s, t.layers_end_s(r, layers), bound * run.makespan_s)
+          << layers << " layers, rank " << r;
+    }
+  }
+  const PassTimes coupled =
+      simulate_pass(plan_verified(*make_planner("distca", options), batch), setup, Pass::kForward);
+  const double slowest = *std::max_element(coupled.steady_layer_s.begin(), coupled.steady_layer_s.end());
+  for (const double period : coupled.period_s) EXPECT_EQ(period, slowest);
+}
+
 TEST(LayerChain, OverlapShortensTheSteadyLayer) {
   // The single layer ends with its last returns exposed (nothing follows them); chained, nano-batch 1's
   // return runs beside nano-batch 0's next matrix work. On these batches the slowest rank's steady layer

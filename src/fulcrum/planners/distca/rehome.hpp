@@ -23,13 +23,13 @@
 
 namespace fulcrum::distca {
 
-/// Moves items (their `server`) and updates `load` (FLOPs per server); returns how many sets of moves
-/// were kept.
 struct RehomeLimits {
   double tolerance = 0.1;   // servers stay within tolerance x the mean load (or no further out than before)
   double bytes_budget = 0;  // total bytes stay within (1 + bytes_budget) x the plan's before the pass
 };
 
+/// Moves items (their `server`) and updates `load` (FLOPs per server); returns how many sets of moves
+/// were kept.
 int rehome_busiest_ranks(const Batch& batch, const ModelShape& model, std::vector<Item>& items,
                          std::vector<double>& load, RehomeLimits limits);
 
