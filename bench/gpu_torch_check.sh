@@ -33,7 +33,7 @@ grep -h PRETTY_NAME /etc/os-release 2>/dev/null
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total,compute_mode \
   --format=csv,noheader
 ldd --version 2>&1 | head -1
-g++ --version | head -1
+echo "C++ compiler ${CXX:-c++} (CMake takes \$CXX): $("${CXX:-c++}" --version | head -1)"
 cmake --version | head -1
 echo "ninja $(ninja --version)"
 PYTHON=$("$PYTHON" -c 'import sys; print(sys.executable)') || fail "no $PYTHON"
@@ -91,6 +91,9 @@ module=$(ls "$BUILD"/python/fulcrum/_core*.so 2>/dev/null | head -1)
 [ -n "$module" ] || fail "no $BUILD/python/fulcrum/_core*.so"
 echo "module $module"
 ldd "$module" | grep -E "fmt|gomp|omp|stdc\+\+|not found"
+# Some toolchains (the CUDA image's /opt/gcc) link libstdc++ statically; --exclude-libs keeps it private.
+readelf -d "$module" | grep -q "libstdc++" || echo "libstdc++ is linked statically (hidden: $(nm -D --defined-only \
+  "$module" | wc -l) symbols exported)"
 
 export PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}"
 # The module links libfmt.so.9 from the unpacked .deb (the build tree's RUNPATH names it too).
