@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""fulcrum.torch.attention's speed on one device beside torch's own attention, forward + backward.
+
+One rank (a process group of one: NCCL on CUDA, gloo on CPU), so a plan moves nothing and this times the
+executor and the kernel backend, not communication. The batch: document lengths drawn from ``--dataset`` (seed
+``--seed``) until ``--tokens`` are filled (the last one cut to fit), causal, GQA ``--q-heads`` over
+``--kv-heads`` of ``--head-dim``. Each row times q, k, v -> O, then O.backward(dO), device-synchronised:
+- ``fulcrum <planner> <backend>``: fulcrum.torch.attention on ``compile_step(plan)``, every backend the device
+  runs (torch, and flash where flash-attn is installed; fulcrum's C++ kernels on CPU);
+- ``sdpa per document``: torch.nn.functional.scaled_dot_product_attention per document, is_causal, enable_gqa
+  (the kernel torch picks: flash or memory-efficient on CUDA), what a user writes without Fulcrum.
+Medians over ``--repeats`` after ``--warmup``; the ratio is each row's median over SDPA's, measured in one run.
+The outputs are checked against SDPA's (max |diff| / max |SDPA| ≤ 2e-2 in bf16, 1e-4 in fp32) before timing.
+
+Usage: PYTHONPATH=build/release/python python3 bench/torch_attention_speed.py [--device cuda] [--tokens 32768]
+       [--dtype bf16] [--planners packed,distca] [--repeats 10] [--json out.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import time
+from collections.abc import Callable
+from datetime import timedelta
+
+import fulcrum.torch as ft
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from fulcrum.torch.backend_flash import flash_available
+
+import fulcrum
+
+DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
+TOLERANCE = {torch.bfloat16: 2e-2, torch.float32: 1e-4}
+
+
+def batch(dataset: str, seed: int, tokens: int) -> fulcrum.Batch:
+    source = fulcrum.make_length_source(dataset, seed, tokens)
+    lengths: list[int] = []
+    while sum(lengths) < tokens:
+        lengths.append(min(int(source.next()), tokens - sum(lengths)))
+    return fulcrum.pack_batch(fulcrum.documents(lengths), 1, tokens)
+
+
+def timed(step: Callable[[], None], device: torch.device, warmup: int, repeats: int) -> float:
+    """Median seconds of ``step`` (device-synchronised around each)."""
+    times = []
+    for i in range(warmup + repeats):
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        step()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        if i >= warmup:
+            times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", choices=("cuda", "cpu"))
+    p.add_argument("--tokens", type=int, default=32768)
+    p.add_argument("--dataset", default="pretrain")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--dtype", default="bf16", choices=tuple(DTYPES))
+    p.add_argument("--q-heads", type=int, default=32)
+    p.add_argument("--kv-heads", type=int, default=8)
+    p.add_argument("--head-dim", type=int, default=128)
+    p.add_argument("--planners", default="packed,distca")
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=10)
+    p.add_argument("--json")
+    args = p.parse_args()
+    device, dtype = torch.device(args.device), DTYPES[args.dtype]
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    dist.init_process_group("nccl" if device.type == "cuda" else "gloo", init_method=f"tcp://127.0.0.1:{port}",
+                            rank=0, world_size=1, timeout=timedelta(seconds=120))
+
+    model = fulcrum.ModelShape()
+    model.name, model.layers, model.head_dim = "bench", 1, args.head_dim
+    model.q_heads, model.kv_heads, model.hidden = args.q_heads, args.kv_heads, args.q_heads * args.head_dim
+    model.ffn_hidden, model.dtype_bytes = 4 * model.hidden, 2 if dtype == torch.bfloat16 else 4
+    b = batch(args.dataset, args.seed, args.tokens)
+    lengths = [d.length for d in b.documents]
+    pairs = sum(n * (n + 1) // 2 for n in lengths)
+    # Forward 4 FLOPs per pair per head-dim element (QK^T and PV), backward 2.5x forward (the usual count).
+    flops = 3.5 * 4 * pairs * args.head_dim * args.q_heads
+
+    g = torch.Generator(device="cpu").manual_seed(args.seed)
+    q, k, v, d_o = (torch.randn(args.tokens, h, args.head_dim, generator=g).to(device, dtype)
+                    for h in (args.q_heads, args.kv_heads, args.kv_heads, args.q_heads))
+
+    Forward = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+    def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        outs, start = [], 0
+        for n in lengths:
+            qi, ki, vi = (t[start : start + n].transpose(0, 1)[None] for t in (q, k, v))
+            outs.append(F.scaled_dot_product_attention(qi, ki, vi, is_causal=True, enable_gqa=True)[0].transpose(0, 1))
+            start += n
+        return torch.cat(outs)
+
+    def train_step(forward: Forward) -> Callable[[], None]:
+        def step() -> None:
+            forward(*(t.detach().requires_grad_() for t in (q, k, v))).backward(d_o)
+        return step
+
+    with torch.no_grad():
+        want = sdpa(q, k, v).float()
+    baseline = timed(train_step(sdpa), device, args.warmup, args.repeats)
+    rows: list[dict] = [{"name": "sdpa per document", "seconds": baseline}]
+    if device.type == "cpu":
+        backends = ["fulcrum", "torch"]
+    else:
+        backends = ["torch", "flash"] if flash_available() else ["torch"]
+    for planner in args.planners.split(","):
+        plan = fulcrum.make_planner(planner, fulcrum.PlannerOptions(model)).plan(b)
+        step_plan = ft.compile_step(plan, model, dtype=dtype)
+        for backend in backends:
+            def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, step_plan: ft.StepPlan = step_plan,
+                       backend: str = backend) -> torch.Tensor:
+                out = ft.attention(q, k, v, step_plan, backend=backend)
+                assert isinstance(out, torch.Tensor)
+                return out
+            with torch.no_grad():
+                error = (attend(q, k, v).float() - want).abs().max().item() / max(1.0, want.abs().max().item())
+            if not error <= TOLERANCE[dtype]:
+                raise SystemExit(f"fulcrum {planner} {backend}: output differs from SDPA's by {error:.2e}")
+            seconds = timed(train_step(attend), device, args.warmup, args.repeats)
+            rows.append({"name": f"fulcrum {planner} {backend}", "seconds": seconds, "error": error})
+    dist.destroy_process_group()
+
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    print(f"{name}, torch {torch.__version__}, {args.dtype}, {len(lengths)} documents in {args.tokens} tokens "
+          f"(longest {max(lengths)}), {args.q_heads}/{args.kv_heads} heads x {args.head_dim}; medians of "
+          f"{args.repeats}, forward + backward")
+    print(f"{'':28s} {'ms':>9s} {'TFLOP/s':>8s} {'x sdpa':>7s}")
+    for r in rows:
+        r["tflops"], r["vs_sdpa"] = flops / r["seconds"] / 1e12, r["seconds"] / baseline
+        print(f"{r['name']:28s} {1e3 * r['seconds']:9.2f} {r['tflops']:8.2f} {r['vs_sdpa']:7.2f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": name, "torch": torch.__version__, "args": vars(args), "lengths": lengths,
+                       "flops": flops, "rows": rows}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
