@@ -14,6 +14,7 @@ torch = pytest.importorskip("torch", reason="fulcrum.torch needs PyTorch (pip in
 import fulcrum.torch as ft  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 from fulcrum.torch.backend_fulcrum import FulcrumBackend  # noqa: E402
+from fulcrum.torch.function import _check_group_moves  # noqa: E402
 
 import fulcrum  # noqa: E402
 
@@ -117,6 +118,22 @@ def test_a_backend_object_runs_the_kernel_calls(group, inputs):
     assert torch.equal(o, ft.attention(*inputs, step_for(1), group, backend="fulcrum"))
     with raises("backend: a object, neither a name (auto, fulcrum, torch, flash) nor a kernel backend"):
         ft.attention(*inputs, step_for(1), group, backend=object())
+
+
+@pytest.mark.parametrize("backend, device, message", [
+    ("gloo", "cuda", "group: gloo cannot send CUDA tensors point to point; use an NCCL group"),
+    ("nccl", "cpu", "group: NCCL moves CUDA tensors only; these are on cpu"),
+    ("cpu:gloo,cuda:nccl", "mps", "group: its backend 'cpu:gloo,cuda:nccl' has none for mps tensors"),
+    ("cpu:nccl,cuda:gloo", "cuda", "group: gloo cannot send CUDA tensors"),
+])
+def test_a_group_that_cannot_move_the_tensors_names_the_group(backend, device, message):
+    # Checked from dist.get_backend's string: a group of two whose backend cannot send these tensors point to
+    # point would otherwise fail inside its first batch_isend_irecv (gloo with CUDA tensors: "writev: Bad address").
+    with raises(message):
+        _check_group_moves(backend, device)
+    for fine_backend, fine_device in (("gloo", "cpu"), ("nccl", "cuda"), ("cpu:gloo,cuda:nccl", "cpu"),
+                                      ("cpu:gloo,cuda:nccl", "cuda")):
+        _check_group_moves(fine_backend, fine_device)
 
 
 def test_compile_step_refuses_what_it_cannot_run():

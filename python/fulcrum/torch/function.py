@@ -19,6 +19,24 @@ from .program import ParsedPlan
 from .step import StepPlan
 
 
+def _check_group_moves(backend: str, device: str) -> None:
+    """The group's backend must send ``device`` tensors point to point, which the plan's transfers do.
+
+    ``backend`` is dist.get_backend's: one name, or per device ("cpu:gloo,cuda:nccl"). Refused: gloo with CUDA
+    tensors (its all_reduce takes them, but batch_isend_irecv fails deep inside, "writev: Bad address", as seen
+    on an H200 with torch 2.11) and NCCL with CPU tensors (NCCL moves GPU memory only).
+    """
+    by_device = dict(part.split(":", 1) for part in backend.split(",")) if ":" in backend else {device: backend}
+    used = by_device.get(device)
+    if used is None:
+        raise _core.InputError(f"group: its backend '{backend}' has none for {device} tensors")
+    if used == "gloo" and device == "cuda":
+        raise _core.InputError("group: gloo cannot send CUDA tensors point to point; use an NCCL group for CUDA "
+                               "tensors (or gloo with CPU tensors)")
+    if used == "nccl" and device == "cpu":
+        raise _core.InputError("group: NCCL moves CUDA tensors only; these are on cpu (use a gloo group)")
+
+
 def _check_inputs(q: Any, k: Any, v: Any, step: StepPlan, group: dist.ProcessGroup | None) -> None:
     """Checks the group and every input against the plan (InputError naming the argument)."""
     if not isinstance(step, StepPlan):
@@ -40,6 +58,8 @@ def _check_inputs(q: Any, k: Any, v: Any, step: StepPlan, group: dist.ProcessGro
             raise _core.InputError(f"{name}: dtype {t.dtype} is not the plan's {step.dtype}")
         if t.device != q.device:
             raise _core.InputError(f"{name}: device {t.device} differs from q's device {q.device}")
+    if size > 1:  # one rank sends nothing
+        _check_group_moves(str(dist.get_backend(group)), q.device.type)
 
 
 class _Attention(torch.autograd.Function):
