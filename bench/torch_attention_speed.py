@@ -3,7 +3,7 @@
 
 One rank (a process group of one: NCCL on CUDA, gloo on CPU), so a plan moves nothing and this times the
 executor and the kernel backend, not communication. The batch: document lengths drawn from ``--dataset`` (seed
-``--seed``) until ``--tokens`` are filled (the last one cut to fit), causal, GQA ``--q-heads`` over
+``--seed``) packed into ``--tokens`` on one rank, as fulcrum.BatchStream packs them, causal, GQA ``--q-heads`` over
 ``--kv-heads`` of ``--head-dim``. Each row times q, k, v -> O, then O.backward(dO), device-synchronised:
 - ``fulcrum <planner> <backend>``: fulcrum.torch.attention on ``compile_step(plan)``, every backend the device
   runs (torch, and flash where flash-attn is installed; fulcrum's C++ kernels on CPU);
@@ -36,14 +36,6 @@ import fulcrum
 
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
 TOLERANCE = {torch.bfloat16: 2e-2, torch.float32: 1e-4}
-
-
-def batch(dataset: str, seed: int, tokens: int) -> fulcrum.Batch:
-    source = fulcrum.make_length_source(dataset, seed, tokens)
-    lengths: list[int] = []
-    while sum(lengths) < tokens:
-        lengths.append(min(int(source.next()), tokens - sum(lengths)))
-    return fulcrum.pack_batch(fulcrum.documents(lengths), 1, tokens)
 
 
 def timed(step: Callable[[], None], device: torch.device, warmup: int, repeats: int) -> float:
@@ -89,7 +81,7 @@ def main() -> int:
     model.name, model.layers, model.head_dim = "bench", 1, args.head_dim
     model.q_heads, model.kv_heads, model.hidden = args.q_heads, args.kv_heads, args.q_heads * args.head_dim
     model.ffn_hidden, model.dtype_bytes = 4 * model.hidden, 2 if dtype == torch.bfloat16 else 4
-    b = batch(args.dataset, args.seed, args.tokens)
+    b = fulcrum.BatchStream(fulcrum.make_length_source(args.dataset, args.seed, args.tokens), 1, args.tokens).next()
     lengths = [d.length for d in b.documents]
     pairs = sum(n * (n + 1) // 2 for n in lengths)
     # Forward 4 FLOPs per pair per head-dim element (QK^T and PV), backward 2.5x forward (the usual count).

@@ -35,17 +35,20 @@ def imbalance(per_rank: list[int]) -> float:
     return max(per_rank) / statistics.fmean(per_rank)
 
 
-def test_one_hop_is_the_plan_as_it_is():
-    # Owner 0 sends keys [0, 100) to 1, 2 and 3 (200 bytes each); rank 1 sends 10 Q rows to 2 and gets O back.
-    plan = SimpleNamespace(transfers=[transfer(KV, 0, d, 0, 100) for d in (1, 2, 3)]
+def fan_out() -> SimpleNamespace:
+    """Owner 0 sends keys [0, 100) to 1, 2 and 3 (200 bytes each); rank 1 sends 10 Q rows to 2 and gets O back."""
+    return SimpleNamespace(transfers=[transfer(KV, 0, d, 0, 100) for d in (1, 2, 3)]
                            + [transfer(Q, 1, 2, 0, 10), transfer(OUT, 2, 1, 0, 10)])
+
+
+def test_one_hop_is_the_plan_as_it_is():
+    plan = fan_out()
     # Sent + received: rank 0 600; 1: 200 + 10 + 30; 2: 200 + 10 + 30; 3: 200.
     assert traffic.relay_imbalance(plan, PER_TOKEN, 4, max_hops=1) == imbalance([600, 240, 240, 200])
 
 
 def test_a_relay_moves_sends_to_the_least_busy_holder_and_keeps_the_total():
-    plan = SimpleNamespace(transfers=[transfer(KV, 0, d, 0, 100) for d in (1, 2, 3)]
-                           + [transfer(Q, 1, 2, 0, 10), transfer(OUT, 2, 1, 0, 10)])
+    plan = fan_out()
     # Q and O first: 1 and 2 at 40. Then K/V, largest ranges first, ties in plan order: 0 -> 1 (only the owner
     # holds the keys): 0 200, 1 240. To 2: owner 200 < rank 1 240, so 0 sends: 0 400, 2 240. To 3: rank 1
     # and 2 (240) are the least busy holders within 2 hops, 1 first: 1 440, 3 200. Total 1,280 as in the plan.
