@@ -2,7 +2,7 @@
 # Builds the libFuzzer targets (in the `asan` preset's build: Clang, ASan + UBSan) and runs each for a bounded time
 # from its committed seed corpus (fuzz/corpus/<target>/); exits 1 if any target finds anything (a crash, a
 # sanitizer report, a leak, a failed property, an input slower than 10 s or above 2 GB).
-#   bash scripts/fuzz.sh                     every target, 60 s each
+#   bash scripts/fuzz.sh                     every target, 60 s each (each first replays its whole corpus)
 #   FUZZ_SECONDS=300 bash scripts/fuzz.sh    longer
 #   bash scripts/fuzz.sh plan_binary mask    some targets
 # Findings are kept in build/asan/findings/<target>-crash-...; reproduce one with

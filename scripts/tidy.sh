@@ -1,20 +1,18 @@
 #!/usr/bin/env bash
 # clang-tidy (.clang-tidy at the root) over the library's sources and, through them, its headers, using a
-# configured build's compile_commands.json (default build/dev, which scripts/test.sh configures). Any
-# finding fails (WarningsAsErrors). CI runs this after the dev build.
-#   bash scripts/tidy.sh [BUILD_DIR] [-fix]
+# configured and built tree's compile_commands.json and dependency log (default build/dev, which
+# scripts/test.sh builds). Any finding fails (WarningsAsErrors). A source whose exact input (itself, every
+# header it includes, its flags, the configuration, the tool) passed before is not re-checked: scripts/tidy.py.
+#   bash scripts/tidy.sh [BUILD_DIR] [-fix]      (-fix, or --no-cache, checks every file)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build/dev}
 shift || true
-[ -f "$build/compile_commands.json" ] || { echo "tidy: no $build/compile_commands.json (configure first)" >&2; exit 2; }
-run_tidy=$(command -v run-clang-tidy-14 || command -v run-clang-tidy)
-tidy=$(command -v clang-tidy-14 || command -v clang-tidy)
-# Library sources only (not the tests, the CLI or the bindings); the regex is matched against absolute paths.
-set +e
-"$run_tidy" -clang-tidy-binary "$tidy" -p "$build" -j "$(nproc)" -quiet "$@" "$PWD/src/fulcrum/.*(?<!_test)\.cpp$" \
-  2>&1 | grep -vE '^/usr/bin/clang-tidy|^[0-9]+ warnings? (and [0-9]+ errors? )?generated\.$|^Suppressed [0-9]+ warnings|^Use -header-filter|^$'
-status=${PIPESTATUS[0]}
-set -e
-[ "$status" -eq 0 ] && echo "tidy: no findings" || echo "tidy: findings above (exit $status)" >&2
-exit "$status"
+flags=() tidy_args=()
+for arg in "$@"; do
+  case "$arg" in
+    --no-cache) flags+=(--no-cache) ;;
+    *) tidy_args+=("$arg") ;;
+  esac
+done
+exec python3 scripts/tidy.py "$build" "${flags[@]}" -- "${tidy_args[@]}"

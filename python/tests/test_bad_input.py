@@ -6,6 +6,9 @@ import pytest
 
 import fulcrum
 
+# Also run against the installed wheel (scripts/test_python_package.sh, CI's python-package step).
+pytestmark = pytest.mark.package
+
 F = fulcrum
 SOURCE = "uniform:1:10"
 

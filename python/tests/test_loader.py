@@ -108,6 +108,7 @@ def test_close_stops_an_endless_stream():
     assert not loader._worker.is_alive()
 
 
+@pytest.mark.timing
 def test_planning_is_hidden_behind_the_training_step():
     # Each step sleeps as long as an average plan takes. Planned in line, a batch would cost plan + step;
     # planned ahead, about max(plan, step) once the first plan is in. The bound sits between the two,

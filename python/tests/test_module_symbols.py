@@ -14,6 +14,9 @@ import pytest
 
 import fulcrum
 
+# Also run against the installed wheel (scripts/test_python_package.sh, CI's python-package step).
+pytestmark = pytest.mark.package
+
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ELF symbol tables: Linux only")
 def test_the_module_exports_only_its_init_function() -> None:

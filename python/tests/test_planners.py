@@ -88,6 +88,7 @@ def test_every_planner_option_is_settable_from_python(model):
         assert getattr(fulcrum.PlannerOptions(model), spec.name.replace("-", "_")) == spec.default
 
 
+@pytest.mark.timing
 def test_planning_releases_the_gil(model):
     # While a worker thread is inside the C++ planner, this thread keeps running Python. Were the GIL held
     # for the call, this loop would stall for the whole planning time.

@@ -2,7 +2,12 @@
 import re
 from pathlib import Path
 
+import pytest
+
 from fulcrum import _core
+
+# Also run against the installed wheel (scripts/test_python_package.sh, CI's python-package step).
+pytestmark = pytest.mark.package
 
 STUBS = Path(__file__).parents[1] / "fulcrum" / "_core.pyi"
 

@@ -18,6 +18,9 @@ from fulcrum.torch.function import _check_group_moves  # noqa: E402
 
 import fulcrum  # noqa: E402
 
+# Also run against the installed wheel (scripts/test_python_package.sh, CI's python-package step).
+pytestmark = pytest.mark.package
+
 
 def model_shape() -> fulcrum.ModelShape:
     m = fulcrum.ModelShape()

@@ -7,6 +7,9 @@ from conftest import RANKS, TOKENS_PER_RANK, whole_stripes
 
 import fulcrum
 
+# Also run against the installed wheel (scripts/test_python_package.sh, CI's python-package step).
+pytestmark = pytest.mark.package
+
 
 def test_model_shapes():
     names = fulcrum.model_shape_names()

@@ -64,6 +64,13 @@ struct Avx512 : Lanes<16> {
 /// (core/simd_foreach_isa.hpp). Callers read active_isa() once per call, outside their parallel regions, so
 /// one call runs one version and a bad FULCRUM_SIMD is an error at the call, not inside an OpenMP region.
 // NOLINTBEGIN(bugprone-macro-parentheses): `call` follows a namespace qualifier, where no parentheses go.
+#if FULCRUM_SIMD_BASELINE_ONLY
+#define FULCRUM_DISPATCH(isa, call) \
+  do {                              \
+    static_cast<void>(isa);         \
+    isa_baseline::call;             \
+  } while (false)
+#else
 #define FULCRUM_DISPATCH(isa, call)                                    \
   do {                                                                 \
     switch (isa) {                                                     \
@@ -72,4 +79,5 @@ struct Avx512 : Lanes<16> {
       case ::fulcrum::simd::Isa::kBaseline: isa_baseline::call; break; \
     }                                                                  \
   } while (false)
+#endif
 // NOLINTEND(bugprone-macro-parentheses)

@@ -15,6 +15,7 @@ using Isa = ::fulcrum::simd::Baseline;
 #include FULCRUM_ISA_INCLUDE
 }  // namespace isa_baseline
 
+#if !FULCRUM_SIMD_BASELINE_ONLY
 #if defined(__clang__)
 #pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
 #else
@@ -42,5 +43,6 @@ using Isa = ::fulcrum::simd::Avx512;
 #else
 #pragma GCC pop_options
 #endif
+#endif  // !FULCRUM_SIMD_BASELINE_ONLY
 
 #undef FULCRUM_ISA_INCLUDE

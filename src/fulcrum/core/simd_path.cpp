@@ -37,6 +37,7 @@ Isa parse_isa(std::string_view text, std::string_view what) {
 }
 
 bool cpu_supports(Isa isa) {
+  if (FULCRUM_SIMD_BASELINE_ONLY && isa != Isa::kBaseline) return false;
   switch (isa) {
     case Isa::kAvx512: return __builtin_cpu_supports("avx512f") != 0;
     case Isa::kAvx2: return __builtin_cpu_supports("avx2") != 0 && __builtin_cpu_supports("fma") != 0;
@@ -47,6 +48,9 @@ bool cpu_supports(Isa isa) {
 
 Isa require_isa(std::string_view text, std::string_view what) {
   const Isa isa = parse_isa(text, what);
+  if (FULCRUM_SIMD_BASELINE_ONLY && isa != Isa::kBaseline) {
+    fail("{} = {}: this build compiles the baseline version only (FULCRUM_SIMD_BASELINE_ONLY)", what, text);
+  }
   if (!cpu_supports(isa)) fail("{} = {}: this CPU does not run it (best: {})", what, text, to_string(best_isa()));
   return isa;
 }
