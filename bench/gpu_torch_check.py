@@ -205,11 +205,12 @@ class Case:
 
 
 def attention_cases(planners: tuple[str, ...], extras: bool) -> list[Case]:
-    """Every planner with backend torch in fp32 and bf16 per mask set; with ``extras`` also auto and
-    single-stream for distca."""
+    """Every planner with backend torch in fp32 and bf16 per mask set, and fa2 (torch's built-in FlashAttention-2)
+    in bf16; with ``extras`` also auto and single-stream for distca."""
     out = []
     for mask_set in MASK_SETS:
         out += [Case(mask_set, p, "torch", "pingpong", d) for p in planners for d in TOLERANCE]
+        out += [Case(mask_set, p, "fa2", "pingpong", torch.bfloat16) for p in planners]
         if extras:
             out += [Case(mask_set, "distca", "auto", "pingpong", d) for d in TOLERANCE]
             out.append(Case(mask_set, "distca", "torch", "single-stream", torch.float32))

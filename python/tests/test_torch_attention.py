@@ -34,7 +34,8 @@ PLANNERS = (*fulcrum.planner_names(), HEAD_SPLIT)
 PLANNER_OPTIONS[HEAD_SPLIT] = {"dcp_block": 32, "dcp_head_blocks": 2}
 HEAD_MASKS = ("causal", "window:8", "lambda:2:6", "causal")
 MASK_SETS = {"causal": ("causal",), "mixed": ("lambda:4:24", "full", "causal+head-masks")}
-BACKENDS = ("fulcrum", "torch")
+# fa2 on CPU: torch's FlashAttention-2 varlen calls, run sequence by sequence on its CPU flash attention.
+BACKENDS = ("fulcrum", "torch", "fa2")
 
 
 def model_shape() -> fulcrum.ModelShape:
@@ -134,7 +135,7 @@ def check_case(rank: int, batch: fulcrum.Batch, planner: str, backend: str, mode
 
 
 def cases(mask_set: str) -> list[tuple[str, str, str, torch.dtype]]:
-    """(planner, backend, mode, dtype): every planner on both backends in pingpong and fp32; single-stream
+    """(planner, backend, mode, dtype): every planner on every backend in pingpong and fp32; single-stream
     once; bf16 for every planner on the causal set."""
     out = [(p, b, "pingpong", torch.float32) for p in PLANNERS for b in BACKENDS]
     out.append(("distca", "fulcrum", "single-stream", torch.float32))

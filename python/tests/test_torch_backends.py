@@ -6,9 +6,18 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="fulcrum.torch needs PyTorch (pip install .[torch])")
 
-from fulcrum.torch.backend_flash import flash_backward_arguments, flash_layout  # noqa: E402
+from fulcrum.torch.backend_fa2 import (  # noqa: E402
+    BACKWARD_PARAMETERS,
+    FORWARD_PARAMETERS,
+    AtenCpuKernels,
+    Fa2Backend,
+    require_fa2_torch,
+    schema_mismatch,
+)
+from fulcrum.torch.backend_flash import FlashCall, flash_backward_arguments, flash_layout  # noqa: E402
 from fulcrum.torch.backend_fulcrum import FulcrumBackend, kernel_tasks, numpy_view  # noqa: E402
 from fulcrum.torch.backend_torch import TorchBackend  # noqa: E402
+from fulcrum.torch.backends import select_backend  # noqa: E402
 from fulcrum.torch.program import Attention, AttentionBackward, Document, Item, ParsedPlan  # noqa: E402
 
 import fulcrum  # noqa: E402
@@ -42,7 +51,7 @@ def random_buffers(seed: int) -> list[torch.Tensor]:
             torch.zeros_like(k), torch.zeros_like(v)]
 
 
-@pytest.mark.parametrize("backend", [FulcrumBackend(), TorchBackend()], ids=lambda b: b.name)
+@pytest.mark.parametrize("backend", [FulcrumBackend(), TorchBackend(), Fa2Backend()], ids=lambda b: b.name)
 def test_backends_match_the_fp64_reference_with_head_ranges_and_per_head_masks(backend):
     plan = plan_of(DOCS)
     b = random_buffers(7)
@@ -111,3 +120,53 @@ def test_flash_backward_arguments_follow_the_installed_signature():
                          "deterministic", "rng_state", "zero_tensors"]
     with pytest.raises(fulcrum.Error, match="parameters \\['sink_tokens'\\]"):
         flash_backward_arguments([*common, "sink_tokens"], values)
+
+
+def test_fa2_cpu_calls_match_the_fp64_reference_with_gqa_and_bottom_right_causal_rectangles():
+    """AtenCpuKernels keeps FA2's varlen contract: GQA, a causal sequence with more keys than queries aligned
+    bottom-right, LSE [heads, total_q] out, and gradients from O and LSE given as inputs."""
+    g = torch.Generator().manual_seed(3)
+    # Sequence 0: 6 queries against 10 keys, causal bottom-right; sequence 1: 5 against 5.
+    call = FlashCall(True, ((0, 6), (6, 5)), ((0, 10), (10, 5)), (0, 6, 11), (0, 10, 15), 6, 10)
+    q, d_o = (torch.randn(11, Q_HEADS, DIM, generator=g, dtype=torch.float64) for _ in range(2))
+    k, v = (torch.randn(15, KV_HEADS, DIM, generator=g, dtype=torch.float64) for _ in range(2))
+    kernels = AtenCpuKernels()
+    cu_q, cu_k = torch.tensor(call.cu_seqlens_q), torch.tensor(call.cu_seqlens_k)
+    f32 = [t.float() for t in (q, k, v, d_o)]
+    o, lse = kernels.forward(*f32[:3], call, cu_q, cu_k, 0.4)
+    dq, dk, dv = kernels.backward(f32[3], *f32[:3], o, lse, call, cu_q, cu_k, 0.4)
+    # fp64 reference by autograd on the explicit masks.
+    qr, kr, vr = (t.clone().requires_grad_() for t in (q, k, v))
+    outs, lses = [], []
+    for (q0, n_q), (k0, n_k) in zip(call.q_spans, call.k_spans, strict=True):
+        kh = kr[k0:k0 + n_k].repeat_interleave(Q_HEADS // KV_HEADS, dim=1)
+        vh = vr[k0:k0 + n_k].repeat_interleave(Q_HEADS // KV_HEADS, dim=1)
+        s = torch.einsum("qhd,khd->hqk", qr[q0:q0 + n_q], kh) * 0.4
+        s = s.masked_fill(~torch.ones(n_q, n_k, dtype=torch.bool).tril(n_k - n_q), -torch.inf)
+        lses.append(torch.logsumexp(s, -1))
+        outs.append(torch.einsum("hqk,khd->qhd", torch.softmax(s, -1), vh))
+    ref_o = torch.cat(outs)
+    torch.autograd.backward(ref_o, d_o)
+    assert lse.shape == (Q_HEADS, 11) and lse.dtype == torch.float32
+    torch.testing.assert_close(lse.double(), torch.cat(lses, 1), atol=1e-5, rtol=0)
+    for got, want, name in ((o, ref_o, "o"), (dq, qr.grad, "dq"), (dk, kr.grad, "dk"), (dv, vr.grad, "dv")):
+        torch.testing.assert_close(got.double(), want.detach(), atol=2e-5, rtol=0, msg=name)
+
+
+def test_fa2_refuses_what_it_cannot_run_naming_the_backend_that_can():
+    with pytest.raises(fulcrum.InputError, match=r"needs torch >= 2\.7.*this is torch 2\.6\.0.*backend=.torch."):
+        require_fa2_torch("2.6.0+cu124")
+    require_fa2_torch("2.11.0+cu130")
+    with pytest.raises(fulcrum.InputError, match=r"runs bf16 and fp16 on CUDA, these are torch\.float32.*.torch."):
+        select_backend("fa2", torch.device("cuda"), torch.float32)
+    assert select_backend("fa2", torch.device("cuda"), torch.bfloat16).name == "fa2"
+    assert select_backend("auto", torch.device("cpu"), torch.float32).name == "fulcrum"
+
+
+def test_fa2_schemas_of_the_installed_torch_take_what_the_backend_passes():
+    for op, expected in ((torch.ops.aten._flash_attention_forward.default, FORWARD_PARAMETERS),
+                         (torch.ops.aten._flash_attention_backward.default, BACKWARD_PARAMETERS)):
+        assert schema_mismatch([a.name for a in op._schema.arguments], expected) is None, op._schema
+    # torch 2.7's backward named the RNG tensors philox_seed and philox_offset: any names pass there.
+    assert schema_mismatch(["grad_out", "query"], BACKWARD_PARAMETERS) is not None
+    assert "parameter 1 is 'q'" in str(schema_mismatch(["query", "q", *"abcdefghi"], FORWARD_PARAMETERS))

@@ -1,4 +1,5 @@
-"""Kernel backend "flash": FlashAttention-2's varlen kernels for CUDA tensors in bf16.
+"""Kernel backend "flash": FlashAttention-2's varlen kernels for CUDA tensors in bf16; the machinery it shares
+with "fa2" (backend_fa2.py: the same kernels as PyTorch builds them in).
 
 One Attention instruction becomes at most two ``flash_attn_varlen_func`` calls, one causal and one not:
 every query span of an item is one sequence of the batch against the item's key span (gathered, so
@@ -18,7 +19,7 @@ import importlib.util
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -110,14 +111,56 @@ def _index(spans: Sequence[tuple[int, int]], device: torch.device) -> torch.Tens
     return torch.cat([torch.arange(row, row + count, device=device) for row, count in spans])
 
 
-class FlashBackend:
-    name = "flash"
+class VarlenKernels(Protocol):
+    """One library's varlen FlashAttention-2 calls, in one contract: q [total_q, heads, dim], k and v
+    [total_k, kv_heads, dim] (GQA: kv_heads divides heads), sequences by ``call``'s cu_seqlens; the forward
+    returns O and the LSE as [heads, total_q] fp32; the backward takes O and LSE (the *merged* ones) as inputs
+    and returns dQ, dK, dV shaped as q, k, v."""
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, call: FlashCall, cu_q: torch.Tensor,
+                cu_k: torch.Tensor, scale: float) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+    def backward(self, d_o: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
+                 lse: torch.Tensor, call: FlashCall, cu_q: torch.Tensor, cu_k: torch.Tensor,
+                 scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]: ...
+
+
+class FlashAttnKernels:
+    """The flash-attn package's varlen kernels (CUDA, fp16/bf16)."""
 
     def __init__(self) -> None:
         flash_attn_interface = importlib.import_module("flash_attn.flash_attn_interface")
         self._forward: Callable[..., Any] = flash_attn_interface.flash_attn_varlen_func
         self._backward: Callable[..., Any] = flash_attn_interface._flash_attn_varlen_backward
         self._backward_parameters = list(inspect.signature(self._backward).parameters)
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, call: FlashCall, cu_q: torch.Tensor,
+                cu_k: torch.Tensor, scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+        out, lse, _ = self._forward(q, k, v, cu_q, cu_k, call.max_seqlen_q, call.max_seqlen_k, dropout_p=0.0,
+                                    softmax_scale=scale, causal=call.causal, return_attn_probs=True)
+        if lse.dim() != 2:
+            raise _core.Error("flash-attn returned a padded LSE (a release before varlen LSE became [heads, "
+                              "total_q]); upgrade flash-attn or use backend='fa2'")
+        return out, lse
+
+    def backward(self, d_o: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
+                 lse: torch.Tensor, call: FlashCall, cu_q: torch.Tensor, cu_k: torch.Tensor,
+                 scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        grads = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        values = {"dout": d_o, "q": q, "k": k, "v": v, "out": o, "softmax_lse": lse, "dq": grads[0], "dk": grads[1],
+                  "dv": grads[2], "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k, "max_seqlen_q": call.max_seqlen_q,
+                  "max_seqlen_k": call.max_seqlen_k, "softmax_scale": scale, "causal": call.causal}
+        self._backward(**flash_backward_arguments(self._backward_parameters, values))
+        return grads
+
+
+class VarlenBackend:
+    """A backend over varlen FlashAttention-2 kernels: ``flash_layout``'s calls on ``kernels_for(device)``,
+    the items they cannot mask on the torch backend in the same instruction."""
+
+    def __init__(self, name: str, kernels_for: Callable[[torch.device], VarlenKernels]) -> None:
+        self.name = name
+        self._kernels_for = kernels_for
         self._fallback = TorchBackend()
 
     def _layout(self, plan: ParsedPlan, op: Attention | AttentionBackward) -> FlashLayout:
@@ -138,15 +181,12 @@ class FlashBackend:
     def forward(self, plan: ParsedPlan, op: Attention, buffers: Sequence[torch.Tensor], scale: float) -> None:
         q, k, v, o, lse = (buffers[i] for i in (op.q, op.k, op.v, op.o, op.lse))
         layout = self._layout(plan, op)
+        kernels = self._kernels_for(q.device) if layout.calls else None
         for call in layout.calls:
+            assert kernels is not None
             q_index, k_index, cu_q, cu_k = self._gather(call, q.device)
-            out, call_lse, _ = self._forward(
-                q.index_select(0, q_index), k.index_select(0, k_index), v.index_select(0, k_index), cu_q, cu_k,
-                call.max_seqlen_q, call.max_seqlen_k, dropout_p=0.0, softmax_scale=scale, causal=call.causal,
-                return_attn_probs=True)
-            if call_lse.dim() != 2:
-                raise _core.Error("flash-attn returned a padded LSE (a release before varlen LSE became [heads, "
-                                  "total_q]); upgrade flash-attn or use backend='torch'")
+            out, call_lse = kernels.forward(q.index_select(0, q_index), k.index_select(0, k_index),
+                                            v.index_select(0, k_index), call, cu_q, cu_k, scale)
             o.index_copy_(0, q_index, out.to(o.dtype))
             lse.index_copy_(0, q_index, call_lse.T.float())
         self._fallback.forward_items(plan, [op.items[i] for i in layout.fallback], q, k, v, o, lse, scale=scale)
@@ -155,18 +195,22 @@ class FlashBackend:
         q, k, v, o, lse, d_o, dq, dk, dv = (
             buffers[i] for i in (op.q, op.k, op.v, op.o, op.lse, op.d_o, op.dq, op.dk, op.dv))
         layout = self._layout(plan, op)
+        kernels = self._kernels_for(q.device) if layout.calls else None
         for call in layout.calls:
+            assert kernels is not None
             q_index, k_index, cu_q, cu_k = self._gather(call, q.device)
-            qs, ks, vs = q.index_select(0, q_index), k.index_select(0, k_index), v.index_select(0, k_index)
-            grads = torch.empty_like(qs), torch.empty_like(ks), torch.empty_like(vs)
-            values = {"dout": d_o.index_select(0, q_index), "q": qs, "k": ks, "v": vs,
-                      "out": o.index_select(0, q_index), "softmax_lse": lse.index_select(0, q_index).T.contiguous(),
-                      "dq": grads[0], "dk": grads[1], "dv": grads[2], "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k,
-                      "max_seqlen_q": call.max_seqlen_q, "max_seqlen_k": call.max_seqlen_k, "softmax_scale": scale,
-                      "causal": call.causal}
-            self._backward(**flash_backward_arguments(self._backward_parameters, values))
+            grads = kernels.backward(
+                d_o.index_select(0, q_index), q.index_select(0, q_index), k.index_select(0, k_index),
+                v.index_select(0, k_index), o.index_select(0, q_index), lse.index_select(0, q_index).T.contiguous(),
+                call, cu_q, cu_k, scale)
             dq.index_add_(0, q_index, grads[0].float())
             dk.index_add_(0, k_index, grads[1].float())
             dv.index_add_(0, k_index, grads[2].float())
         fallback = [op.items[i] for i in layout.fallback]
         self._fallback.backward_items(plan, fallback, q, k, v, o, lse, d_o, dq, dk, dv, scale=scale)
+
+
+class FlashBackend(VarlenBackend):
+    def __init__(self) -> None:
+        kernels = FlashAttnKernels()
+        super().__init__("flash", lambda device: kernels)

@@ -3,8 +3,11 @@
 A backend computes one fused Attention (or AttentionBackward) instruction over the executor's buffers:
 forward writes O and LSE of every item's query rows and heads; backward adds dQ, dK, dV. Three exist:
 ``fulcrum`` (the C++ CPU kernels, CPU tensors), ``torch`` (explicit masked-softmax math, any device) and
-``flash`` (flash-attn's varlen kernels, CUDA bf16, items it cannot mask fall back to ``torch``).
-``auto`` picks fulcrum on CPU, flash on CUDA when it is installed and the dtype is one it runs, else torch.
+``flash`` (flash-attn's varlen kernels, CUDA bf16, items it cannot mask fall back to ``torch``) and ``fa2``
+(the same FlashAttention-2 built into torch >= 2.7, no package; CUDA bf16/fp16, and on CPU sequence by
+sequence on torch's CPU flash attention, which tests it without a GPU).
+``auto`` picks fulcrum on CPU, flash on CUDA when it is installed and the dtype is one it runs, else torch;
+it does not pick fa2 until fa2 has run on a GPU (bench/gpu_torch_check.py).
 A caller may also pass a backend object of its own (anything with ``name``, ``forward`` and ``backward``),
 e.g. a wrapper that times the kernel calls (bench/torch_training.py).
 """
@@ -16,12 +19,14 @@ from typing import Protocol, runtime_checkable
 import torch
 
 from .. import _core
+from .backend_fa2 import CUDA_DTYPES as FA2_CUDA_DTYPES
+from .backend_fa2 import Fa2Backend
 from .backend_flash import FlashBackend, flash_available
 from .backend_fulcrum import FulcrumBackend
 from .backend_torch import TorchBackend
 from .program import Attention, AttentionBackward, ParsedPlan
 
-BACKENDS = ("auto", "fulcrum", "torch", "flash")
+BACKENDS = ("auto", "fulcrum", "torch", "flash", "fa2")
 FLASH_DTYPES = (torch.bfloat16,)  # flash-attn runs fp16 and bf16; plans store fp32 or bf16
 
 
@@ -59,6 +64,14 @@ def select_backend(name: BackendChoice, device: torch.device, dtype: torch.dtype
         if device.type != "cpu":
             raise _core.InputError(f"backend = 'fulcrum': runs on CPU tensors, these are on {device} (use 'torch')")
         return FulcrumBackend()
+    if name == "fa2":
+        if device.type == "cuda" and dtype not in FA2_CUDA_DTYPES:
+            raise _core.InputError(f"backend = 'fa2': runs bf16 and fp16 on CUDA, these are {dtype} (use 'torch' "
+                                   "for fp32)")
+        if device.type not in ("cuda", "cpu"):
+            raise _core.InputError(f"backend = 'fa2': runs on CUDA (and CPU) tensors, these are on {device} "
+                                   "(use 'torch')")
+        return Fa2Backend()
     if name == "flash":
         if device.type != "cuda" or dtype not in FLASH_DTYPES or not flash_available():
             raise _core.InputError(f"backend = 'flash': needs flash-attn installed and CUDA bf16 tensors, these "

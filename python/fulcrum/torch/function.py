@@ -100,7 +100,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, step: StepPlan,
     with the same StepPlan, as it exchanges data with the others. Returns o, shaped like q; with
     ``return_lse`` also the log-sum-exp of each row's scores in FlashAttention's layout [q_heads, rows]
     (not differentiable). backend: ``auto``, ``fulcrum`` (C++ CPU kernels), ``torch`` (any device),
-    ``flash`` (flash-attn, CUDA bf16), or a kernel backend object (``fulcrum.torch.KernelBackend``, e.g. one
+    ``flash`` (flash-attn, CUDA bf16), ``fa2`` (torch's built-in FlashAttention-2, CUDA bf16/fp16; torch >= 2.7),
+    or a kernel backend object (``fulcrum.torch.KernelBackend``, e.g. one
     that wraps another to time its calls). softmax_scale defaults to 1/sqrt(head_dim). Bad input raises
     fulcrum.InputError naming the argument.
     """
