@@ -74,12 +74,18 @@ class Hasher:
         return self.known[path]
 
 
-def input_key(version: str, config: bytes, command: str, directory: str, files: list[str], hasher: Hasher) -> str:
+def input_key(version: str, config: bytes, command: str, directory: str, files: list[str], hasher: Hasher,
+              root: str = str(ROOT)) -> str:
     """What clang-tidy's answer for one source depends on: the tool, its configuration, the compile command
-    and the contents of every file the compile read (the source among them)."""
-    digest = hashlib.sha256(version.encode() + b"\0" + config + b"\0" + command.encode())
+    and the contents of every file the compile read (the source among them). Paths inside the checkout are
+    named relative to it, so another clone of the same tree (CI's) has the same keys."""
+    def relative(text: str) -> str:
+        return text.replace(root, "<checkout>")
+
+    digest = hashlib.sha256(version.encode() + b"\0" + config + b"\0" + relative(command).encode())
     for path in sorted(files):
-        digest.update(b"\0" + path.encode() + b"\0" + hasher.file(str(Path(directory, path))).encode())
+        name = relative(str(Path(directory, path).resolve()))
+        digest.update(b"\0" + name.encode() + b"\0" + hasher.file(str(Path(directory, path))).encode())
     return digest.hexdigest()
 
 
@@ -92,10 +98,17 @@ def self_test() -> int:
         source.write_text('#include "a.hpp"\n')
         header.write_text("int f();\n")
 
-        def key(version: str = "14", config: bytes = b"Checks: x", command: str = "c++ -c a.cpp") -> str:
-            return input_key(version, config, command, folder, ["a.cpp", "a.hpp"], Hasher())
+        def key(version: str = "14", config: bytes = b"Checks: x", command: str = "c++ -c a.cpp",
+                root: str = folder) -> str:
+            return input_key(version, config, command, folder, ["a.cpp", "a.hpp"], Hasher(), root)
 
         base = key()
+        # Another clone of the same files: the same key.
+        with tempfile.TemporaryDirectory() as clone:
+            for file in (source, header):
+                Path(clone, file.name).write_text(file.read_text())
+            assert input_key("14", b"", f"c++ -I{clone} -c a.cpp", clone, ["a.cpp", "a.hpp"], Hasher(), clone) == \
+                input_key("14", b"", f"c++ -I{folder} -c a.cpp", folder, ["a.cpp", "a.hpp"], Hasher(), folder)
         assert key() == base, "the same input gave another key"
         assert key(version="15") != base and key(config=b"Checks: y") != base and key(command="c++ -O2") != base
         header.write_text("int* f();\n")
