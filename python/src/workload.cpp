@@ -98,6 +98,9 @@ void bind_workload(py::module_& m) {
       .def_static("striped", &MaskSpec::striped, py::arg("inner"), py::arg("ranks"), py::arg("block"),
                   "`inner` over a document stored block-striped over `ranks` ranks in `block`-token blocks "
                   "('striped:W:G:INNER'); document lengths must be multiples of ranks * block.")
+      .def_property_readonly(
+          "window", [](const MaskSpec& s) { return s.window; },
+          "Keys a row sees back from itself, itself included: window:W and lambda's W; 0 for the other kinds.")
       .def_property_readonly("length_multiple", &MaskSpec::length_multiple,
                              "Document lengths this mask accepts are multiples of this (ranks * block for striped).")
       .def(

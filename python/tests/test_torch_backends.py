@@ -14,7 +14,7 @@ from fulcrum.torch.backend_fa2 import (  # noqa: E402
     require_fa2_torch,
     schema_mismatch,
 )
-from fulcrum.torch.backend_flash import FlashCall, flash_backward_arguments, flash_layout  # noqa: E402
+from fulcrum.torch.backend_flash import FlashCall, flash_backward_arguments, flash_layout, window_rows  # noqa: E402
 from fulcrum.torch.backend_fulcrum import FulcrumBackend, kernel_tasks, numpy_view  # noqa: E402
 from fulcrum.torch.backend_torch import TorchBackend  # noqa: E402
 from fulcrum.torch.backends import select_backend  # noqa: E402
@@ -79,30 +79,77 @@ def test_numpy_views_are_the_tensors_memory():
         numpy_view(t.transpose(0, 1))
 
 
-def test_flash_layout_batches_what_flash_attn_can_mask_and_falls_back_for_the_rest():
+def test_flash_layout_batches_what_fa2_can_mask_one_call_per_window_and_falls_back_for_the_rest():
     docs = (doc(100, "causal"), doc(64, "window:8"), doc(32, "causal", ("causal",) * Q_HEADS))
     items = (
         Item(0, ((0, 0, 50),), (0, 0, 50), None),  # causal, keys end where queries end: causal sequence
         Item(0, ((50, 60, 20),), (50, 0, 40), None),  # keys before every query: fully visible
         Item(0, ((70, 0, 10), (80, 90, 10)), (90, 0, 10), None),  # head span causal, tail span fully visible
-        Item(0, ((0, 0, 50),), (0, 0, 50), (0, 2)),  # a head range: flash-attn computes all heads
-        Item(1, ((100, 32, 16),), (100, 32, 16), None),  # a window cuts the rectangle
-        Item(1, ((116, 40, 4),), (116, 37, 4), None),  # ... but not this one: fully visible
+        Item(0, ((0, 0, 50),), (0, 0, 50), (0, 2)),  # a head range: FA2 computes all heads
+        Item(1, ((100, 32, 16),), (100, 32, 16), None),  # a window band: FA2's window (7, 0)
+        Item(1, ((116, 40, 4),), (116, 37, 4), None),  # fully visible under the window
         Item(2, ((120, 0, 8),), (120, 0, 8), None),  # per-head masks
         Item(0, ((0, 10, 10),), (0, 0, 30), None),  # causal with keys past the queries' end
         Item(0, ((0, 10, 10),), (0, 0, 0), None),  # no keys
+        Item(0, ((124, 20, 10),), (124, 0, 25), None),  # causal, keys end 5 before the queries: window (-1, 5)
+        Item(1, ((134, 20, 4),), (134, 12, 8), None),  # window keys end 4 early: (3, 4); row 23 sees 16..19
+        Item(1, ((138, 30, 4),), (138, 0, 8), None),  # every row's window is past these keys: no key, falls back
     )
     layout = flash_layout(docs, items)
-    assert layout.fallback == (3, 4, 6, 7, 8)
-    causal, full = layout.calls
-    assert causal.causal and not full.causal
+    assert layout.fallback == (3, 6, 7, 8, 11)
+    full, causal, wider_causal, window_4, window = layout.calls
+    assert [c.window for c in layout.calls] == [(-1, -1), (-1, 0), (-1, 5), (3, 4), (7, 0)]
+    assert causal.causal and not full.causal and not window.causal
     assert causal.q_spans == ((0, 50), (70, 10)) and causal.k_spans == ((0, 50), (90, 10))
     assert causal.cu_seqlens_q == (0, 50, 60) and causal.cu_seqlens_k == (0, 50, 60)
     assert (causal.max_seqlen_q, causal.max_seqlen_k) == (50, 50)
     assert full.q_spans == ((50, 20), (80, 10), (116, 4)) and full.k_spans == ((50, 40), (90, 10), (116, 4))
     assert full.cu_seqlens_q == (0, 20, 30, 34) and full.cu_seqlens_k == (0, 40, 50, 54)
     assert (full.max_seqlen_q, full.max_seqlen_k) == (20, 40)
-    assert flash_layout(docs, items[3:5]).calls == ()
+    assert window.q_spans == ((100, 16),) and wider_causal.k_spans == ((124, 25),) and window_4.q_spans == ((134, 4),)
+    assert flash_layout(docs, items[3:4] + items[6:7]).calls == ()
+
+
+@pytest.mark.parametrize("window", [(-1, 0), (-1, 4), (2, 3), (5, 0), (-1, -1)])
+def test_fa2_cpu_calls_match_fp64_under_every_window_with_gqa_and_more_keys_than_queries(window):
+    """AtenCpuKernels keeps FA2's varlen contract: GQA, windows aligned bottom-right (row i of nq sees keys
+    i + nk - nq - left .. i + nk - nq + right), LSE [heads, total_q] out, gradients from O and LSE as inputs."""
+    g = torch.Generator().manual_seed(3)
+    # Sequence 0: 6 queries against 10 keys; sequence 1: 5 against 5.
+    call = FlashCall(window, ((0, 6), (6, 5)), ((0, 10), (10, 5)), (0, 6, 11), (0, 10, 15), 6, 10)
+    q, d_o = (torch.randn(11, Q_HEADS, DIM, generator=g, dtype=torch.float64) for _ in range(2))
+    k, v = (torch.randn(15, KV_HEADS, DIM, generator=g, dtype=torch.float64) for _ in range(2))
+    kernels = AtenCpuKernels()
+    cu_q, cu_k = torch.tensor(call.cu_seqlens_q), torch.tensor(call.cu_seqlens_k)
+    f32 = [t.float() for t in (q, k, v, d_o)]
+    o, lse = kernels.forward(*f32[:3], call, cu_q, cu_k, 0.4)
+    dq, dk, dv = kernels.backward(f32[3], *f32[:3], o, lse, call, cu_q, cu_k, 0.4)
+    # fp64 reference by autograd on masks written from the rule, row by row.
+    qr, kr, vr = (t.clone().requires_grad_() for t in (q, k, v))
+    outs, lses = [], []
+    for (q0, n_q), (k0, n_k) in zip(call.q_spans, call.k_spans, strict=True):
+        visible = torch.tensor([[(window[0] < 0 or j >= i + n_k - n_q - window[0]) and
+                                 (window[1] < 0 or j <= i + n_k - n_q + window[1]) for j in range(n_k)]
+                                for i in range(n_q)])
+        assert visible.sum(1).min() >= 1
+        kh = kr[k0:k0 + n_k].repeat_interleave(Q_HEADS // KV_HEADS, dim=1)
+        vh = vr[k0:k0 + n_k].repeat_interleave(Q_HEADS // KV_HEADS, dim=1)
+        s = torch.einsum("qhd,khd->hqk", qr[q0:q0 + n_q], kh) * 0.4
+        s = s.masked_fill(~visible, -torch.inf)
+        lses.append(torch.logsumexp(s, -1))
+        outs.append(torch.einsum("hqk,khd->qhd", torch.softmax(s, -1), vh))
+    ref_o = torch.cat(outs)
+    torch.autograd.backward(ref_o, d_o)
+    assert lse.shape == (Q_HEADS, 11) and lse.dtype == torch.float32
+    torch.testing.assert_close(lse.double(), torch.cat(lses, 1), atol=1e-5, rtol=0)
+    for got, want, name in ((o, ref_o, "o"), (dq, qr.grad, "dq"), (dk, kr.grad, "dk"), (dv, vr.grad, "dv")):
+        torch.testing.assert_close(got.double(), want.detach(), atol=2e-5, rtol=0, msg=name)
+
+
+def test_window_rows_counts_fa2s_band():
+    assert list(window_rows((-1, 0), 3, 5)) == [3, 4, 5]
+    assert list(window_rows((1, 0), 3, 5)) == [2, 2, 2]
+    assert list(window_rows((-1, -1), 2, 4)) == [4, 4] and list(window_rows((0, -1), 2, 4)) == [2, 1]
 
 
 def test_flash_backward_arguments_follow_the_installed_signature():
@@ -120,37 +167,6 @@ def test_flash_backward_arguments_follow_the_installed_signature():
                          "deterministic", "rng_state", "zero_tensors"]
     with pytest.raises(fulcrum.Error, match="parameters \\['sink_tokens'\\]"):
         flash_backward_arguments([*common, "sink_tokens"], values)
-
-
-def test_fa2_cpu_calls_match_the_fp64_reference_with_gqa_and_bottom_right_causal_rectangles():
-    """AtenCpuKernels keeps FA2's varlen contract: GQA, a causal sequence with more keys than queries aligned
-    bottom-right, LSE [heads, total_q] out, and gradients from O and LSE given as inputs."""
-    g = torch.Generator().manual_seed(3)
-    # Sequence 0: 6 queries against 10 keys, causal bottom-right; sequence 1: 5 against 5.
-    call = FlashCall(True, ((0, 6), (6, 5)), ((0, 10), (10, 5)), (0, 6, 11), (0, 10, 15), 6, 10)
-    q, d_o = (torch.randn(11, Q_HEADS, DIM, generator=g, dtype=torch.float64) for _ in range(2))
-    k, v = (torch.randn(15, KV_HEADS, DIM, generator=g, dtype=torch.float64) for _ in range(2))
-    kernels = AtenCpuKernels()
-    cu_q, cu_k = torch.tensor(call.cu_seqlens_q), torch.tensor(call.cu_seqlens_k)
-    f32 = [t.float() for t in (q, k, v, d_o)]
-    o, lse = kernels.forward(*f32[:3], call, cu_q, cu_k, 0.4)
-    dq, dk, dv = kernels.backward(f32[3], *f32[:3], o, lse, call, cu_q, cu_k, 0.4)
-    # fp64 reference by autograd on the explicit masks.
-    qr, kr, vr = (t.clone().requires_grad_() for t in (q, k, v))
-    outs, lses = [], []
-    for (q0, n_q), (k0, n_k) in zip(call.q_spans, call.k_spans, strict=True):
-        kh = kr[k0:k0 + n_k].repeat_interleave(Q_HEADS // KV_HEADS, dim=1)
-        vh = vr[k0:k0 + n_k].repeat_interleave(Q_HEADS // KV_HEADS, dim=1)
-        s = torch.einsum("qhd,khd->hqk", qr[q0:q0 + n_q], kh) * 0.4
-        s = s.masked_fill(~torch.ones(n_q, n_k, dtype=torch.bool).tril(n_k - n_q), -torch.inf)
-        lses.append(torch.logsumexp(s, -1))
-        outs.append(torch.einsum("hqk,khd->qhd", torch.softmax(s, -1), vh))
-    ref_o = torch.cat(outs)
-    torch.autograd.backward(ref_o, d_o)
-    assert lse.shape == (Q_HEADS, 11) and lse.dtype == torch.float32
-    torch.testing.assert_close(lse.double(), torch.cat(lses, 1), atol=1e-5, rtol=0)
-    for got, want, name in ((o, ref_o, "o"), (dq, qr.grad, "dq"), (dk, kr.grad, "dk"), (dv, vr.grad, "dv")):
-        torch.testing.assert_close(got.double(), want.detach(), atol=2e-5, rtol=0, msg=name)
 
 
 def test_fa2_refuses_what_it_cannot_run_naming_the_backend_that_can():

@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from .. import _core
-from .backend_flash import FlashCall, VarlenBackend, VarlenKernels
+from .backend_flash import FULL, FlashCall, VarlenBackend, VarlenKernels
 
 MIN_TORCH = (2, 7)
 CUDA_DTYPES = (torch.bfloat16, torch.float16)
@@ -74,10 +74,18 @@ def fa2_schemas_supported() -> None:
 class AtenCudaKernels:
     """torch's CUDA FlashAttention-2, varlen, one call per FlashCall."""
 
+    @staticmethod
+    def _window(call: FlashCall) -> dict[str, int]:
+        """The window keywords: none for a full or causal call (is_causal says it), else both sides."""
+        if call.window == FULL or call.causal:
+            return {}
+        return {"window_size_left": call.window[0], "window_size_right": call.window[1]}
+
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, call: FlashCall, cu_q: torch.Tensor,
                 cu_k: torch.Tensor, scale: float) -> tuple[torch.Tensor, torch.Tensor]:
         out, lse, *_ = torch.ops.aten._flash_attention_forward(
-            q, k, v, cu_q, cu_k, call.max_seqlen_q, call.max_seqlen_k, 0.0, call.causal, False, scale=scale)
+            q, k, v, cu_q, cu_k, call.max_seqlen_q, call.max_seqlen_k, 0.0, call.causal, False, scale=scale,
+            **self._window(call))
         return out, lse
 
     def backward(self, d_o: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
@@ -87,27 +95,33 @@ class AtenCudaKernels:
         rng = torch.empty(2, dtype=torch.uint64, device=q.device), torch.empty(0, device=q.device)
         dq, dk, dv = torch.ops.aten._flash_attention_backward(
             d_o, q, k, v, o, lse, cu_q, cu_k, call.max_seqlen_q, call.max_seqlen_k, 0.0, call.causal, *rng,
-            scale=scale)
+            scale=scale, **self._window(call))
         return dq, dk, dv
 
 
 class AtenCpuKernels:
     """The same calls on torch's CPU flash attention, one sequence at a time ([1, heads, rows, dim]). Its causal
-    mask is aligned top-left; FA2's varlen one bottom-right, so a causal sequence with more keys than queries
-    gets that mask explicitly. GQA: the kv heads are repeated, and their gradients summed back."""
+    mask is aligned top-left, FA2's windows bottom-right: a sequence gets is_causal only where the two agree
+    (a square causal one), else its window as an explicit mask. GQA: the kv heads are repeated, and their
+    gradients summed back."""
 
     @staticmethod
     def _sequences(call: FlashCall) -> list[tuple[slice, slice, torch.Tensor | None, bool]]:
-        out = []
+        out: list[tuple[slice, slice, torch.Tensor | None, bool]] = []
+        left, right = call.window
         for i in range(len(call.q_spans)):
             rows = slice(call.cu_seqlens_q[i], call.cu_seqlens_q[i + 1])
             keys = slice(call.cu_seqlens_k[i], call.cu_seqlens_k[i + 1])
             n_q, n_k = rows.stop - rows.start, keys.stop - keys.start
-            mask = None
-            if call.causal and n_q != n_k:  # query i sees keys up to n_k - n_q + i
-                visible = torch.ones(n_q, n_k, dtype=torch.bool).tril(n_k - n_q)
-                mask = torch.zeros(n_q, n_k).masked_fill_(~visible, -torch.inf)
-            out.append((rows, keys, mask, call.causal and mask is None))
+            if call.window == FULL or (call.causal and n_q == n_k):
+                out.append((rows, keys, None, call.causal))
+                continue
+            visible = torch.ones(n_q, n_k, dtype=torch.bool)
+            if right >= 0:  # row i sees keys up to i + n_k - n_q + right
+                visible = visible.tril(n_k - n_q + right)
+            if left >= 0:  # ... and from i + n_k - n_q - left
+                visible = visible.triu(n_k - n_q - left)
+            out.append((rows, keys, torch.zeros(n_q, n_k).masked_fill_(~visible, -torch.inf), False))
         return out
 
     @staticmethod

@@ -1,14 +1,14 @@
 """Kernel backend "flash": FlashAttention-2's varlen kernels for CUDA tensors in bf16; the machinery it shares
 with "fa2" (backend_fa2.py: the same kernels as PyTorch builds them in).
 
-One Attention instruction becomes at most two ``flash_attn_varlen_func`` calls, one causal and one not:
+One Attention instruction becomes one ``flash_attn_varlen_func`` call per FA2 window its sequences need:
 every query span of an item is one sequence of the batch against the item's key span (gathered, so
-sequences may share keys). flash-attn knows two masks, so an item runs there only when it covers all
-heads, its document has no per-head masks, and each span's rectangle is either fully visible (a
-non-causal sequence, whatever the mask kind) or causal with the keys ending where the queries end
-(flash-attn aligns its causal diagonal to the bottom-right corner). Every other item runs on the
-torch backend in the same instruction. Backward calls flash-attn's varlen backward with the *merged*
-O and LSE, which makes each part's gradients exact (kernels/merge.hpp).
+sequences may share keys). FA2 masks a band around each row's bottom-right-aligned diagonal, so an item
+runs there only when it covers all heads, its document has no per-head masks, and each span's rectangle
+is fully visible (whatever the mask kind) or a causal or sliding-window band that leaves every row a key
+(``_span_window``). Every other item runs on the torch backend in the same instruction. Backward calls
+flash-attn's varlen backward with the *merged* O and LSE, which makes each part's gradients exact
+(kernels/merge.hpp).
 
 ``flash_layout`` (the CPU-side planning of the calls) is a pure function, tested without a GPU.
 """
@@ -21,18 +21,27 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import numpy as np
 import torch
 
 from .. import _core
 from .backend_torch import TorchBackend
 from .program import Attention, AttentionBackward, Document, Item, ParsedPlan
 
+# FlashAttention-2's local window (left, right) around each row's diagonal, aligned bottom-right: row i of a
+# sequence of nq queries and nk keys sees key j when i + nk - nq - left <= j <= i + nk - nq + right; -1 leaves
+# that side unbounded. (-1, -1): every pair; (-1, 0): causal.
+Window = tuple[int, int]
+FULL: Window = (-1, -1)
+CAUSAL: Window = (-1, 0)
+
 
 @dataclass(frozen=True)
 class FlashCall:
-    """One varlen call: sequence i is query rows q_spans[i] = (row, count) against key rows k_spans[i]."""
+    """One varlen call: sequence i is query rows q_spans[i] = (row, count) against key rows k_spans[i], every
+    sequence under the same FA2 ``window``."""
 
-    causal: bool
+    window: Window
     q_spans: tuple[tuple[int, int], ...]
     k_spans: tuple[tuple[int, int], ...]
     cu_seqlens_q: tuple[int, ...]
@@ -40,51 +49,74 @@ class FlashCall:
     max_seqlen_q: int
     max_seqlen_k: int
 
+    @property
+    def causal(self) -> bool:
+        return self.window == CAUSAL
+
 
 @dataclass(frozen=True)
 class FlashLayout:
-    calls: tuple[FlashCall, ...]  # the causal call first, each only when it has sequences
-    fallback: tuple[int, ...]  # indices of the items flash-attn cannot run (the torch backend does)
+    calls: tuple[FlashCall, ...]  # one per window, in window order, each only when it has sequences
+    fallback: tuple[int, ...]  # indices of the items FA2 cannot run (the torch backend does)
 
 
-def _span_causality(doc: Document, span: tuple[int, int, int], keys: tuple[int, int, int]) -> bool | None:
-    """False: every pair of the rectangle is visible; True: flash-attn's bottom-right causal rectangle;
-    None: neither (flash-attn cannot mask it)."""
+def window_rows(window: Window, queries: int, keys: int) -> np.ndarray:
+    """Keys each of ``queries`` rows sees under ``window`` against ``keys`` keys (FA2's bottom-right rule)."""
+    left, right = window
+    i = np.arange(queries)
+    lo = np.maximum(0, i + keys - queries - left) if left >= 0 else np.zeros(queries, dtype=np.int64)
+    hi = np.minimum(keys - 1, i + keys - queries + right) if right >= 0 else np.full(queries, keys - 1)
+    counts: np.ndarray = np.maximum(0, hi - lo + 1)
+    return counts
+
+
+def _span_window(doc: Document, span: tuple[int, int, int], keys: tuple[int, int, int]) -> Window | None:
+    """The FA2 window that masks this rectangle as ``doc.mask`` does, or None (FA2 cannot mask it, or a row
+    would see no key: FA2's LSE for such rows is not the -inf the merge needs; the torch backend writes it).
+    Causal and sliding-window masks are bands ending at each row's own position; in a rectangle whose keys
+    end ``e`` positions after its queries (e <= 0), that band is FA2's window (-1 or W - 1 + e, -e). Every
+    candidate is checked against the C++ mask's pair count, the one definition of the mask."""
     _, position, count = span
     _, key_position, key_count = keys
     if key_count == 0:
-        return None  # no keys: O = 0 and LSE = -inf, which the torch backend writes
+        return None
     pairs = _core.attention_pairs(doc.mask, [(position, position + count)], (key_position, key_position + key_count),
                                   doc.length)
     if pairs == count * key_count:
-        return False
-    if doc.mask.kind == "causal" and key_position <= position and position + count == key_position + key_count:
-        return True
-    return None
+        return FULL
+    e = (key_position + key_count) - (position + count)
+    if e > 0 or doc.mask.kind not in ("causal", "window"):
+        return None
+    window = (-1, -e) if doc.mask.kind == "causal" else (doc.mask.window - 1 + e, -e)
+    if window[0] < -1:
+        return None
+    rows = window_rows(window, count, key_count)
+    return window if rows.min() >= 1 and int(rows.sum()) == pairs else None
 
 
-def _call(causal: bool, sequences: list[tuple[tuple[int, int], tuple[int, int]]]) -> FlashCall:
+def _call(window: Window, sequences: list[tuple[tuple[int, int], tuple[int, int]]]) -> FlashCall:
     cu_q, cu_k = [0], [0]
     for (_, q_count), (_, k_count) in sequences:
         cu_q.append(cu_q[-1] + q_count)
         cu_k.append(cu_k[-1] + k_count)
-    return FlashCall(causal, tuple(s[0] for s in sequences), tuple(s[1] for s in sequences), tuple(cu_q), tuple(cu_k),
+    return FlashCall(window, tuple(s[0] for s in sequences), tuple(s[1] for s in sequences), tuple(cu_q), tuple(cu_k),
                      max(s[0][1] for s in sequences), max(s[1][1] for s in sequences))
 
 
 def flash_layout(documents: Sequence[Document], items: Sequence[Item]) -> FlashLayout:
-    """Which items of one fused call run on flash-attn, as which varlen calls, and which fall back."""
-    sequences: dict[bool, list[tuple[tuple[int, int], tuple[int, int]]]] = {True: [], False: []}
+    """Which items of one fused call run on FA2, as which varlen calls (one per window), and which fall back."""
+    sequences: dict[Window, list[tuple[tuple[int, int], tuple[int, int]]]] = {}
     fallback = []
     for index, item in enumerate(items):
         doc = documents[item.doc]
-        kinds = [_span_causality(doc, span, item.keys) for span in item.queries]
-        if item.heads is not None or doc.head_masks or not kinds or None in kinds:
+        windows = [_span_window(doc, span, item.keys) for span in item.queries]
+        if item.heads is not None or doc.head_masks or not windows or None in windows:
             fallback.append(index)
             continue
-        for span, causal in zip(item.queries, kinds, strict=True):
-            sequences[bool(causal)].append(((span[0], span[2]), (item.keys[0], item.keys[2])))
-    calls = tuple(_call(causal, sequences[causal]) for causal in (True, False) if sequences[causal])
+        for span, window in zip(item.queries, windows, strict=True):
+            assert window is not None
+            sequences.setdefault(window, []).append(((span[0], span[2]), (item.keys[0], item.keys[2])))
+    calls = tuple(_call(window, sequences[window]) for window in sorted(sequences))
     return FlashLayout(calls, tuple(fallback))
 
 
@@ -137,7 +169,8 @@ class FlashAttnKernels:
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, call: FlashCall, cu_q: torch.Tensor,
                 cu_k: torch.Tensor, scale: float) -> tuple[torch.Tensor, torch.Tensor]:
         out, lse, _ = self._forward(q, k, v, cu_q, cu_k, call.max_seqlen_q, call.max_seqlen_k, dropout_p=0.0,
-                                    softmax_scale=scale, causal=call.causal, return_attn_probs=True)
+                                    softmax_scale=scale, causal=call.causal, window_size=call.window,
+                                    return_attn_probs=True)
         if lse.dim() != 2:
             raise _core.Error("flash-attn returned a padded LSE (a release before varlen LSE became [heads, "
                               "total_q]); upgrade flash-attn or use backend='fa2'")
@@ -149,7 +182,8 @@ class FlashAttnKernels:
         grads = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
         values = {"dout": d_o, "q": q, "k": k, "v": v, "out": o, "softmax_lse": lse, "dq": grads[0], "dk": grads[1],
                   "dv": grads[2], "cu_seqlens_q": cu_q, "cu_seqlens_k": cu_k, "max_seqlen_q": call.max_seqlen_q,
-                  "max_seqlen_k": call.max_seqlen_k, "softmax_scale": scale, "causal": call.causal}
+                  "max_seqlen_k": call.max_seqlen_k, "softmax_scale": scale, "causal": call.causal,
+                  "window_size": call.window, "window_size_left": call.window[0], "window_size_right": call.window[1]}
         self._backward(**flash_backward_arguments(self._backward_parameters, values))
         return grads
 
