@@ -8,7 +8,10 @@ executor and the kernel backend, not communication. The batch: document lengths 
 - ``fulcrum <planner> <backend>``: fulcrum.torch.attention on ``compile_step(plan)``, every backend the device
   runs (torch, and flash where flash-attn is installed; fulcrum's C++ kernels on CPU);
 - ``sdpa per document``: torch.nn.functional.scaled_dot_product_attention per document, is_causal, enable_gqa
-  (the kernel torch picks: flash or memory-efficient on CUDA), what a user writes without Fulcrum.
+  (the kernel torch picks: flash or memory-efficient on CUDA), what a user writes without Fulcrum;
+- ``fa2 varlen, one call``: torch's FlashAttention-2 varlen op over all documents in one call (what
+  ``torch.nn.attention.varlen.varlen_attn`` calls; on CPU, backend fa2's per-sequence route), the bar the
+  ``fa2`` backend's overhead is measured against.
 Medians over ``--repeats`` after ``--warmup``; the ratio is each row's median over SDPA's, measured in one run.
 The outputs are checked against SDPA's (max |diff| / max |SDPA| ≤ 2e-2 in bf16, 1e-4 in fp32) before timing.
 
@@ -30,7 +33,8 @@ import fulcrum.torch as ft
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from fulcrum.torch.backend_flash import flash_available
+from fulcrum.torch.backend_fa2 import fa2_kernels
+from fulcrum.torch.backend_flash import CAUSAL, FlashCall, VarlenKernels, flash_available
 
 import fulcrum
 
@@ -53,6 +57,25 @@ def timed(step: Callable[[], None], device: torch.device, warmup: int, repeats: 
     return statistics.median(times)
 
 
+class OneVarlenCall(torch.autograd.Function):
+    """One causal varlen FA2 call over every document, differentiable (the baseline row)."""
+
+    @staticmethod
+    def forward(ctx: torch.autograd.function.FunctionCtx, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                kernels: VarlenKernels, call: FlashCall, cu: torch.Tensor) -> torch.Tensor:
+        o, lse = kernels.forward(q, k, v, call, cu, cu, q.shape[-1] ** -0.5)
+        ctx.save_for_backward(q, k, v, o, lse, cu)
+        ctx.kernels, ctx.call = kernels, call  # type: ignore[attr-defined]
+        return o
+
+    @staticmethod
+    def backward(ctx: torch.autograd.function.FunctionCtx, d_o: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        q, k, v, o, lse, cu = ctx.saved_tensors  # type: ignore[attr-defined]
+        dq, dk, dv = ctx.kernels.backward(d_o.contiguous(), q, k, v, o, lse, ctx.call, cu, cu,  # type: ignore
+                                          q.shape[-1] ** -0.5)
+        return dq, dk, dv, None, None, None
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", choices=("cuda", "cpu"))
@@ -64,6 +87,8 @@ def main() -> int:
     p.add_argument("--kv-heads", type=int, default=8)
     p.add_argument("--head-dim", type=int, default=128)
     p.add_argument("--planners", default="packed,distca")
+    p.add_argument("--backends", help="fulcrum.torch backends to time (default: every one the device runs; the "
+                                      "torch backend takes minutes at 128K tokens on a GPU)")
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--repeats", type=int, default=10)
     p.add_argument("--json")
@@ -110,10 +135,32 @@ def main() -> int:
         want = sdpa(q, k, v).float()
     baseline = timed(train_step(sdpa), device, args.warmup, args.repeats)
     rows: list[dict] = [{"name": "sdpa per document", "seconds": baseline}]
-    if device.type == "cpu":
-        backends = ["fulcrum", "torch"]
+
+    starts = [0]
+    for n in lengths:
+        starts.append(starts[-1] + n)
+    one_call = FlashCall(CAUSAL, tuple((s, n) for s, n in zip(starts, lengths, strict=False)),
+                         tuple((s, n) for s, n in zip(starts, lengths, strict=False)), tuple(starts), tuple(starts),
+                         max(lengths), max(lengths))
+    cu = torch.tensor(starts, dtype=torch.int32, device=device)
+
+    def varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        out = OneVarlenCall.apply(q, k, v, fa2_kernels(device), one_call, cu)
+        assert isinstance(out, torch.Tensor)
+        return out
+
+    with torch.no_grad():
+        error = (varlen(q, k, v).float() - want).abs().max().item() / max(1.0, want.abs().max().item())
+    if not error <= TOLERANCE[dtype]:
+        raise SystemExit(f"fa2 varlen: output differs from SDPA's by {error:.2e}")
+    rows.append({"name": "fa2 varlen, one call", "seconds": timed(train_step(varlen), device, args.warmup,
+                                                                  args.repeats), "error": error})
+    if args.backends:
+        backends = args.backends.split(",")
+    elif device.type == "cpu":
+        backends = ["fulcrum", "torch", "fa2"]
     else:
-        backends = ["torch", "flash"] if flash_available() else ["torch"]
+        backends = ["fa2", "torch", "flash"] if flash_available() else ["fa2", "torch"]
     for planner in args.planners.split(","):
         plan = fulcrum.make_planner(planner, fulcrum.PlannerOptions(model)).plan(b)
         step_plan = ft.compile_step(plan, model, dtype=dtype)
