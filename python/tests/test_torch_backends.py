@@ -1,6 +1,8 @@
 """fulcrum.torch's kernel backends on one fused instruction, and the flash-attn call builder (no GPU needed)."""
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -186,3 +188,35 @@ def test_fa2_schemas_of_the_installed_torch_take_what_the_backend_passes():
     # torch 2.7's backward named the RNG tensors philox_seed and philox_offset: any names pass there.
     assert schema_mismatch(["grad_out", "query"], BACKWARD_PARAMETERS) is not None
     assert "parameter 1 is 'q'" in str(schema_mismatch(["query", "q", *"abcdefghi"], FORWARD_PARAMETERS))
+
+
+def test_auto_says_once_when_it_puts_cuda_half_precision_on_the_torch_math_backend(monkeypatch):
+    import fulcrum.torch.backends as backends
+
+    monkeypatch.setattr(backends, "_warned_torch_on_cuda", False)
+    monkeypatch.setattr(backends, "flash_available", lambda: False)
+    with pytest.warns(RuntimeWarning, match="backend='fa2' uses the FlashAttention-2 built into torch"):
+        assert select_backend("auto", torch.device("cuda"), torch.bfloat16).name == "torch"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a second pick says nothing, nor does fp32 (the torch backend's own dtype)
+        assert select_backend("auto", torch.device("cuda"), torch.float16).name == "torch"
+        monkeypatch.setattr(backends, "_warned_torch_on_cuda", False)
+        assert select_backend("auto", torch.device("cuda"), torch.float32).name == "torch"
+
+
+def test_fa2_builds_its_index_tensors_once_per_plan_not_per_step():
+    plan = plan_of((doc(64, "causal"),))
+    op = Attention(0, 1, 2, 3, 4, (Item(0, ((0, 0, 64),), (0, 0, 64), None),))
+    g = torch.Generator().manual_seed(1)
+    q, k, v = torch.randn(64, Q_HEADS, DIM, generator=g), *(torch.randn(64, KV_HEADS, DIM, generator=g) for _ in "kv")
+    buffers = [q, k, v, torch.zeros_like(q), torch.full((64, Q_HEADS), -torch.inf)]
+    backend = Fa2Backend()
+    backend.forward(plan, op, buffers, 0.3)
+    gathers = {key: value for key, value in plan.kernel_cache.items() if key[0] == "flash-gather"}
+    assert len(gathers) == 1
+    first_o = buffers[3].clone()
+    backend.forward(plan, op, buffers, 0.3)
+    again = {key: value for key, value in plan.kernel_cache.items() if key[0] == "flash-gather"}
+    assert again.keys() == gathers.keys()
+    assert all(a is b for key in gathers for a, b in zip(gathers[key], again[key], strict=True))
+    assert torch.equal(buffers[3], first_o)

@@ -205,12 +205,21 @@ class VarlenBackend:
         return layout
 
     @staticmethod
-    def _gather(call: FlashCall, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
-                                                                torch.Tensor]:
-        def cu(values: tuple[int, ...]) -> torch.Tensor:
-            return torch.tensor(values, dtype=torch.int32, device=device)
+    def _gather(plan: ParsedPlan, call: FlashCall, device: torch.device) -> tuple[torch.Tensor, torch.Tensor,
+                                                                                  torch.Tensor, torch.Tensor]:
+        """The call's row indices and cu_seqlens on ``device``: built on first use and kept with the plan, so a
+        step does no host work or host-to-device copy for them after its first."""
+        key = ("flash-gather", id(call), str(device))
+        cached = plan.kernel_cache.get(key)
+        if cached is None:
+            def cu(values: tuple[int, ...]) -> torch.Tensor:
+                return torch.tensor(values, dtype=torch.int32, device=device)
 
-        return _index(call.q_spans, device), _index(call.k_spans, device), cu(call.cu_seqlens_q), cu(call.cu_seqlens_k)
+            cached = plan.kernel_cache[key] = (
+                _index(call.q_spans, device), _index(call.k_spans, device), cu(call.cu_seqlens_q),
+                cu(call.cu_seqlens_k))
+        gathered: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor] = cached
+        return gathered
 
     def forward(self, plan: ParsedPlan, op: Attention, buffers: Sequence[torch.Tensor], scale: float) -> None:
         q, k, v, o, lse = (buffers[i] for i in (op.q, op.k, op.v, op.o, op.lse))
@@ -218,7 +227,7 @@ class VarlenBackend:
         kernels = self._kernels_for(q.device) if layout.calls else None
         for call in layout.calls:
             assert kernels is not None
-            q_index, k_index, cu_q, cu_k = self._gather(call, q.device)
+            q_index, k_index, cu_q, cu_k = self._gather(plan, call, q.device)
             out, call_lse = kernels.forward(q.index_select(0, q_index), k.index_select(0, k_index),
                                             v.index_select(0, k_index), call, cu_q, cu_k, scale)
             o.index_copy_(0, q_index, out.to(o.dtype))
@@ -232,7 +241,7 @@ class VarlenBackend:
         kernels = self._kernels_for(q.device) if layout.calls else None
         for call in layout.calls:
             assert kernels is not None
-            q_index, k_index, cu_q, cu_k = self._gather(call, q.device)
+            q_index, k_index, cu_q, cu_k = self._gather(plan, call, q.device)
             grads = kernels.backward(
                 d_o.index_select(0, q_index), q.index_select(0, q_index), k.index_select(0, k_index),
                 v.index_select(0, k_index), o.index_select(0, q_index), lse.index_select(0, q_index).T.contiguous(),

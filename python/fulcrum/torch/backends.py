@@ -13,6 +13,7 @@ e.g. a wrapper that times the kernel calls (bench/torch_training.py).
 """
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
@@ -43,6 +44,19 @@ class KernelBackend(Protocol):
 BackendChoice = str | KernelBackend  # a name in BACKENDS, or a backend object, which is used as it is
 
 
+_warned_torch_on_cuda = False
+
+
+def _warn_torch_on_cuda() -> None:
+    """Once per process: auto has put CUDA bf16/fp16 attention on the torch math backend, which is not silent."""
+    global _warned_torch_on_cuda
+    if not _warned_torch_on_cuda:
+        _warned_torch_on_cuda = True
+        warnings.warn("fulcrum.torch: backend 'auto' runs CUDA attention on the 'torch' math backend (flash-attn "
+                      "is not installed), about 70x slower than FlashAttention on an H200; backend='fa2' uses the "
+                      "FlashAttention-2 built into torch >= 2.7", RuntimeWarning, stacklevel=3)
+
+
 def select_backend(name: BackendChoice, device: torch.device, dtype: torch.dtype) -> KernelBackend:
     """The backend called ``name`` for tensors on ``device`` of ``dtype``; InputError when it cannot run them.
     A backend object is returned as it is: it answers for the tensors it accepts."""
@@ -60,6 +74,8 @@ def select_backend(name: BackendChoice, device: torch.device, dtype: torch.dtype
             name = "flash"
         else:
             name = "torch"
+            if device.type == "cuda" and dtype in FA2_CUDA_DTYPES:
+                _warn_torch_on_cuda()
     if name == "fulcrum":
         if device.type != "cpu":
             raise _core.InputError(f"backend = 'fulcrum': runs on CPU tensors, these are on {device} (use 'torch')")

@@ -203,9 +203,9 @@ class ParsedPlan:
     dtype_bytes: int
     documents: tuple[Document, ...]
     programs: tuple[RankProgram, ...]
-    # Per-plan memo for kernel backends (their lowered task lists, call layouts), keyed by (backend name,
-    # id() of an instruction or item of this plan): it lives and dies with the plan.
-    kernel_cache: dict[tuple[str, int], Any] = field(default_factory=dict, compare=False, repr=False)
+    # Per-plan memo for kernel backends (their lowered task lists, call layouts, device index tensors), keyed by
+    # (backend name, id() of an instruction, item or call of this plan[, device]): it lives and dies with the plan.
+    kernel_cache: dict[tuple[Any, ...], Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def ranks(self) -> int:
