@@ -12,6 +12,7 @@ from fulcrum.torch.backend_fa2 import (  # noqa: E402
     BACKWARD_PARAMETERS,
     FORWARD_PARAMETERS,
     AtenCpuKernels,
+    AtenCudaKernels,
     Fa2Backend,
     require_fa2_torch,
     schema_mismatch,
@@ -179,6 +180,18 @@ def test_fa2_refuses_what_it_cannot_run_naming_the_backend_that_can():
         select_backend("fa2", torch.device("cuda"), torch.float32)
     assert select_backend("fa2", torch.device("cuda"), torch.bfloat16).name == "fa2"
     assert select_backend("auto", torch.device("cpu"), torch.float32).name == "fulcrum"
+    with pytest.raises(fulcrum.InputError, match=r"head_dim = 12: FlashAttention-2 runs multiples of 8 up to 256"):
+        AtenCudaKernels().forward(*(torch.zeros(4, 2, 12) for _ in "qkv"), None, None, None, 1.0)  # type: ignore
+
+
+def test_fa2_refuses_a_gpu_older_than_ampere(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 5))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Tesla T4")
+    with pytest.raises(fulcrum.InputError, match=r"compute capability >= 8\.0 .*Tesla T4 is 7\.5 \(use 'torch'\)"):
+        select_backend("fa2", torch.device("cuda", 0), torch.bfloat16)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    assert select_backend("fa2", torch.device("cuda", 0), torch.bfloat16).name == "fa2"
 
 
 def test_fa2_schemas_of_the_installed_torch_take_what_the_backend_passes():

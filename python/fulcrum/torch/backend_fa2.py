@@ -45,6 +45,22 @@ def require_fa2_torch(version: str = torch.__version__) -> None:
             "torch, or use backend='torch'")
 
 
+def require_fa2_device(device: torch.device) -> None:
+    """InputError unless ``device`` can run FlashAttention-2 (CUDA: compute capability 8.0 or newer)."""
+    if device.type == "cuda" and torch.cuda.is_available():
+        major, minor = torch.cuda.get_device_capability(device)
+        if major < 8:
+            raise _core.InputError(
+                f"backend = 'fa2': FlashAttention-2 needs compute capability >= 8.0 (Ampere or newer); "
+                f"{torch.cuda.get_device_name(device)} is {major}.{minor} (use 'torch')")
+
+
+def require_fa2_head_dim(head_dim: int) -> None:
+    if head_dim % 8 or not 8 <= head_dim <= 256:
+        raise _core.InputError(f"backend = 'fa2': head_dim = {head_dim}: FlashAttention-2 runs multiples of 8 up to "
+                               "256 (use 'torch')")
+
+
 def _parameter_names(op: torch._ops.OpOverload) -> list[str]:
     return [argument.name for argument in op._schema.arguments]
 
@@ -83,6 +99,7 @@ class AtenCudaKernels:
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, call: FlashCall, cu_q: torch.Tensor,
                 cu_k: torch.Tensor, scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+        require_fa2_head_dim(q.shape[-1])
         out, lse, *_ = torch.ops.aten._flash_attention_forward(
             q, k, v, cu_q, cu_k, call.max_seqlen_q, call.max_seqlen_k, 0.0, call.causal, False, scale=scale,
             **self._window(call))

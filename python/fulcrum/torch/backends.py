@@ -21,7 +21,7 @@ import torch
 
 from .. import _core
 from .backend_fa2 import CUDA_DTYPES as FA2_CUDA_DTYPES
-from .backend_fa2 import Fa2Backend
+from .backend_fa2 import Fa2Backend, require_fa2_device
 from .backend_flash import FlashBackend, flash_available
 from .backend_fulcrum import FulcrumBackend
 from .backend_torch import TorchBackend
@@ -87,6 +87,7 @@ def select_backend(name: BackendChoice, device: torch.device, dtype: torch.dtype
         if device.type not in ("cuda", "cpu"):
             raise _core.InputError(f"backend = 'fa2': runs on CUDA (and CPU) tensors, these are on {device} "
                                    "(use 'torch')")
+        require_fa2_device(device)
         return Fa2Backend()
     if name == "flash":
         if device.type != "cuda" or dtype not in FLASH_DTYPES or not flash_available():
