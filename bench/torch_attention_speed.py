@@ -149,12 +149,15 @@ def main() -> int:
         assert isinstance(out, torch.Tensor)
         return out
 
-    with torch.no_grad():
-        error = (varlen(q, k, v).float() - want).abs().max().item() / max(1.0, want.abs().max().item())
-    if not error <= TOLERANCE[dtype]:
-        raise SystemExit(f"fa2 varlen: output differs from SDPA's by {error:.2e}")
-    rows.append({"name": "fa2 varlen, one call", "seconds": timed(train_step(varlen), device, args.warmup,
-                                                                  args.repeats), "error": error})
+    def checked_row(name: str, forward: Forward) -> dict:
+        """The row of ``forward``: its output checked against SDPA's first, then timed."""
+        with torch.no_grad():
+            error = (forward(q, k, v).float() - want).abs().max().item() / max(1.0, want.abs().max().item())
+        if not error <= TOLERANCE[dtype]:
+            raise SystemExit(f"{name}: output differs from SDPA's by {error:.2e}")
+        return {"name": name, "seconds": timed(train_step(forward), device, args.warmup, args.repeats), "error": error}
+
+    rows.append(checked_row("fa2 varlen, one call", varlen))
     if args.backends:
         backends = args.backends.split(",")
     elif device.type == "cpu":
@@ -170,12 +173,7 @@ def main() -> int:
                 out = ft.attention(q, k, v, step_plan, backend=backend)
                 assert isinstance(out, torch.Tensor)
                 return out
-            with torch.no_grad():
-                error = (attend(q, k, v).float() - want).abs().max().item() / max(1.0, want.abs().max().item())
-            if not error <= TOLERANCE[dtype]:
-                raise SystemExit(f"fulcrum {planner} {backend}: output differs from SDPA's by {error:.2e}")
-            seconds = timed(train_step(attend), device, args.warmup, args.repeats)
-            rows.append({"name": f"fulcrum {planner} {backend}", "seconds": seconds, "error": error})
+            rows.append(checked_row(f"fulcrum {planner} {backend}", attend))
     dist.destroy_process_group()
 
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
