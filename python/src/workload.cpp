@@ -101,6 +101,9 @@ void bind_workload(py::module_& m) {
       .def_property_readonly(
           "window", [](const MaskSpec& s) { return s.window; },
           "Keys a row sees back from itself, itself included: window:W and lambda's W; 0 for the other kinds.")
+      .def_property_readonly(
+          "sink", [](const MaskSpec& s) { return s.sink; },
+          "Leading keys every row sees: lambda's SINK; 0 for the others.")
       .def_property_readonly("length_multiple", &MaskSpec::length_multiple,
                              "Document lengths this mask accepts are multiples of this (ranks * block for striped).")
       .def(

@@ -233,3 +233,33 @@ def test_fa2_builds_its_index_tensors_once_per_plan_not_per_step():
     assert again.keys() == gathers.keys()
     assert all(a is b for key in gathers for a, b in zip(gathers[key], again[key], strict=True))
     assert torch.equal(buffers[3], first_o)
+
+
+def test_fa2_runs_lambda_as_sink_and_window_pieces_merged_by_lse_and_matches_fp64():
+    """lambda:4:8 over a whole document: rows 0-3 causal over the sink, rows 4-63 the sink in full plus the
+    window over the rest, two calls merged by LSE; a span of rows past the sink with all their keys; a DCP-like
+    block whose keys hold no sink key (one window). Forward and backward against the fp64 reference."""
+    plan = plan_of((doc(64, "lambda:4:8"),))
+    items = (Item(0, ((0, 0, 64),), (0, 0, 64), None), Item(0, ((64, 20, 10),), (64, 0, 30), None),
+             Item(0, ((74, 32, 16),), (94, 16, 32), None))
+    layout = flash_layout(plan.documents, items)
+    assert layout.fallback == () and layout.merges
+    by_window = {c.window: c for c in layout.calls}
+    assert set(by_window) == {(-1, -1), (-1, 0), (7, 0)}
+    assert by_window[(-1, 0)].q_spans == ((0, 4),) and by_window[(-1, 0)].k_spans == ((0, 4),)
+    assert by_window[(-1, -1)].q_spans == ((4, 60), (64, 10)) and by_window[(-1, -1)].k_spans == ((0, 4), (64, 4))
+    assert by_window[(7, 0)].q_spans == ((4, 60), (64, 10), (74, 16))
+    assert by_window[(7, 0)].k_spans == ((4, 60), (68, 26), (94, 32))
+    g = torch.Generator().manual_seed(5)
+    q, d_o = (torch.randn(90, Q_HEADS, DIM, generator=g) for _ in range(2))
+    k, v = (torch.randn(126, KV_HEADS, DIM, generator=g) for _ in range(2))
+    b = [q, k, v, torch.zeros_like(q), torch.full((90, Q_HEADS), -torch.inf), d_o, torch.zeros_like(q),
+         torch.zeros_like(k), torch.zeros_like(v)]
+    backend = Fa2Backend()
+    backend.forward(plan, Attention(0, 1, 2, 3, 4, items), b, 0.3)
+    backend.backward(plan, AttentionBackward(0, 1, 2, 3, 4, 5, 6, 7, 8, items), b, 0.3)
+    ref = fulcrum.reference_attention(kernel_tasks(plan, items), q.numpy(), k.numpy(), v.numpy(), d_o=d_o.numpy(),
+                                      scale=0.3)
+    np.testing.assert_allclose(b[4].numpy(), ref["lse"], atol=2e-5)
+    for got, name in ((b[3], "o"), (b[6], "dq"), (b[7], "dk"), (b[8], "dv")):
+        np.testing.assert_allclose(got.numpy(), ref[name], atol=2e-5, err_msg=name)

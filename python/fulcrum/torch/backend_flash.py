@@ -58,6 +58,7 @@ class FlashCall:
 class FlashLayout:
     calls: tuple[FlashCall, ...]  # one per window, in window order, each only when it has sequences
     fallback: tuple[int, ...]  # indices of the items FA2 cannot run (the torch backend does)
+    merges: bool = False  # some rows are in several calls (a lambda span's pieces): O and LSE merge by LSE
 
 
 def window_rows(window: Window, queries: int, keys: int) -> np.ndarray:
@@ -70,28 +71,69 @@ def window_rows(window: Window, queries: int, keys: int) -> np.ndarray:
     return counts
 
 
-def _span_window(doc: Document, span: tuple[int, int, int], keys: tuple[int, int, int]) -> Window | None:
-    """The FA2 window that masks this rectangle as ``doc.mask`` does, or None (FA2 cannot mask it, or a row
-    would see no key: FA2's LSE for such rows is not the -inf the merge needs; the torch backend writes it).
-    Causal and sliding-window masks are bands ending at each row's own position; in a rectangle whose keys
-    end ``e`` positions after its queries (e <= 0), that band is FA2's window (-1 or W - 1 + e, -e). Every
-    candidate is checked against the C++ mask's pair count, the one definition of the mask."""
-    _, position, count = span
-    _, key_position, key_count = keys
-    if key_count == 0:
+def _rectangle_window(doc: Document, rows: tuple[int, int], keys: tuple[int, int]) -> Window | None:
+    """The FA2 window that masks query positions [rows[0], +rows[1]) against key positions [keys[0], +keys[1])
+    as ``doc.mask`` does, or None: FA2 cannot mask it, or a row would see no key (FA2's LSE for such a row is
+    not the -inf a merge needs; the torch backend writes it). Causal, sliding-window and lambda masks are bands
+    ending at each row's own position; in a rectangle whose keys end ``e`` positions after its queries
+    (e <= 0) such a band is FA2's window (-1 or W - 1 + e, -e). A candidate is kept only when its pairs are
+    the C++ mask's (``attention_pairs``, the one definition of the mask) and every row sees a key."""
+    (position, count), (key_position, key_count) = rows, keys
+    if count == 0 or key_count == 0:
         return None
     pairs = _core.attention_pairs(doc.mask, [(position, position + count)], (key_position, key_position + key_count),
                                   doc.length)
     if pairs == count * key_count:
         return FULL
     e = (key_position + key_count) - (position + count)
-    if e > 0 or doc.mask.kind not in ("causal", "window"):
+    if e > 0 or doc.mask.kind not in ("causal", "window", "lambda"):
         return None
-    window = (-1, -e) if doc.mask.kind == "causal" else (doc.mask.window - 1 + e, -e)
-    if window[0] < -1:
-        return None
-    rows = window_rows(window, count, key_count)
-    return window if rows.min() >= 1 and int(rows.sum()) == pairs else None
+    for window in ((-1, -e), (doc.mask.window - 1 + e, -e)):
+        if window[0] >= -1:
+            visible = window_rows(window, count, key_count)
+            if visible.min() >= 1 and int(visible.sum()) == pairs:
+                return window
+    return None
+
+
+# A piece of a span: query rows (row, count) against key rows (row, count) under one FA2 window.
+Piece = tuple[tuple[int, int], tuple[int, int], Window]
+
+
+def _span_pieces(doc: Document, span: tuple[int, int, int], keys: tuple[int, int, int]) -> list[Piece] | None:
+    """The span against the item's keys as FA2 sequences, or None. One sequence when one window masks the
+    rectangle. A lambda mask (sink keys plus a sliding window) is split by keys into the sink, seen causally,
+    and the rest, seen through the window; rows before the end of the sink see only sink keys. The pieces of
+    a row are merged by their LSE, which is exact."""
+    row, position, count = span
+    key_row, key_position, key_count = keys
+
+    def piece(p0: int, n: int, k0: int, nk: int) -> Piece | None:
+        window = _rectangle_window(doc, (p0, n), (k0, nk))
+        return None if window is None else ((row + p0 - position, n), (key_row + k0 - key_position, nk), window)
+
+    whole = piece(position, count, key_position, key_count)
+    if whole is not None or doc.mask.kind != "lambda":
+        return None if whole is None else [whole]
+    sink, end, key_end = doc.mask.sink, position + count, key_position + key_count
+    split = min(max(sink, key_position), key_end)  # sink keys: [key_position, split); the rest: [split, key_end)
+    first = min(max(sink, position), end)  # rows that see only sink keys (causally): [position, first)
+    wanted = [(position, first - position, key_position, min(key_end, first) - key_position),
+              (first, end - first, key_position, split - key_position), (first, end - first, split, key_end - split)]
+    kept: list[Piece] = []
+    row_ranges = set()
+    for p0, n, k0, nk in wanted:
+        if n > 0 and nk > 0:
+            made = piece(p0, n, k0, nk)
+            if made is None:
+                return None
+            kept.append(made)
+            row_ranges.add((p0, n))
+    # Every row in a piece, and the pieces' pairs (disjoint by rows or keys, so they add) the mask's.
+    rows_in_pieces = sum(n for _, n in row_ranges)
+    pairs = sum(int(window_rows(w, rows[1], keys[1]).sum()) for rows, keys, w in kept)
+    total = _core.attention_pairs(doc.mask, [(position, end)], (key_position, key_end), doc.length)
+    return kept if rows_in_pieces == count and pairs == total else None
 
 
 def _call(window: Window, sequences: list[tuple[tuple[int, int], tuple[int, int]]]) -> FlashCall:
@@ -106,18 +148,20 @@ def _call(window: Window, sequences: list[tuple[tuple[int, int], tuple[int, int]
 def flash_layout(documents: Sequence[Document], items: Sequence[Item]) -> FlashLayout:
     """Which items of one fused call run on FA2, as which varlen calls (one per window), and which fall back."""
     sequences: dict[Window, list[tuple[tuple[int, int], tuple[int, int]]]] = {}
-    fallback = []
+    fallback, merges = [], False
     for index, item in enumerate(items):
         doc = documents[item.doc]
-        windows = [_span_window(doc, span, item.keys) for span in item.queries]
-        if item.heads is not None or doc.head_masks or not windows or None in windows:
+        spans = [_span_pieces(doc, span, item.keys) for span in item.queries]
+        if item.heads is not None or doc.head_masks or not spans or None in spans:
             fallback.append(index)
             continue
-        for span, window in zip(item.queries, windows, strict=True):
-            assert window is not None
-            sequences.setdefault(window, []).append(((span[0], span[2]), (item.keys[0], item.keys[2])))
+        for pieces in spans:
+            assert pieces is not None
+            merges = merges or len(pieces) > 1
+            for rows, keys, window in pieces:
+                sequences.setdefault(window, []).append((rows, keys))
     calls = tuple(_call(window, sequences[window]) for window in sorted(sequences))
-    return FlashLayout(calls, tuple(fallback))
+    return FlashLayout(calls, tuple(fallback), merges)
 
 
 def flash_backward_arguments(parameters: Sequence[str], values: Mapping[str, Any]) -> dict[str, Any]:
@@ -188,6 +232,16 @@ class FlashAttnKernels:
         return grads
 
 
+def _merged(o: torch.Tensor, lse: torch.Tensor, out: torch.Tensor, out_lse: torch.Tensor) -> tuple[torch.Tensor,
+                                                                                                  torch.Tensor]:
+    """Two partial attentions of the same rows over disjoint keys as one (kernels/merge.hpp's rule): LSE [rows,
+    heads] in fp32, O weighted by each part's share exp(LSE_part - LSE)."""
+    merged = torch.logaddexp(lse, out_lse.float())
+    old_share = torch.exp(lse - merged).nan_to_num(0.0).unsqueeze(-1)  # -inf - -inf: a row no part has seen yet
+    new_share = torch.exp(out_lse - merged).nan_to_num(0.0).unsqueeze(-1)
+    return o.float() * old_share + out.float() * new_share, merged
+
+
 class VarlenBackend:
     """A backend over varlen FlashAttention-2 kernels: ``flash_layout``'s calls on ``kernels_for(device)``,
     the items they cannot mask on the torch backend in the same instruction."""
@@ -225,13 +279,21 @@ class VarlenBackend:
         q, k, v, o, lse = (buffers[i] for i in (op.q, op.k, op.v, op.o, op.lse))
         layout = self._layout(plan, op)
         kernels = self._kernels_for(q.device) if layout.calls else None
+        if layout.merges:  # the calls' rows start empty (O = 0, LSE = -inf) and each call merges into them
+            for call in layout.calls:
+                q_index = self._gather(plan, call, q.device)[0]
+                o.index_fill_(0, q_index, 0.0)
+                lse.index_fill_(0, q_index, -torch.inf)
         for call in layout.calls:
             assert kernels is not None
             q_index, k_index, cu_q, cu_k = self._gather(plan, call, q.device)
             out, call_lse = kernels.forward(q.index_select(0, q_index), k.index_select(0, k_index),
                                             v.index_select(0, k_index), call, cu_q, cu_k, scale)
+            rows_lse = call_lse.T.float()
+            if layout.merges:
+                out, rows_lse = _merged(o.index_select(0, q_index), lse.index_select(0, q_index), out, rows_lse)
             o.index_copy_(0, q_index, out.to(o.dtype))
-            lse.index_copy_(0, q_index, call_lse.T.float())
+            lse.index_copy_(0, q_index, rows_lse)
         self._fallback.forward_items(plan, [op.items[i] for i in layout.fallback], q, k, v, o, lse, scale=scale)
 
     def backward(self, plan: ParsedPlan, op: AttentionBackward, buffers: Sequence[torch.Tensor], scale: float) -> None:
