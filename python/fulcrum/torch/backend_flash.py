@@ -26,6 +26,7 @@ import torch
 
 from .. import _core
 from .backend_torch import TorchBackend
+from .lse_merge import merge_by_lse
 from .program import Attention, AttentionBackward, Document, Item, ParsedPlan
 
 # FlashAttention-2's local window (left, right) around each row's diagonal, aligned bottom-right: row i of a
@@ -232,16 +233,6 @@ class FlashAttnKernels:
         return grads
 
 
-def _merged(o: torch.Tensor, lse: torch.Tensor, out: torch.Tensor, out_lse: torch.Tensor) -> tuple[torch.Tensor,
-                                                                                                  torch.Tensor]:
-    """Two partial attentions of the same rows over disjoint keys as one (kernels/merge.hpp's rule): LSE [rows,
-    heads] in fp32, O weighted by each part's share exp(LSE_part - LSE)."""
-    merged = torch.logaddexp(lse, out_lse.float())
-    old_share = torch.exp(lse - merged).nan_to_num(0.0).unsqueeze(-1)  # -inf - -inf: a row no part has seen yet
-    new_share = torch.exp(out_lse - merged).nan_to_num(0.0).unsqueeze(-1)
-    return o.float() * old_share + out.float() * new_share, merged
-
-
 class VarlenBackend:
     """A backend over varlen FlashAttention-2 kernels: ``flash_layout``'s calls on ``kernels_for(device)``,
     the items they cannot mask on the torch backend in the same instruction."""
@@ -291,7 +282,8 @@ class VarlenBackend:
                                             v.index_select(0, k_index), call, cu_q, cu_k, scale)
             rows_lse = call_lse.T.float()
             if layout.merges:
-                out, rows_lse = _merged(o.index_select(0, q_index), lse.index_select(0, q_index), out, rows_lse)
+                out, rows_lse = merge_by_lse(torch.stack([o.index_select(0, q_index).float(), out.float()]),
+                                             torch.stack([lse.index_select(0, q_index), rows_lse]))
             o.index_copy_(0, q_index, out.to(o.dtype))
             lse.index_copy_(0, q_index, rows_lse)
         self._fallback.forward_items(plan, [op.items[i] for i in layout.fallback], q, k, v, o, lse, scale=scale)

@@ -18,6 +18,7 @@ import torch
 from .. import _core
 from .backends import KernelBackend
 from .comm import GroupComm, PendingLaunch, slice_view
+from .lse_merge import merge_by_lse
 from .program import (
     STORED_FIELDS,
     Attention,
@@ -62,14 +63,11 @@ def _allocate(plan: ParsedPlan, program: RankProgram, inputs: Mapping[str, torch
 
 def _merge(buffers: Sequence[torch.Tensor], r: Reduce) -> None:
     """out, out_lse = the log-sum-exp merge of the parts (out may be one of them: parts are read first)."""
-    lse = torch.stack([slice_view(buffers, s) for s in r.part_lse])  # [parts, rows, heads]
-    merged = torch.logsumexp(lse, dim=0)
-    seen = torch.isfinite(merged)
-    weights = torch.where(seen, torch.exp(lse - torch.where(seen, merged, 0.0)), 0.0)
-    parts = torch.stack([slice_view(buffers, s).float() for s in r.parts])
+    merged_o, merged_lse = merge_by_lse(torch.stack([slice_view(buffers, s) for s in r.parts]),
+                                        torch.stack([slice_view(buffers, s) for s in r.part_lse]))
     out = slice_view(buffers, r.out)
-    out.copy_((weights.unsqueeze(-1) * parts).sum(dim=0).to(out.dtype))
-    slice_view(buffers, r.out_lse).copy_(merged)
+    out.copy_(merged_o.to(out.dtype))
+    slice_view(buffers, r.out_lse).copy_(merged_lse)
 
 
 def _sum(buffers: Sequence[torch.Tensor], out: Slice, parts: Sequence[Slice]) -> None:
