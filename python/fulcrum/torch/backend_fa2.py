@@ -13,6 +13,8 @@ schemas of torch 2.7 to 2.15 share (``fa2_schemas_supported`` checks the install
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from .. import _core
@@ -77,6 +79,7 @@ def schema_mismatch(names: list[str], expected: tuple[str | None, ...]) -> str |
     return None if expected[-1] in names else f"no parameter '{expected[-1]}'"
 
 
+@functools.cache  # once per process: a backend is made for every attention call
 def fa2_schemas_supported() -> None:
     """Raises Error unless the installed aten flash ops take the parameters this backend passes, in order."""
     for op, expected in ((torch.ops.aten._flash_attention_forward.default, FORWARD_PARAMETERS),
