@@ -6,6 +6,7 @@
 #include "bindings.hpp"
 #include "fulcrum/core/simd_path.hpp"
 #include "fulcrum/kernels/attention.hpp"
+#include "fulcrum/kernels/block_table.hpp"
 #include "fulcrum/kernels/reference.hpp"
 #include <limits>
 #include <memory>
@@ -187,6 +188,46 @@ void bind_kernels(py::module_& m) {
                              })
       .def_property_readonly("head_masks", [](const PyAttentionTask& t) { return *t.owned_head_masks; });
 
+  m.def(
+      "block_table",
+      [](const std::vector<PyAttentionTask>& tasks, int q_heads) {
+        if (q_heads < 1) fail("q_heads = {}: must be >= 1", q_heads);
+        for (std::size_t i = 0; i < tasks.size(); ++i) {
+          const auto& t = tasks[i];
+          if (t.heads.last(q_heads) > q_heads)
+            fail("tasks[{}].heads ends at {}, past q_heads = {}", i, t.heads.end, q_heads);
+          if (!t.head_masks.empty() && static_cast<int>(t.head_masks.size()) != q_heads)
+            fail("tasks[{}].head_masks: {} masks, want one per q head ({})", i, t.head_masks.size(), q_heads);
+        }
+        const kernels::BlockTable t = kernels::block_table(kernel_tasks(tasks), q_heads);
+        auto array = [](const auto& values) {
+          using T = typename std::decay_t<decltype(values)>::value_type;
+          return py::array_t<T>(static_cast<py::ssize_t>(values.size()), values.data());
+        };
+        py::dict out;
+        out["tile_row"] = array(t.tile_row);
+        out["tile_rows"] = array(t.tile_rows);
+        out["tile_head_begin"] = array(t.tile_head_begin);
+        out["tile_head_end"] = array(t.tile_head_end);
+        out["tile_entries"] = array(t.tile_entries);
+        out["block_row"] = array(t.block_row);
+        out["block_keys"] = array(t.block_keys);
+        out["block_gather"] = array(t.block_gather);
+        out["block_entries"] = array(t.block_entries);
+        out["gather"] = array(t.gather);
+        out["entry_tile"] = array(t.entry_tile);
+        out["entry_block"] = array(t.entry_block);
+        out["entry_bits"] = array(t.entry_bits);
+        out["key_order"] = array(t.key_order);
+        out["bits"] = array(t.bits);
+        out["pairs"] = t.pairs();
+        return out;
+      },
+      py::arg("tasks"), py::arg("q_heads"),
+      "The tasks' work as flat index arrays for block-sparse GPU kernels (kernels/block_table.hpp): 64-row query "
+      "tiles per run of q heads sharing a mask, 64-key blocks (contiguous or gathered vertical columns), and the "
+      "(tile, block) entries with a visible pair, with 64 bit words per partial entry (bit j of word i: row i "
+      "sees key j). A dict of NumPy arrays, plus 'pairs': the visible (q head, row, key) triples it computes.");
   m.def(
       "attention_forward",
       [](const std::vector<PyAttentionTask>& tasks, const py::array& q, const py::array& k, const py::array& v,

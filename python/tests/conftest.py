@@ -1,7 +1,14 @@
 """Shared fixtures: a small model, a batch with a document split across ranks, and its plans."""
+import os
+
 import pytest
 
 import fulcrum
+
+# Fulcrum's Triton kernels run on CPU tensors only interpreted, and triton.jit fixes that when the kernel module is
+# imported: set before any test imports it, and inherited by the gloo tests' processes. (On a GPU machine, unset
+# it beforehand to test the compiled kernels: bench/gpu_torch_check.py does.)
+os.environ.setdefault("TRITON_INTERPRET", "1")
 
 RANKS = 4
 TOKENS_PER_RANK = 2048

@@ -20,6 +20,7 @@ from fulcrum.torch.backend_fa2 import (  # noqa: E402
 from fulcrum.torch.backend_flash import FlashCall, flash_backward_arguments, flash_layout, window_rows  # noqa: E402
 from fulcrum.torch.backend_fulcrum import FulcrumBackend, kernel_tasks, numpy_view  # noqa: E402
 from fulcrum.torch.backend_torch import TorchBackend  # noqa: E402
+from fulcrum.torch.backend_triton import TritonBackend  # noqa: E402
 from fulcrum.torch.backends import select_backend  # noqa: E402
 from fulcrum.torch.program import Attention, AttentionBackward, Document, Item, ParsedPlan  # noqa: E402
 
@@ -54,7 +55,8 @@ def random_buffers(seed: int) -> list[torch.Tensor]:
             torch.zeros_like(k), torch.zeros_like(v)]
 
 
-@pytest.mark.parametrize("backend", [FulcrumBackend(), TorchBackend(), Fa2Backend()], ids=lambda b: b.name)
+@pytest.mark.parametrize("backend", [FulcrumBackend(), TorchBackend(), Fa2Backend(), TritonBackend()],
+                         ids=lambda b: b.name)
 def test_backends_match_the_fp64_reference_with_head_ranges_and_per_head_masks(backend):
     plan = plan_of(DOCS)
     b = random_buffers(7)
@@ -203,12 +205,19 @@ def test_fa2_schemas_of_the_installed_torch_take_what_the_backend_passes():
     assert "parameter 1 is 'q'" in str(schema_mismatch(["query", "q", *"abcdefghi"], FORWARD_PARAMETERS))
 
 
-def test_auto_says_once_when_it_puts_cuda_half_precision_on_the_torch_math_backend(monkeypatch):
+def test_auto_picks_per_device_and_dtype_and_says_once_when_cuda_half_precision_falls_to_torch(monkeypatch):
     import fulcrum.torch.backends as backends
 
+    assert select_backend("auto", torch.device("cpu"), torch.float32).name == "fulcrum"
+    assert select_backend("auto", torch.device("cpu"), torch.bfloat16).name == "fulcrum"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert select_backend("auto", torch.device("cuda"), torch.bfloat16).name == "fa2"
+        assert select_backend("auto", torch.device("cuda"), torch.float16).name == "fa2"
+        assert select_backend("auto", torch.device("cuda"), torch.float32).name == "torch"  # the fp32 fallback
     monkeypatch.setattr(backends, "_warned_torch_on_cuda", False)
-    monkeypatch.setattr(backends, "flash_available", lambda: False)
-    with pytest.warns(RuntimeWarning, match="backend='fa2' uses the FlashAttention-2 built into torch"):
+    monkeypatch.setattr(backends, "fa2_runs", lambda device: False)  # e.g. torch 2.6, or a T4
+    with pytest.warns(RuntimeWarning, match="because 'fa2' cannot run here"):
         assert select_backend("auto", torch.device("cuda"), torch.bfloat16).name == "torch"
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a second pick says nothing, nor does fp32 (the torch backend's own dtype)

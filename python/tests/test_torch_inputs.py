@@ -119,7 +119,7 @@ def test_a_backend_object_runs_the_kernel_calls(group, inputs):
     o.sum().backward()
     assert len(counting.calls) > forward_calls and set(counting.calls[forward_calls:]) == {"backward"}
     assert torch.equal(o, ft.attention(*inputs, step_for(1), group, backend="fulcrum"))
-    with raises("backend: a object, neither a name (auto, fulcrum, torch, flash, fa2) nor a kernel backend"):
+    with raises("backend: a object, neither a name (auto, fulcrum, torch, flash, fa2, triton) nor a kernel backend"):
         ft.attention(*inputs, step_for(1), group, backend=object())
 
 

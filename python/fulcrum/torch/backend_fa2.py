@@ -6,7 +6,8 @@ native, the LSE returned unpadded as [heads, total_q] fp32 (torch >= 2.7), and t
 as inputs, so it runs from the *merged* O and LSE and each part's gradients are exact. On CPU the same calls
 run sequence by sequence on ``aten._scaled_dot_product_flash_attention_for_cpu`` and its backward, which keep
 that contract (LSE out; O and LSE in): the backend's logic is then tested where CI runs, without a GPU.
-Items FA2 cannot mask run on the torch backend in the same instruction, as for "flash".
+Items FA2 cannot mask run in the same instruction on Fulcrum's Triton kernels on CUDA (backend_triton.py),
+on the torch backend on CPU.
 
 Arguments are passed positionally up to ``return_debug_mask`` / ``unused`` and by name after, which the
 schemas of torch 2.7 to 2.15 share (``fa2_schemas_supported`` checks the installed ones).
@@ -19,6 +20,8 @@ import torch
 
 from .. import _core
 from .backend_flash import FULL, FlashCall, VarlenBackend, VarlenKernels
+from .backend_torch import TorchBackend
+from .backend_triton import TritonBackend
 
 MIN_TORCH = (2, 7)
 CUDA_DTYPES = (torch.bfloat16, torch.float16)
@@ -55,6 +58,17 @@ def require_fa2_device(device: torch.device) -> None:
             raise _core.InputError(
                 f"backend = 'fa2': FlashAttention-2 needs compute capability >= 8.0 (Ampere or newer); "
                 f"{torch.cuda.get_device_name(device)} is {major}.{minor} (use 'torch')")
+
+
+def fa2_runs(device: torch.device) -> bool:
+    """Whether ``fa2`` can run on ``device`` in this process (auto's test; selecting it by name explains why not)."""
+    try:
+        require_fa2_torch()
+        require_fa2_device(device)
+        fa2_schemas_supported()
+    except _core.Error:
+        return False
+    return True
 
 
 def require_fa2_head_dim(head_dim: int) -> None:
@@ -183,7 +197,7 @@ def fa2_kernels(device: torch.device) -> VarlenKernels:
 
 
 class Fa2Backend(VarlenBackend):
-    def __init__(self) -> None:
+    def __init__(self, fallback: TorchBackend | TritonBackend | None = None) -> None:
         require_fa2_torch()
         fa2_schemas_supported()
-        super().__init__("fa2", fa2_kernels)
+        super().__init__("fa2", fa2_kernels, fallback)

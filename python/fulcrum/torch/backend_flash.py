@@ -6,7 +6,8 @@ every query span of an item is one sequence of the batch against the item's key 
 sequences may share keys). FA2 masks a band around each row's bottom-right-aligned diagonal, so an item
 runs there only when it covers all heads, its document has no per-head masks, and each span's rectangle
 is fully visible (whatever the mask kind) or a causal or sliding-window band that leaves every row a key
-(``_span_window``). Every other item runs on the torch backend in the same instruction. Backward calls
+(``_span_pieces``). Every other item runs in the same instruction on Fulcrum's Triton kernels where they run
+(backend_triton.py), else on the torch backend. Backward calls
 flash-attn's varlen backward with the *merged* O and LSE, which makes each part's gradients exact
 (kernels/merge.hpp).
 
@@ -26,6 +27,7 @@ import torch
 
 from .. import _core
 from .backend_torch import TorchBackend
+from .backend_triton import TritonBackend, triton_runs
 from .lse_merge import merge_by_lse
 from .program import Attention, AttentionBackward, Document, Item, ParsedPlan
 
@@ -237,10 +239,20 @@ class VarlenBackend:
     """A backend over varlen FlashAttention-2 kernels: ``flash_layout``'s calls on ``kernels_for(device)``,
     the items they cannot mask on the torch backend in the same instruction."""
 
-    def __init__(self, name: str, kernels_for: Callable[[torch.device], VarlenKernels]) -> None:
+    def __init__(self, name: str, kernels_for: Callable[[torch.device], VarlenKernels],
+                 fallback: TorchBackend | TritonBackend | None = None) -> None:
         self.name = name
         self._kernels_for = kernels_for
-        self._fallback = TorchBackend()
+        self._chosen_fallback = fallback
+        self._torch = TorchBackend()
+        self._triton = TritonBackend()
+
+    def _fallback(self, q: torch.Tensor) -> TorchBackend | TritonBackend:
+        """Where the items FA2 cannot mask run: the backend given, else Fulcrum's Triton kernels on CUDA where they
+        run, else the torch backend (on CPU too: interpreted Triton is for tests, which pass it explicitly)."""
+        if self._chosen_fallback is not None:
+            return self._chosen_fallback
+        return self._triton if q.device.type == "cuda" and triton_runs(q.device, q.dtype) else self._torch
 
     def _layout(self, plan: ParsedPlan, op: Attention | AttentionBackward) -> FlashLayout:
         cached = plan.kernel_cache.get(("flash", id(op)))
@@ -286,7 +298,9 @@ class VarlenBackend:
                                              torch.stack([lse.index_select(0, q_index), rows_lse]))
             o.index_copy_(0, q_index, out.to(o.dtype))
             lse.index_copy_(0, q_index, rows_lse)
-        self._fallback.forward_items(plan, [op.items[i] for i in layout.fallback], q, k, v, o, lse, scale=scale)
+        if layout.fallback:
+            self._fallback(q).forward_items(plan, [op.items[i] for i in layout.fallback], q, k, v, o, lse,
+                                            scale=scale)
 
     def backward(self, plan: ParsedPlan, op: AttentionBackward, buffers: Sequence[torch.Tensor], scale: float) -> None:
         q, k, v, o, lse, d_o, dq, dk, dv = (
@@ -303,8 +317,9 @@ class VarlenBackend:
             dq.index_add_(0, q_index, grads[0].float())
             dk.index_add_(0, k_index, grads[1].float())
             dv.index_add_(0, k_index, grads[2].float())
-        fallback = [op.items[i] for i in layout.fallback]
-        self._fallback.backward_items(plan, fallback, q, k, v, o, lse, d_o, dq, dk, dv, scale=scale)
+        if layout.fallback:
+            fallback = [op.items[i] for i in layout.fallback]
+            self._fallback(q).backward_items(plan, fallback, q, k, v, o, lse, d_o, dq, dk, dv, scale=scale)
 
 
 class FlashBackend(VarlenBackend):

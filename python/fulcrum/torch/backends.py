@@ -1,13 +1,15 @@
 """The kernel backends behind one interface, and which one a call gets.
 
 A backend computes one fused Attention (or AttentionBackward) instruction over the executor's buffers:
-forward writes O and LSE of every item's query rows and heads; backward adds dQ, dK, dV. Three exist:
-``fulcrum`` (the C++ CPU kernels, CPU tensors), ``torch`` (explicit masked-softmax math, any device) and
-``flash`` (flash-attn's varlen kernels, CUDA bf16, items it cannot mask fall back to ``torch``) and ``fa2``
-(the same FlashAttention-2 built into torch >= 2.7, no package; CUDA bf16/fp16, and on CPU sequence by
-sequence on torch's CPU flash attention, which tests it without a GPU).
-``auto`` picks fulcrum on CPU, flash on CUDA when it is installed and the dtype is one it runs, else torch;
-it does not pick fa2 until fa2 has run on a GPU (bench/gpu_torch_check.py).
+forward writes O and LSE of every item's query rows and heads; backward adds dQ, dK, dV. Five exist:
+``fulcrum`` (the C++ CPU kernels, CPU tensors), ``torch`` (explicit masked-softmax math, any device: the
+reference and the fp32 fallback), ``fa2`` (the FlashAttention-2 built into torch >= 2.7, no package; CUDA
+bf16/fp16, the items it cannot mask on ``triton``; on CPU sequence by sequence on torch's CPU flash
+attention, which tests it without a GPU), ``triton`` (Fulcrum's block-sparse Triton kernels, every mask;
+CUDA bf16/fp16, or CPU under TRITON_INTERPRET=1) and ``flash`` (the flash-attn package's varlen kernels,
+CUDA bf16, chosen by name only).
+``auto`` picks fulcrum on CPU, fa2 on CUDA for bf16/fp16, and torch for fp32 on CUDA (with a one-time
+warning where bf16/fp16 must fall to it: a GPU or torch FA2 cannot run).
 A caller may also pass a backend object of its own (anything with ``name``, ``forward`` and ``backward``),
 e.g. a wrapper that times the kernel calls (bench/torch_training.py).
 """
@@ -21,13 +23,14 @@ import torch
 
 from .. import _core
 from .backend_fa2 import CUDA_DTYPES as FA2_CUDA_DTYPES
-from .backend_fa2 import Fa2Backend, require_fa2_device
+from .backend_fa2 import Fa2Backend, fa2_runs, require_fa2_device
 from .backend_flash import FlashBackend, flash_available
 from .backend_fulcrum import FulcrumBackend
 from .backend_torch import TorchBackend
+from .backend_triton import TritonBackend, require_triton
 from .program import Attention, AttentionBackward, ParsedPlan
 
-BACKENDS = ("auto", "fulcrum", "torch", "flash", "fa2")
+BACKENDS = ("auto", "fulcrum", "torch", "flash", "fa2", "triton")
 FLASH_DTYPES = (torch.bfloat16,)  # flash-attn runs fp16 and bf16; plans store fp32 or bf16
 
 
@@ -52,9 +55,9 @@ def _warn_torch_on_cuda() -> None:
     global _warned_torch_on_cuda
     if not _warned_torch_on_cuda:
         _warned_torch_on_cuda = True
-        warnings.warn("fulcrum.torch: backend 'auto' runs CUDA attention on the 'torch' math backend (flash-attn "
-                      "is not installed), about 70x slower than FlashAttention on an H200; backend='fa2' uses the "
-                      "FlashAttention-2 built into torch >= 2.7", RuntimeWarning, stacklevel=3)
+        warnings.warn("fulcrum.torch: backend 'auto' runs CUDA bf16/fp16 attention on the 'torch' math backend, "
+                      "about 70x slower than FlashAttention on an H200, because 'fa2' cannot run here (it needs "
+                      "torch >= 2.7 and a GPU of compute capability >= 8.0)", RuntimeWarning, stacklevel=3)
 
 
 def select_backend(name: BackendChoice, device: torch.device, dtype: torch.dtype) -> KernelBackend:
@@ -70,8 +73,8 @@ def select_backend(name: BackendChoice, device: torch.device, dtype: torch.dtype
     if name == "auto":
         if device.type == "cpu":
             name = "fulcrum"
-        elif device.type == "cuda" and dtype in FLASH_DTYPES and flash_available():
-            name = "flash"
+        elif device.type == "cuda" and dtype in FA2_CUDA_DTYPES and fa2_runs(device):
+            name = "fa2"
         else:
             name = "torch"
             if device.type == "cuda" and dtype in FA2_CUDA_DTYPES:
@@ -89,6 +92,9 @@ def select_backend(name: BackendChoice, device: torch.device, dtype: torch.dtype
                                    "(use 'torch')")
         require_fa2_device(device)
         return Fa2Backend()
+    if name == "triton":
+        require_triton(device, dtype)
+        return TritonBackend()
     if name == "flash":
         if device.type != "cuda" or dtype not in FLASH_DTYPES or not flash_available():
             raise _core.InputError(f"backend = 'flash': needs flash-attn installed and CUDA bf16 tensors, these "

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 namespace fulcrum::kernels {
 namespace {
@@ -24,6 +25,8 @@ std::vector<Tokens> task_rows(const AttentionTask& task, const MaskColumns& spli
   }
   return rows;
 }
+
+}  // namespace
 
 // on_grid: for every query tile, the columns whose key tile the rest keeps there. Columns are grouped
 // by key tile first, so each (query tile, key tile) is classified once, and key tiles in a 16-tile
@@ -56,8 +59,6 @@ void mark_on_grid(const AttentionTask& task, HeadColumns& c) {
     }
   }
 }
-
-}  // namespace
 
 int query_tile_count(const AttentionTask& task) {
   Tokens tiles = 0;
@@ -92,6 +93,22 @@ int HeadColumns::chunks_before(Tokens source) const {
   return static_cast<int>(tiles_of(seen));
 }
 
+std::optional<HeadColumns> head_columns(const AttentionTask& task, const MaskColumns& split, const MaskSpec& mask,
+                                        int q_begin, int q_end, int kv_head) {
+  std::vector<Tokens> rows = split.columns.empty() ? std::vector<Tokens>{} : task_rows(task, split);
+  if (rows.empty()) return std::nullopt;
+  HeadColumns c;
+  c.kv_head = kv_head;
+  c.q_begin = q_begin;
+  c.q_end = q_end;
+  c.rest = split.rest;
+  for (Tokens row : rows)
+    c.sources.push_back(mask.source_position(row - task.keys.row + task.keys.position, task.doc_len));
+  c.rows = std::move(rows);
+  c.chunks = static_cast<int>(tiles_of(static_cast<Tokens>(c.rows.size())));
+  return c;
+}
+
 CallColumns::CallColumns(std::span<const AttentionTask> tasks, int q_heads, int kv_heads, const float* k_rows,
                          const float* v_rows, Tokens kv_rows, long ld)
     : q_heads_(q_heads), index_(tasks.size() * static_cast<std::size_t>(q_heads), -1) {
@@ -104,18 +121,9 @@ CallColumns::CallColumns(std::span<const AttentionTask> tasks, int q_heads, int 
     for (int h = task.heads.first(); h < h1;) {
       const int end = one_mask ? std::min(h1, (h / group + 1) * group) : h + 1;
       if (!one_mask || h == task.heads.first()) split = task.mask_of(h).split_columns(task.doc_len);
-      std::vector<Tokens> rows = split.columns.empty() ? std::vector<Tokens>{} : task_rows(task, split);
-      if (!rows.empty()) {
-        HeadColumns& c = sets_.emplace_back();
-        c.task = static_cast<int>(t);
-        c.kv_head = h / group;
-        c.q_begin = h;
-        c.q_end = end;
-        c.rest = split.rest;
-        for (Tokens row : rows)
-          c.sources.push_back(task.mask_of(h).source_position(row - task.keys.row + task.keys.position, task.doc_len));
-        c.rows = std::move(rows);
-        c.chunks = static_cast<int>(tiles_of(static_cast<Tokens>(c.rows.size())));
+      if (std::optional<HeadColumns> c = head_columns(task, split, task.mask_of(h), h, end, h / group)) {
+        c->task = static_cast<int>(t);
+        sets_.push_back(std::move(*c));
         for (int q = h; q < end; ++q)
           index_[t * static_cast<std::size_t>(q_heads) + static_cast<std::size_t>(q)] =
               static_cast<int>(sets_.size() - 1);

@@ -12,6 +12,7 @@
 #include "fulcrum/kernels/attention_task.hpp"
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -53,6 +54,15 @@ struct HeadColumns {
   /// Chunks that some row whose source position is at most `source` can see: [0, chunks_before(source)).
   int chunks_before(Tokens source) const;
 };
+
+/// The columns of `split` (`mask` split by split_columns) among `task`'s keys, for q heads [q_begin, q_end) and
+/// kv head `kv_head`, with no K/V rows copied (k and v null; task 0) and on_grid not yet marked; nullopt when none
+/// lies among its keys. CallColumns gathers each set's K/V; the GPU kernels' block table (block_table.hpp)
+/// gathers by row index instead.
+std::optional<HeadColumns> head_columns(const AttentionTask& task, const MaskColumns& split, const MaskSpec& mask,
+                                        int q_begin, int q_end, int kv_head);
+/// Fills c.on_grid: for every query tile of `task`, the columns whose key tile `c.rest` keeps there.
+void mark_on_grid(const AttentionTask& task, HeadColumns& c);
 
 /// Every gathered column set of one kernel call.
 class CallColumns {

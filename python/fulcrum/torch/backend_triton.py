@@ -1,0 +1,161 @@
+"""Kernel backend "triton": Fulcrum's block-sparse Triton kernels (triton_kernels.py) for every item of an
+instruction, whatever its mask: CUDA bf16/fp16, or CPU tensors of any float dtype when Triton interprets
+(``TRITON_INTERPRET=1``, how CI tests them). "fa2" runs the items FlashAttention-2 cannot mask here on CUDA.
+
+The block table of an instruction's items is built once per plan on the host (``_core.block_table``: the
+C++ masks decide each tile) and kept on the device with the plan, so a step after the first does no host
+work for it: each call is three kernel launches at most, plus one elementwise op for backward's
+rowsum(dO * O).
+"""
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import ModuleType
+
+import numpy as np
+import torch
+
+from .. import _core
+from .backend_fulcrum import kernel_tasks
+from .program import Attention, AttentionBackward, Item, ParsedPlan
+
+CUDA_DTYPES = (torch.bfloat16, torch.float16)
+TABLE_FIELDS = ("tile_row", "tile_rows", "tile_head_begin", "tile_head_end", "tile_entries", "entry_tile",
+                "entry_block", "entry_bits", "key_order", "block_entries", "block_row", "block_keys", "block_gather",
+                "gather", "bits")
+
+
+def _kernels() -> ModuleType:
+    """The kernel module, imported on first use (importing Triton costs about a second)."""
+    return importlib.import_module("fulcrum.torch.triton_kernels")
+
+
+def triton_available() -> bool:
+    return importlib.util.find_spec("triton") is not None
+
+
+def triton_runs(device: torch.device, dtype: torch.dtype) -> bool:
+    """Whether the Triton kernels can run tensors of ``dtype`` on ``device`` in this process."""
+    if not triton_available():
+        return False
+    if device.type == "cuda":
+        return dtype in CUDA_DTYPES and not _kernels().interpreted()
+    return device.type == "cpu" and os.environ.get("TRITON_INTERPRET") == "1" and _kernels().interpreted()
+
+
+def require_triton(device: torch.device, dtype: torch.dtype) -> None:
+    """InputError naming why the Triton kernels cannot run these tensors, and the backend that can."""
+    if not triton_available():
+        raise _core.InputError("backend = 'triton': the triton package is not installed (it comes with torch's "
+                               "Linux wheels); use 'torch'")
+    if device.type == "cuda" and dtype not in CUDA_DTYPES:
+        raise _core.InputError(f"backend = 'triton': runs bf16 and fp16 on CUDA, these are {dtype} (use 'torch' "
+                               "for fp32)")
+    if not triton_runs(device, dtype):
+        raise _core.InputError(f"backend = 'triton': cannot run {dtype} tensors on {device} here: CUDA needs the "
+                               "kernels compiled, CPU needs TRITON_INTERPRET=1 set before fulcrum.torch is imported "
+                               "(use 'torch' or 'fulcrum')")
+
+
+@dataclass(frozen=True)
+class DeviceTable:
+    """One instruction's block table on the device, and its launch grids."""
+
+    arrays: dict[str, torch.Tensor]
+    tiles: int
+    blocks: int
+    run_heads: int  # the most q heads a tile serves: the forward grid's second dimension
+
+
+def device_table(plan: ParsedPlan, items: Sequence[Item], device: torch.device) -> DeviceTable:
+    """The items' block table on ``device``, built on first use and kept with the plan."""
+    key = ("triton", tuple(id(item) for item in items), str(device))
+    cached = plan.kernel_cache.get(key)
+    if cached is None:
+        table = _core.block_table(kernel_tasks(plan, items), plan.q_heads)
+
+        def on_device(name: str) -> torch.Tensor:
+            values = np.asarray(table[name])
+            if values.dtype == np.uint64:  # bit words: the kernels shift and test them as int64
+                values = values.view(np.int64)
+            return torch.from_numpy(np.ascontiguousarray(values)).to(device)
+
+        heads = np.asarray(table["tile_head_end"]) - np.asarray(table["tile_head_begin"])
+        cached = plan.kernel_cache[key] = DeviceTable({name: on_device(name) for name in TABLE_FIELDS},
+                                                      len(table["tile_row"]), len(table["block_keys"]),
+                                                      int(heads.max()) if len(heads) else 0)
+    result: DeviceTable = cached
+    return result
+
+
+def _check_layout(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                  *others: tuple[torch.Tensor, torch.Tensor]) -> None:
+    """The kernels index every tensor by one row and head stride per layout: q-like and k-like tensors must be
+    contiguous and share their layout's shape."""
+    for t in (q, k, v, *(t for t, _ in others)):
+        if not t.is_contiguous():
+            raise _core.Error("triton kernels: a non-contiguous buffer")
+    if v.shape != k.shape:
+        raise _core.Error(f"triton kernels: v {tuple(v.shape)} is not shaped as k {tuple(k.shape)}")
+    for t, like in others:
+        if t.shape != like.shape:
+            raise _core.Error(f"triton kernels: a buffer {tuple(t.shape)} is not shaped as {tuple(like.shape)}")
+
+
+class TritonBackend:
+    name = "triton"
+
+    def forward(self, plan: ParsedPlan, op: Attention, buffers: Sequence[torch.Tensor], scale: float) -> None:
+        self.forward_items(plan, op.items, *(buffers[i] for i in (op.q, op.k, op.v, op.o, op.lse)), scale=scale)
+
+    def backward(self, plan: ParsedPlan, op: AttentionBackward, buffers: Sequence[torch.Tensor], scale: float) -> None:
+        tensors = (buffers[i] for i in (op.q, op.k, op.v, op.o, op.lse, op.d_o, op.dq, op.dk, op.dv))
+        self.backward_items(plan, op.items, *tensors, scale=scale)
+
+    def forward_items(self, plan: ParsedPlan, items: Sequence[Item], q: torch.Tensor, k: torch.Tensor,
+                      v: torch.Tensor, o: torch.Tensor, lse: torch.Tensor, *, scale: float) -> None:
+        """Writes O and LSE of the items' query rows and heads (a row that sees no key: O = 0, LSE = -inf)."""
+        if not items:
+            return
+        _check_layout(q, k, v, (o, q))
+        t = device_table(plan, items, q.device)
+        if t.tiles == 0:
+            return
+        kernels = _kernels()
+        a = t.arrays
+        kernels.forward_kernel[(t.tiles, t.run_heads)](
+            q, k, v, o, lse, q.stride(0), q.stride(1), k.stride(0), k.stride(1), lse.stride(0),
+            a["tile_row"], a["tile_rows"], a["tile_head_begin"], a["tile_head_end"], a["tile_entries"],
+            a["entry_block"], a["entry_bits"], a["block_row"], a["block_keys"], a["block_gather"], a["gather"],
+            a["bits"], scale * kernels.LOG2E, GROUP=q.shape[1] // k.shape[1], D=q.shape[2],
+            DP=kernels.padded_dim(q.shape[2]), BLOCK=kernels.TILE, UPCAST=kernels.interpreted())
+
+    def backward_items(self, plan: ParsedPlan, items: Sequence[Item], q: torch.Tensor, k: torch.Tensor,
+                       v: torch.Tensor, o: torch.Tensor, lse: torch.Tensor, d_o: torch.Tensor, dq: torch.Tensor,
+                       dk: torch.Tensor, dv: torch.Tensor, *, scale: float) -> None:
+        """Adds the items' gradients into dq, dk and dv, given the merged O and LSE of their rows."""
+        if not items:
+            return
+        _check_layout(q, k, v, (o, q), (d_o, q), (dq, q), (dk, k), (dv, k))
+        t = device_table(plan, items, q.device)
+        if t.tiles == 0:
+            return
+        kernels = _kernels()
+        a = t.arrays
+        delta = (d_o.float() * o.float()).sum(-1)  # rowsum(dO * O): [rows, q_heads], laid out as the LSE
+        common = dict(GROUP=q.shape[1] // k.shape[1], D=q.shape[2], DP=kernels.padded_dim(q.shape[2]),
+                      BLOCK=kernels.TILE, UPCAST=kernels.interpreted())
+        strides = (q.stride(0), q.stride(1), k.stride(0), k.stride(1), lse.stride(0))
+        blocks = (a["block_row"], a["block_keys"], a["block_gather"], a["gather"], a["bits"], scale,
+                  scale * kernels.LOG2E)
+        kernels.backward_dq_kernel[(t.tiles, t.run_heads)](
+            q, k, v, d_o, lse, delta, dq, *strides, a["tile_row"], a["tile_rows"], a["tile_head_begin"],
+            a["tile_head_end"], a["tile_entries"], a["entry_block"], a["entry_bits"], *blocks, **common)
+        if t.blocks:
+            kernels.backward_dkdv_kernel[(t.blocks, k.shape[1])](
+                q, k, v, d_o, lse, delta, dk, dv, *strides, a["tile_row"], a["tile_rows"], a["tile_head_begin"],
+                a["tile_head_end"], a["entry_tile"], a["entry_bits"], a["key_order"], a["block_entries"], *blocks,
+                **common)
