@@ -102,7 +102,7 @@ def reference(doc: fulcrum.Document, q, k, v, d_o) -> list[torch.Tensor]:
 
 
 def check_case(rank: int, batch: fulcrum.Batch, planner: str, backend: str, mode: str, dtype: torch.dtype,
-               references: dict) -> list[str]:
+               transport: str, references: dict) -> list[str]:
     """Runs one planner's StepPlan forward and backward; returns what differs from the reference."""
     options = fulcrum.PlannerOptions(model_shape(), **PLANNER_OPTIONS.get(planner, {}))
     made = fulcrum.make_planner(planner.split("+")[0], options)
@@ -121,7 +121,7 @@ def check_case(rank: int, batch: fulcrum.Batch, planner: str, backend: str, mode
         return torch.cat([source[o.doc][field][o.begin : o.end] for o in step.owned(rank)])
 
     q, k, v = (rows(data, f).to(dtype).requires_grad_() for f in range(3))
-    o, lse = ft.attention(q, k, v, step, backend=backend, return_lse=True)
+    o, lse = ft.attention(q, k, v, step, backend=backend, return_lse=True, transport=transport)
     (o * rows(data, 3).to(dtype)).sum().backward()
     failures = []
     for name, got, field in (("o", o, 0), ("lse", lse.T, 1), ("dq", q.grad, 2), ("dk", k.grad, 3), ("dv", v.grad, 4)):
@@ -129,18 +129,21 @@ def check_case(rank: int, batch: fulcrum.Batch, planner: str, backend: str, mode
         error = (got.double() - ref).abs().max().item()
         bound = TOLERANCE[dtype] * max(1.0, ref.abs().max().item())
         if got.dtype != (torch.float32 if name == "lse" else dtype) or not error <= bound:
-            failures.append(f"rank {rank} {planner}/{mode}/{backend}/{dtype}: {name} ({got.dtype}) |error| "
+            failures.append(f"rank {rank} {planner}/{mode}/{backend}/{dtype}/{transport}: {name} ({got.dtype}) |error| "
                             f"{error:.2e} > {bound:.2e}")
     return failures
 
 
-def cases(mask_set: str) -> list[tuple[str, str, str, torch.dtype]]:
-    """(planner, backend, mode, dtype): every planner on every backend in pingpong and fp32; single-stream
-    once; bf16 for every planner on the causal set."""
-    out = [(p, b, "pingpong", torch.float32) for p in PLANNERS for b in BACKENDS]
-    out.append(("distca", "fulcrum", "single-stream", torch.float32))
+def cases(mask_set: str) -> list[tuple[str, str, str, torch.dtype, str]]:
+    """(planner, backend, mode, dtype, transport): every planner on every backend in pingpong and fp32;
+    single-stream once; bf16 for every planner on the causal set; the staged transport (through host memory,
+    what several processes sharing one GPU use) for every planner on the mixed set."""
+    out = [(p, b, "pingpong", torch.float32, "direct") for p in PLANNERS for b in BACKENDS]
+    out.append(("distca", "fulcrum", "single-stream", torch.float32, "direct"))
     if mask_set == "causal":
-        out += [(p, b, "pingpong", torch.bfloat16) for p in fulcrum.planner_names() for b in BACKENDS]
+        out += [(p, b, "pingpong", torch.bfloat16, "direct") for p in fulcrum.planner_names() for b in BACKENDS]
+    else:
+        out += [(p, "fulcrum", "pingpong", torch.float32, "staged") for p in PLANNERS]
     return out
 
 
@@ -149,9 +152,8 @@ def check_rank(rank: int, world: int) -> dict:
     failures, ran, references = [], 0, {}
     for set_name, masks in MASK_SETS.items():
         batch = make_batch(world, 160, masks, seed=world * 10 + len(set_name))
-        for planner, backend, mode, dtype in cases(set_name):
-            failures += [f"[{set_name}] {f}"
-                         for f in check_case(rank, batch, planner, backend, mode, dtype, references)]
+        for case in cases(set_name):
+            failures += [f"[{set_name}] {f}" for f in check_case(rank, batch, *case, references)]
             ran += 1
     return {"ran": ran, "failures": failures}
 

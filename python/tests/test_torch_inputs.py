@@ -124,7 +124,8 @@ def test_a_backend_object_runs_the_kernel_calls(group, inputs):
 
 
 @pytest.mark.parametrize("backend, device, message", [
-    ("gloo", "cuda", "group: gloo cannot send CUDA tensors point to point; use an NCCL group"),
+    ("gloo", "cuda", "group: gloo cannot send CUDA tensors point to point; use an NCCL group for CUDA tensors, "
+                     "or transport='staged'"),
     ("nccl", "cpu", "group: NCCL moves CUDA tensors only; these are on cpu"),
     ("cpu:gloo,cuda:nccl", "mps", "group: its backend 'cpu:gloo,cuda:nccl' has none for mps tensors"),
     ("cpu:nccl,cuda:gloo", "cuda", "group: gloo cannot send CUDA tensors"),
@@ -137,6 +138,15 @@ def test_a_group_that_cannot_move_the_tensors_names_the_group(backend, device, m
     for fine_backend, fine_device in (("gloo", "cpu"), ("nccl", "cuda"), ("cpu:gloo,cuda:nccl", "cpu"),
                                       ("cpu:gloo,cuda:nccl", "cuda")):
         _check_group_moves(fine_backend, fine_device)
+
+
+def test_the_staged_transport_sends_host_memory_so_gloo_carries_cuda_tensors():
+    _check_group_moves("gloo", "cuda", "staged")  # several processes on one GPU: what it is for
+    _check_group_moves("cpu:gloo,cuda:nccl", "cuda", "staged")
+    with raises("group: NCCL moves CUDA tensors only; transport='staged' sends host memory (use a gloo group)"):
+        _check_group_moves("nccl", "cuda", "staged")
+    with raises("transport = 'pinned': must be one of direct, staged"):
+        ft.PingPong([torch.nn.Identity()], transport="pinned")
 
 
 def test_compile_step_refuses_what_it_cannot_run():

@@ -14,6 +14,12 @@ interleaved), and each plan numbers its tags from 0, so a GroupComm puts its tag
 tag is ``tag * lanes + lane``, and messages of concurrent runs on different lanes never match each
 other under gloo or MPI (NCCL matches by posting order, which the schedule keeps identical on every rank).
 
+The **staged** transport (``transport="staged"``, off by default) moves CUDA tensors over a gloo group: every
+transfer is packed through host memory (pinned where CUDA is up), sent from it and received into it, and a
+receive is copied onto the device when its wait returns. NCCL refuses two ranks on one GPU and gloo cannot
+send CUDA tensors point to point, so this is how several processes sharing one GPU run the real CUDA
+kernels with real messages (tests, and bench/gpu_acceptance.sh); it costs a device-to-host copy per send.
+
 Every wait is timed (two perf_counter reads) into the process's ``WAIT_CLOCK``: the time a rank sits
 blocked for messages, i.e. communication that compute did not hide. ``measure_waits`` reads it.
 """
@@ -49,6 +55,8 @@ class WaitTime:
     seconds: float = 0.0
     waits: int = 0
 
+
+TRANSPORTS = ("direct", "staged")  # direct: tensors sent where they live; staged: through host memory
 
 WAIT_CLOCK = WaitTime()  # this process's running total: always on, it costs two clock reads per wait
 
@@ -89,16 +97,39 @@ class PendingLaunch:
                 offset += n
 
 
+def check_transport(transport: object) -> None:
+    if transport not in TRANSPORTS:
+        raise _core.InputError(f"transport = {transport!r}: must be one of {', '.join(TRANSPORTS)}")
+
+
+def _host_bytes(n: int) -> torch.Tensor:
+    """A host staging buffer: pinned when CUDA is up (copies to and from the GPU then run at full speed)."""
+    return torch.empty(n, dtype=torch.uint8, pin_memory=torch.cuda.is_available())
+
+
+def _pack_into(host: torch.Tensor, views: Sequence[torch.Tensor]) -> None:
+    """The views' bytes, one after another, into ``host``; returns once they are there (gloo reads it at once)."""
+    offset = 0
+    for view in views:
+        n = view.numel() * view.element_size()
+        host[offset : offset + n].copy_(_bytes_of(view.contiguous()))
+        offset += n
+
+
 _nccl_ready: set[dist.ProcessGroup] = set()
 
 
 class GroupComm:
     """Posts transfers on ``group`` (None: the default group); plan ranks are group ranks. Tags go on lane
-    ``lane`` of ``lanes`` (see the module's note); every rank must use the same lanes for one run."""
+    ``lane`` of ``lanes`` (see the module's note); every rank must use the same lanes for one run. ``transport``:
+    one of TRANSPORTS (the module's note)."""
 
-    def __init__(self, group: dist.ProcessGroup | None, *, lane: int = 0, lanes: int = 1) -> None:
+    def __init__(self, group: dist.ProcessGroup | None, *, lane: int = 0, lanes: int = 1,
+                 transport: str = "direct") -> None:
         if not 0 <= lane < lanes:
             raise _core.Error(f"GroupComm: lane = {lane} must be in [0, {lanes})")
+        check_transport(transport)
+        self.staged = transport == "staged"
         self.group = group
         self.lane, self.lanes = lane, lanes
         pg = group if group is not None else dist.group.WORLD
@@ -120,7 +151,14 @@ class GroupComm:
             views = [slice_view(buffers, s) for s in t.slices if s.rows > 0]
             if not views:
                 continue  # both sides see the same empty transfer in the plan and skip it
-            if len(views) == 1 and views[0].is_contiguous():
+            if self.staged:
+                tensor = _host_bytes(sum(v.numel() * v.element_size() for v in views))
+                if t.send:
+                    _pack_into(tensor, views)
+                    pending.keep.append(tensor)
+                else:
+                    pending.unpack.append((tensor, views))
+            elif len(views) == 1 and views[0].is_contiguous():
                 tensor = views[0]  # whole rows: sent from, or received into, the buffer itself
             elif t.send:
                 tensor = torch.cat([_bytes_of(v.contiguous()) for v in views])

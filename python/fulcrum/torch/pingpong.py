@@ -49,7 +49,7 @@ import torch.distributed as dist
 
 from .. import _core
 from .backends import BackendChoice, select_backend
-from .comm import GroupComm
+from .comm import GroupComm, check_transport
 from .function import _check_inputs
 from .split_attention import AttentionHandle, InFlight, attention_finish, attention_start
 from .step import StepPlan
@@ -81,15 +81,16 @@ def _check_steps(steps: Any) -> tuple[StepPlan, StepPlan]:
 class PingPong(torch.nn.Module):
     """Runs ``layers`` (the PingPongLayer protocol, module docstring) on this rank's rows of a micro-batch.
 
-    group: the process group the plans are for (None: the default group); backend, softmax_scale: as in
-    fulcrum.torch.attention. trace (optional) receives the executor's events ("A0 forward launch 0", ...:
+    group: the process group the plans are for (None: the default group); backend, softmax_scale, transport: as
+    in fulcrum.torch.attention. trace (optional) receives the executor's events ("A0 forward launch 0", ...:
     nano-batch, layer, pass, instruction) in the order they run, for tests and debugging.
     """
 
     def __init__(self, layers: Sequence[PingPongLayer], group: dist.ProcessGroup | None = None, *,
                  backend: BackendChoice = "auto", softmax_scale: float | None = None,
-                 trace: Callable[[str], None] | None = None) -> None:
+                 trace: Callable[[str], None] | None = None, transport: str = "direct") -> None:
         super().__init__()
+        check_transport(transport)
         if not layers or not all(callable(getattr(layer, m, None)) for layer in layers
                                  for m in ("pre_attention", "post_attention")):
             raise _core.InputError("layers: must be a non-empty sequence of objects with pre_attention(x, context) "
@@ -98,6 +99,7 @@ class PingPong(torch.nn.Module):
         # Registered so that .parameters(), .to() and state_dict() see the layers that are modules.
         self.layer_modules = torch.nn.ModuleList(m for m in layers if isinstance(m, torch.nn.Module))
         self.group, self.backend, self.softmax_scale, self.trace = group, backend, softmax_scale, trace
+        self.transport = transport
 
     def forward(self, x: torch.Tensor, steps: tuple[StepPlan, StepPlan],
                 contexts: tuple[Any, Any] = (None, None), *, schedule: str = "pingpong") -> torch.Tensor:
@@ -122,7 +124,7 @@ class PingPong(torch.nn.Module):
             raise _core.InputError(f"x: shape {tuple(x.shape)}, but rank {rank} holds {rows[0]} + {rows[1]} rows "
                                    "(step_a's, then step_b's)")
         xs = list(torch.split(x, list(rows)))
-        comms = [GroupComm(self.group, lane=n, lanes=2) for n in range(2)]  # one tag lane per nano-batch
+        comms = [GroupComm(self.group, lane=n, lanes=2, transport=self.transport) for n in range(2)]  # one tag lane per nano-batch
         run = self._pingpong if schedule == "pingpong" else self._sequential
         return torch.cat(run(xs, (step_a, step_b), contexts, comms))
 
@@ -146,7 +148,7 @@ class PingPong(torch.nn.Module):
 
     def _handle(self, n: int, index: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, step: StepPlan,
                 comm: GroupComm, flight: InFlight) -> AttentionHandle:
-        _check_inputs(q, k, v, step, self.group)
+        _check_inputs(q, k, v, step, self.group, self.transport)
         kernels = select_backend(self.backend, q.device, q.dtype)
         return AttentionHandle(step, kernels, comm, self._scale(step), flight, f"{NANO_BATCHES[n]}{index}", self.trace)
 
