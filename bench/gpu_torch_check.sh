@@ -99,6 +99,7 @@ export PYTHONPATH="$BUILD/python${PYTHONPATH:+:$PYTHONPATH}"
 # The module links libfmt.so.9 from the unpacked .deb (the build tree's RUNPATH names it too).
 export LD_LIBRARY_PATH="$deps_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+unset TRITON_INTERPRET  # the Triton kernels compiled for the GPU (interpreted they run on CPU tensors only)
 export NCCL_DEBUG=${NCCL_DEBUG:-WARN}  # NCCL's own reason when (c)'s two ranks on one GPU fail
 "$PYTHON" -c "import fulcrum, fulcrum.torch; print('import fulcrum.torch: ok;', len(fulcrum.planner_names()), \
 'planners:', ', '.join(fulcrum.planner_names()))" || fail "import fulcrum.torch"

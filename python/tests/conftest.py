@@ -5,10 +5,13 @@ import pytest
 
 import fulcrum
 
-# Fulcrum's Triton kernels run on CPU tensors only interpreted, and triton.jit fixes that when the kernel module is
-# imported: set before any test imports it, and inherited by the gloo tests' processes. (On a GPU machine, unset
-# it beforehand to test the compiled kernels: bench/gpu_torch_check.py does.)
-os.environ.setdefault("TRITON_INTERPRET", "1")
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Fulcrum's Triton kernels run on CPU tensors only interpreted, and triton.jit fixes that when the kernel module
+    is imported: set before any test module is, and inherited by the gloo tests' processes. A hook, not an import
+    side effect: scripts that import this file's helpers (bench/gpu_torch_check.py) keep the compiled kernels."""
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
 
 RANKS = 4
 TOKENS_PER_RANK = 2048

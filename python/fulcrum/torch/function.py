@@ -106,8 +106,9 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, step: StepPlan,
     ``return_lse`` also the log-sum-exp of each row's scores in FlashAttention's layout [q_heads, rows]
     (not differentiable). backend: ``auto``, ``fulcrum`` (C++ CPU kernels), ``torch`` (any device),
     ``flash`` (flash-attn, CUDA bf16), ``fa2`` (torch's built-in FlashAttention-2, CUDA bf16/fp16; torch >= 2.7),
-    ``triton`` (Fulcrum's block-sparse Triton kernels, every mask; CUDA bf16/fp16), or a kernel backend object (``fulcrum.torch.KernelBackend``, e.g. one
-    that wraps another to time its calls). softmax_scale defaults to 1/sqrt(head_dim). transport: ``direct``
+    ``triton`` (Fulcrum's block-sparse Triton kernels, every mask; CUDA bf16/fp16), or a kernel backend object
+    (``fulcrum.torch.KernelBackend``, e.g. one that wraps another to time its calls). auto: fulcrum on CPU, fa2 for
+    CUDA bf16/fp16, torch for CUDA fp32. softmax_scale defaults to 1/sqrt(head_dim). transport: ``direct``
     (tensors sent where they live: NCCL for CUDA, gloo for CPU) or ``staged`` (through host memory over gloo:
     several processes sharing one GPU). Bad input raises fulcrum.InputError naming the argument.
     """

@@ -124,7 +124,8 @@ class PingPong(torch.nn.Module):
             raise _core.InputError(f"x: shape {tuple(x.shape)}, but rank {rank} holds {rows[0]} + {rows[1]} rows "
                                    "(step_a's, then step_b's)")
         xs = list(torch.split(x, list(rows)))
-        comms = [GroupComm(self.group, lane=n, lanes=2, transport=self.transport) for n in range(2)]  # one tag lane per nano-batch
+        # One tag lane per nano-batch.
+        comms = [GroupComm(self.group, lane=n, lanes=2, transport=self.transport) for n in range(2)]
         run = self._pingpong if schedule == "pingpong" else self._sequential
         return torch.cat(run(xs, (step_a, step_b), contexts, comms))
 

@@ -28,17 +28,17 @@ inline constexpr Tokens kBlockTableTile = 64;
 
 struct BlockTable {
   // Query tiles.
-  std::vector<std::int32_t> tile_row;        // first buffer row
-  std::vector<std::int32_t> tile_rows;       // rows, 1..64
+  std::vector<std::int32_t> tile_row;         // first buffer row
+  std::vector<std::int32_t> tile_rows;        // rows, 1..64
   std::vector<std::int32_t> tile_head_begin;  // q heads [begin, end) under the tile's mask
   std::vector<std::int32_t> tile_head_end;
   std::vector<std::int64_t> tile_entries;  // tiles + 1: entries [tile_entries[t], tile_entries[t + 1])
   // Key blocks.
-  std::vector<std::int32_t> block_row;     // first buffer row of a contiguous block; -1 for a gathered one
-  std::vector<std::int32_t> block_keys;    // keys, 1..64
-  std::vector<std::int64_t> block_gather;  // offset of its rows in `gather`; -1 for a contiguous block
+  std::vector<std::int32_t> block_row;      // first buffer row of a contiguous block; -1 for a gathered one
+  std::vector<std::int32_t> block_keys;     // keys, 1..64
+  std::vector<std::int64_t> block_gather;   // offset of its rows in `gather`; -1 for a contiguous block
   std::vector<std::int64_t> block_entries;  // blocks + 1: key_order[block_entries[b] .. block_entries[b + 1])
-  std::vector<std::int32_t> gather;        // gathered blocks' buffer rows
+  std::vector<std::int32_t> gather;         // gathered blocks' buffer rows
   // Entries, query-major.
   std::vector<std::int32_t> entry_tile;
   std::vector<std::int32_t> entry_block;

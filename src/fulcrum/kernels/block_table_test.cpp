@@ -52,7 +52,7 @@ Triples table_triples(const BlockTable& t, int q_heads, Tokens rows) {
               t.entry_bits[e] < 0 ? ~std::uint64_t{0} : t.bits[static_cast<std::size_t>(t.entry_bits[e] + i)];
           if (((word >> j) & 1) == 0) continue;
           const Tokens key = t.block_gather[block] < 0 ? t.block_row[block] + j
-                                                        : t.gather[static_cast<std::size_t>(t.block_gather[block] + j)];
+                                                       : t.gather[static_cast<std::size_t>(t.block_gather[block] + j)];
           out.add(h, t.tile_row[tile] + i, key);
         }
       }

@@ -57,7 +57,7 @@ Tokens Planner::longest_whole_document(Tokens, int) const { return std::numeric_
 Range visible_key_hull(const Document& doc, std::span<const Range> queries) {
   Range hull{doc.length, 0};
   for (const auto& q : queries) {
-    for (const auto& k : doc.mask.keys_needed(q, {0, doc.length}, doc.length)) {
+    for (const auto& k : doc.planning_mask().keys_needed(q, {0, doc.length}, doc.length)) {
       hull.begin = std::min(hull.begin, k.begin);
       hull.end = std::max(hull.end, k.end);
     }

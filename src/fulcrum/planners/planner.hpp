@@ -108,7 +108,8 @@ const OptionSpec& find_planner_option(std::string_view name);
 /// the runtime. A plan that fails it throws an internal Error naming the planner and the first problem.
 Assignment plan_verified(Planner& planner, const Batch& batch);
 
-/// The smallest key range that holds every key the rows `queries` of `doc` can see.
+/// The smallest key range that holds every key the rows `queries` of `doc` can see under its planning mask (every
+/// head's keys, when it has per-head masks).
 Range visible_key_hull(const Document& doc, std::span<const Range> queries);
 
 }  // namespace fulcrum

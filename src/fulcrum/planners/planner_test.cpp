@@ -42,7 +42,19 @@ Batch random_batch(std::uint64_t seed) {
   const std::string spec = rng.uniform() < 0.5 ? "uniform:1:" + std::to_string(2 * tpr) : "lognormal:5.5:1.2";
   auto source = make_length_source(spec, seed, tpr);
   BatchStream stream([&] { return source->next(); }, ranks, tpr, mask);
-  return stream.next();
+  Batch batch = stream.next();
+  // One batch in four has per-head masks mixing kinds (a full head on a causal document needs the keys after
+  // its rows: planners that took the document's mask for every head once planned too few keys).
+  if (rng.uniform() < 0.25) {
+    const int q_heads = model_shape_preset("tiny").q_heads;
+    for (auto& doc : batch.documents) {
+      for (int h = 0; h < q_heads; ++h) {
+        const MaskSpec& m = masks[rng.uniform_int(0, std::ssize(masks) - 1)];
+        doc.head_masks.push_back(doc.length % m.length_multiple() == 0 ? m : MaskSpec::full());
+      }
+    }
+  }
+  return batch;
 }
 
 // One planner per cp degree: wlb's CP groups must divide the ranks, so odd rank counts get cp 1.

@@ -7,6 +7,40 @@
 #include <algorithm>
 
 namespace fulcrum {
+
+namespace {
+
+// Whether every row of `mask` sees only keys at or before itself (its visible set lies in the causal one). The
+// switch has no default: a new kind does not compile until it says (-Wswitch is an error).
+bool sees_only_earlier_keys(const MaskSpec& mask) {
+  switch (mask.kind) {
+    case MaskKind::kCausal:
+    case MaskKind::kSlidingWindow:
+    case MaskKind::kLambda:
+    case MaskKind::kCausalBlockwise:
+    case MaskKind::kSharedQuestion:
+    case MaskKind::kVerticalSlash:
+    case MaskKind::kBlockSparse:
+    case MaskKind::kVerticalSlashBlocks: return true;
+    case MaskKind::kFull:
+    case MaskKind::kStriped: return false;
+  }
+  return false;
+}
+
+}  // namespace
+
+const MaskSpec& Document::planning_mask() const {
+  if (head_masks.empty()) return mask;
+  // Planned over the whole square (full, striped), `mask` holds any head; planned over the causal hull (causal,
+  // index-list masks), it holds every head that sees only earlier keys. Cheap: called in planners' inner loops.
+  const bool square = mask.kind == MaskKind::kFull || mask.kind == MaskKind::kStriped;
+  if (square) return mask;
+  static const MaskSpec causal = MaskSpec::causal();
+  static const MaskSpec full = MaskSpec::full();
+  if (!std::all_of(head_masks.begin(), head_masks.end(), sees_only_earlier_keys)) return full;
+  return mask.kind == MaskKind::kCausal || mask.is_index_list() ? mask : causal;
+}
 namespace {
 
 struct SegmentDocOrder {

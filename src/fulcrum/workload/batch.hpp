@@ -24,6 +24,11 @@ struct Document {
   const MaskSpec& mask_of(int head) const {
     return head_masks.empty() ? mask : head_masks[static_cast<std::size_t>(head)];
   }
+  /// The mask planners place work over: `mask`, or with per-head masks one whose planning hull holds every head's:
+  /// `mask` when it does (full and striped hold any; causal and index-list masks every head that sees only keys at
+  /// or before its row), else causal when every head sees only such keys, else full. Each head's own mask then
+  /// decides which pairs of a task the kernels compute.
+  const MaskSpec& planning_mask() const;
 };
 
 /// Tokens [tokens.begin, tokens.end) of document `doc` (an index into Batch::documents) live on `rank`:

@@ -162,3 +162,42 @@ TEST(BatchStream, HeadTailBatchesTileEveryDocumentAndKeepEveryRanksBudget) {
 
 }  // namespace
 }  // namespace fulcrum
+
+namespace fulcrum {
+namespace {
+
+// Planners place a document's work over planning_mask: it must hold every head's visible keys.
+TEST(Document, PlanningMaskHoldsEveryHeadsKeys) {
+  Document doc{0, 100, MaskSpec::causal(), {}};
+  auto holds_every_head = [&] {
+    for (Tokens q = 0; q < doc.length; q += 7) {
+      const auto hull = doc.planning_mask().keys_needed({q, q + 1}, {0, doc.length}, doc.length);
+      for (const MaskSpec& head : doc.head_masks) {
+        for (const auto& k : head.keys_needed({q, q + 1}, {0, doc.length}, doc.length)) {
+          Tokens covered = 0;
+          for (const auto& h : hull)
+            covered += std::max<Tokens>(0, std::min(h.end, k.end) - std::max(h.begin, k.begin));
+          EXPECT_EQ(covered, k.size()) << "row " << q << " under " << head.to_string();
+        }
+      }
+    }
+  };
+  EXPECT_EQ(&doc.planning_mask(), &doc.mask);
+  doc.head_masks = {MaskSpec::sliding_window(8), MaskSpec::lambda(2, 4), MaskSpec::causal()};
+  EXPECT_EQ(&doc.planning_mask(), &doc.mask) << "the causal hull holds heads that see only earlier keys";
+  holds_every_head();
+  doc.head_masks[1] = MaskSpec::full();
+  EXPECT_EQ(doc.planning_mask(), MaskSpec::full()) << "a full head sees keys after its row";
+  holds_every_head();
+  doc.mask = MaskSpec::sliding_window(8);
+  doc.head_masks[1] = MaskSpec::causal();
+  EXPECT_EQ(doc.planning_mask(), MaskSpec::causal()) << "a window's hull does not hold a causal head";
+  holds_every_head();
+  doc.mask = MaskSpec::full();
+  doc.head_masks[1] = MaskSpec::full();
+  EXPECT_EQ(&doc.planning_mask(), &doc.mask);
+  holds_every_head();
+}
+
+}  // namespace
+}  // namespace fulcrum

@@ -37,7 +37,7 @@ Assignment StaticCpPlanner::do_plan(const Batch& batch) {
   for (const auto& rows : a.batch.segments) {
     const auto& doc = a.batch.documents[rows.doc];
     for (const auto& keys : a.batch.segments_of(rows.doc)) {
-      if (doc.mask.keys_needed(rows.tokens, keys.tokens, doc.length).empty()) continue;
+      if (doc.planning_mask().keys_needed(rows.tokens, keys.tokens, doc.length).empty()) continue;
       a.tasks.push_back({rows.doc, {rows.tokens, Range{}}, keys.tokens, rows.rank});
     }
   }

@@ -1,6 +1,7 @@
 #include "fulcrum/planners/dcp/blocks.hpp"
 
 #include "fulcrum/core/error.hpp"
+#include "fulcrum/workload/head_masks.hpp"
 
 #include <algorithm>
 #include <array>
@@ -60,6 +61,13 @@ TokenBytes head_block_token_bytes(const ModelShape& model, int head_blocks) {
   return {row.q * share, row.kv * share, row.o * share, row.lse * share};
 }
 
+namespace {
+
+// Every head of a document, as runs under one mask each (one run when it has no per-head masks).
+std::vector<MaskRun> all_head_runs(const Document& doc) { return mask_runs(doc.mask, doc.head_masks, HeadRange{}); }
+
+}  // namespace
+
 Blocks make_blocks(const Batch& batch, Tokens block_tokens, const ModelShape& model, int head_blocks) {
   FULCRUM_CHECK(block_tokens >= 1, "block of {} tokens (the dcp-block option checks its range)", block_tokens);
   FULCRUM_CHECK(head_blocks >= 1 && model.kv_heads % head_blocks == 0,
@@ -74,17 +82,28 @@ Blocks make_blocks(const Batch& batch, Tokens block_tokens, const ModelShape& mo
     for (Tokens t = 0; t < doc.length; t += block_tokens)
       blocks.data.push_back({d, {t, std::min(t + block_tokens, doc.length)}});
     const int last = static_cast<int>(blocks.data.size());
+    const std::vector<MaskRun> runs = all_head_runs(doc);
     for (int q = first; q < last; ++q) {
       const std::array<Range, 1> rows{blocks.data[q].tokens};
       row.clear();
       for (int k = first; k < last; ++k) {
         const Range keys = blocks.data[k].tokens;
-        if (doc.mask.keys_needed(rows[0], keys, doc.length).empty()) continue;
+        // A tile exists when some head sees a key in it (per-head masks: a full head sees past the diagonal).
+        if (keys_needed(runs, rows[0], keys, doc.length).empty()) continue;
         row.emplace_back(k, attention_forward_flops(model, doc.mask, rows, keys, doc.length));
       }
-      // Every head is masked alike, so a head block's FLOPs are the tile's over H (exact for H = 1).
       for (int h = 0; h < head_blocks; ++h) {
-        for (const auto& [k, flops] : row) blocks.compute.push_back({q, k, flops / head_blocks, h});
+        const ComputeBlock block{q, 0, 0, h};
+        for (const auto& [k, flops] : row) {
+          // One mask: every head is masked alike, so a head block's FLOPs are the tile's over H (exact for H = 1);
+          // per-head masks: the block's heads, each under its own mask.
+          const double block_flops =
+              doc.head_masks.empty() ? flops / head_blocks
+                                     : attention_forward_flops(model.head_dim, model.q_heads,
+                                                               mask_runs(doc.mask, doc.head_masks, blocks.heads(block)),
+                                                               rows, blocks.data[k].tokens, doc.length);
+          blocks.compute.push_back({q, k, block_flops, h});
+        }
       }
     }
   }
@@ -103,10 +122,11 @@ BlockCounts count_blocks(const Batch& batch, Tokens block_tokens, int head_block
     return counts;
   }
   for (const auto& doc : batch.documents) {
+    const std::vector<MaskRun> runs = all_head_runs(doc);
     for (Tokens q = 0; q < doc.length; q += block_tokens) {
       const Range rows{q, std::min(q + block_tokens, doc.length)};
       Tokens next = 0;  // the first key block not counted yet (the needed ranges are sorted)
-      for (const Range& keys : doc.mask.keys_needed(rows, {0, doc.length}, doc.length)) {
+      for (const Range& keys : keys_needed(runs, rows, {0, doc.length}, doc.length)) {
         if (keys.empty()) continue;
         const Tokens first = std::max(next, keys.begin / block_tokens), last = (keys.end - 1) / block_tokens;
         if (last >= first) counts.compute += static_cast<double>(last - first + 1) * head_blocks;

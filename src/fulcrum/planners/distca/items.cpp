@@ -6,7 +6,7 @@
 namespace fulcrum::distca {
 
 double rows_flops(const ModelShape& model, const Document& doc, Range rows, Range keys) {
-  return static_cast<double>(doc.mask.count_pairs(rows, intersect(keys, {0, doc.length}), doc.length)) *
+  return static_cast<double>(doc.planning_mask().count_pairs(rows, intersect(keys, {0, doc.length}), doc.length)) *
          attention_forward_flops_per_pair(model);
 }
 

@@ -120,7 +120,7 @@ class Rehomer {
           delta.add(owned.rank, b);
           delta.add(server, b);
         }
-        for (const auto& k : d.mask.keys_needed(rows, clip, d.length)) needed.add(k);
+        for (const auto& k : d.planning_mask().keys_needed(rows, clip, d.length)) needed.add(k);
       }
     };
     for (const std::size_t id : ids) {

@@ -206,7 +206,7 @@ class Scheduler {
     const Document& doc = batch_.documents[source.doc];
     const Range clip = intersect(shard.keys, {0, doc.length});
     for (const auto& r : shard.rows) {
-      for (const auto& k : doc.mask.keys_needed(r, clip, doc.length)) holding(d, source.doc).keys.add(k);
+      for (const auto& k : doc.planning_mask().keys_needed(r, clip, doc.length)) holding(d, source.doc).keys.add(k);
     }
     Item moved{source.doc, shard.rows, d, shard.flops, shard.keys};
     if (shard.whole_item) {

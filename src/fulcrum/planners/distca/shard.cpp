@@ -61,7 +61,7 @@ double shard_bytes(const Document& doc, const std::array<Range, 2>& rows, const 
   for (const auto& r : rows) {
     if (r.empty()) continue;
     total += (bytes.q + bytes.output()) * static_cast<double>(missing_tokens(dest.owned, r));
-    for (const auto& k : doc.mask.keys_needed(r, clip, doc.length)) needed.push(k);
+    for (const auto& k : doc.planning_mask().keys_needed(r, clip, doc.length)) needed.push(k);
   }
   needed.normalize();
   for (const auto& k : needed) total += bytes.kv * static_cast<double>(missing_tokens(dest.keys, k));
