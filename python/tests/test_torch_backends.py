@@ -272,3 +272,20 @@ def test_fa2_runs_lambda_as_sink_and_window_pieces_merged_by_lse_and_matches_fp6
     np.testing.assert_allclose(b[4].numpy(), ref["lse"], atol=2e-5)
     for got, name in ((b[3], "o"), (b[6], "dq"), (b[7], "dk"), (b[8], "dv")):
         np.testing.assert_allclose(got.numpy(), ref[name], atol=2e-5, err_msg=name)
+
+
+@pytest.mark.parametrize("window", [(-1, -1), (-1, 0), (7, 0)])
+def test_fa2_cuda_calls_run_the_installed_aten_ops_on_meta_tensors_with_the_shapes_the_backend_expects(window):
+    """What AtenCudaKernels passes, in the installed torch's schemas, on device 'meta' (no GPU): the forward returns
+    O like q and the LSE unpadded as [heads, total_q] fp32; the backward takes them and returns dQ, dK, dV shaped as
+    q, k, v (GQA: 8 q heads over 2 kv heads), for a full, a causal and a sliding-window call."""
+    call = FlashCall(window, ((0, 60), (60, 40)), ((0, 70), (70, 50)), (0, 60, 100), (0, 70, 120), 60, 70)
+    q = torch.empty(100, 8, 64, device="meta", dtype=torch.bfloat16)
+    k, v = (torch.empty(120, 2, 64, device="meta", dtype=torch.bfloat16) for _ in "kv")
+    cu_q, cu_k = (torch.empty(3, dtype=torch.int32, device="meta") for _ in "qk")
+    kernels = AtenCudaKernels()
+    o, lse = kernels.forward(q, k, v, call, cu_q, cu_k, 0.125)
+    assert (o.shape, o.dtype) == (q.shape, torch.bfloat16)
+    assert (lse.shape, lse.dtype) == (torch.Size([8, 100]), torch.float32)
+    grads = kernels.backward(torch.empty_like(q), q, k, v, o, lse, call, cu_q, cu_k, 0.125)
+    assert [g.shape for g in grads] == [q.shape, k.shape, v.shape]

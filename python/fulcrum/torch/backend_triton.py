@@ -4,8 +4,7 @@ instruction, whatever its mask: CUDA bf16/fp16, or CPU tensors of any float dtyp
 
 The block table of an instruction's items is built once per plan on the host (``_core.block_table``: the
 C++ masks decide each tile) and kept on the device with the plan, so a step after the first does no host
-work for it: each call is three kernel launches at most, plus one elementwise op for backward's
-rowsum(dO * O).
+work for it: a forward is one kernel launch, a backward three (rowsum(dO * O), dQ, dK/dV).
 """
 from __future__ import annotations
 
@@ -91,13 +90,19 @@ def device_table(plan: ParsedPlan, items: Sequence[Item], device: torch.device) 
     return result
 
 
-def _check_layout(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+def triton_cdiv(n: int, d: int) -> int:
+    return -(-n // d)
+
+
+def _check_layout(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lse: torch.Tensor,
                   *others: tuple[torch.Tensor, torch.Tensor]) -> None:
     """The kernels index every tensor by one row and head stride per layout: q-like and k-like tensors must be
-    contiguous and share their layout's shape."""
-    for t in (q, k, v, *(t for t, _ in others)):
+    contiguous and share their layout's shape, the LSE [rows, q_heads] contiguous."""
+    for t in (q, k, v, lse, *(t for t, _ in others)):
         if not t.is_contiguous():
             raise _core.Error("triton kernels: a non-contiguous buffer")
+    if lse.shape != q.shape[:2]:
+        raise _core.Error(f"triton kernels: lse {tuple(lse.shape)} is not [rows, q_heads] of q {tuple(q.shape)}")
     if v.shape != k.shape:
         raise _core.Error(f"triton kernels: v {tuple(v.shape)} is not shaped as k {tuple(k.shape)}")
     for t, like in others:
@@ -120,7 +125,7 @@ class TritonBackend:
         """Writes O and LSE of the items' query rows and heads (a row that sees no key: O = 0, LSE = -inf)."""
         if not items:
             return
-        _check_layout(q, k, v, (o, q))
+        _check_layout(q, k, v, lse, (o, q))
         t = device_table(plan, items, q.device)
         if t.tiles == 0:
             return
@@ -139,13 +144,16 @@ class TritonBackend:
         """Adds the items' gradients into dq, dk and dv, given the merged O and LSE of their rows."""
         if not items:
             return
-        _check_layout(q, k, v, (o, q), (d_o, q), (dq, q), (dk, k), (dv, k))
+        _check_layout(q, k, v, lse, (o, q), (d_o, q), (dq, q), (dk, k), (dv, k))
         t = device_table(plan, items, q.device)
         if t.tiles == 0:
             return
         kernels = _kernels()
         a = t.arrays
-        delta = (d_o.float() * o.float()).sum(-1)  # rowsum(dO * O): [rows, q_heads], laid out as the LSE
+        delta = torch.empty(q.shape[:2], dtype=torch.float32, device=q.device)  # laid out as the LSE
+        kernels.delta_kernel[(triton_cdiv(q.shape[0], kernels.TILE), q.shape[1])](
+            o, d_o, delta, q.shape[0], q.stride(0), q.stride(1), delta.stride(0), D=q.shape[2],
+            DP=kernels.padded_dim(q.shape[2]), BLOCK=kernels.TILE)
         common = dict(GROUP=q.shape[1] // k.shape[1], D=q.shape[2], DP=kernels.padded_dim(q.shape[2]),
                       BLOCK=kernels.TILE, UPCAST=kernels.interpreted())
         strides = (q.stride(0), q.stride(1), k.stride(0), k.stride(1), lse.stride(0))

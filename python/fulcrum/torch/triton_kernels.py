@@ -10,6 +10,8 @@ and head, not per varlen item).
 
 - ``forward``: one program per (query tile, q head) runs the online softmax over its entries and writes O (in
   the storage dtype) and the LSE (fp32; -inf and O = 0 for a row that sees no key).
+- ``delta``: rowsum(dO * O) in fp32 per row and q head, what both backward kernels subtract (FlashAttention's
+  preprocessing step), without the fp32 copies of dO and O that computing it in torch would make.
 - ``backward_dq``: one program per (query tile, q head) adds its dQ, from the merged O and LSE.
 - ``backward_dkdv``: one program per (key block, kv head) walks the block's entries key-major over the q heads
   of its GQA group and adds dK and dV atomically (blocks of different items may hold the same key rows).
@@ -118,6 +120,19 @@ def forward_kernel(Q, K, V, OUT, LSE, q_row, q_head, k_row, k_head, lse_row,
         tl.store(OUT + q_at, (acc / l_safe[:, None]).to(OUT.dtype.element_ty), mask=is_row[:, None] & in_dim[None, :])
         lse = tl.where(seen, (m + tl.log2(l_safe)) * 0.6931471805599453, float("-inf"))
         tl.store(LSE + rows * lse_row + head, lse, mask=is_row)
+
+
+@triton.jit
+def delta_kernel(O, DO, DELTA, rows, q_row, q_head, delta_row, D: tl.constexpr, DP: tl.constexpr,
+                 BLOCK: tl.constexpr):
+    offs_m = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    head = tl.program_id(1)
+    offs_d = tl.arange(0, DP)
+    mask = (offs_m < rows)[:, None] & (offs_d < D)[None, :]
+    at = offs_m.to(tl.int64)[:, None] * q_row + head * q_head + offs_d[None, :]
+    o = tl.load(O + at, mask=mask, other=0.0).to(tl.float32)
+    d_o = tl.load(DO + at, mask=mask, other=0.0).to(tl.float32)
+    tl.store(DELTA + offs_m.to(tl.int64) * delta_row + head, tl.sum(o * d_o, 1), mask=offs_m < rows)
 
 
 @triton.jit
