@@ -123,14 +123,14 @@ def forward_kernel(Q, K, V, OUT, LSE, q_row, q_head, k_row, k_head, lse_row,
 
 
 @triton.jit
-def delta_kernel(O, DO, DELTA, rows, q_row, q_head, delta_row, D: tl.constexpr, DP: tl.constexpr,
+def delta_kernel(OUT, DO, DELTA, rows, q_row, q_head, delta_row, D: tl.constexpr, DP: tl.constexpr,
                  BLOCK: tl.constexpr):
     offs_m = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     head = tl.program_id(1)
     offs_d = tl.arange(0, DP)
     mask = (offs_m < rows)[:, None] & (offs_d < D)[None, :]
     at = offs_m.to(tl.int64)[:, None] * q_row + head * q_head + offs_d[None, :]
-    o = tl.load(O + at, mask=mask, other=0.0).to(tl.float32)
+    o = tl.load(OUT + at, mask=mask, other=0.0).to(tl.float32)
     d_o = tl.load(DO + at, mask=mask, other=0.0).to(tl.float32)
     tl.store(DELTA + offs_m.to(tl.int64) * delta_row + head, tl.sum(o * d_o, 1), mask=offs_m < rows)
 
