@@ -11,7 +11,11 @@ P V, O is stored in bf16, so 1e-2 (seen: ~4e-3), as test_torch_attention.py.
 """
 from __future__ import annotations
 
+import json
+import os
 import random
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -182,3 +186,21 @@ def test_the_block_table_is_built_once_per_plan_kept_on_the_device_and_holds_eve
             visible += fulcrum.attention_pairs(mask, spans, (item.keys[1], item.keys[1] + item.keys[2]), doc.length)
     table = fulcrum._core.block_table(kernel_tasks(plan, items), Q_HEADS)
     assert table["pairs"] == visible and first.tiles == len(table["tile_row"])
+
+
+def test_the_kernels_compile_for_ampere_and_hopper_gpus_without_one():
+    """The interpreter checks the kernels' arithmetic, not that Triton compiles them for a GPU: this compiles all
+    four (Triton's front end, then ptxas) for compute capability 8.0 (A100) and 9.0 (H100/H200), bf16 and fp16,
+    head_dim 128 under GQA groups of 4 and 64 without, in a process where the kernels are not interpreted. Shared
+    memory must fit 99 KiB per block (the smallest Ampere/Hopper limit, sm_86/89's)."""
+    script = ("import torch, json\n"
+              "from fulcrum.torch.backend_triton import compile_kernels\n"
+              "print(json.dumps({f'{arch} {d} {dim}': compile_kernels(arch, dtype, dim, group) for arch in (80, 90)\n"
+              "    for d, dtype, dim, group in (('bf16', torch.bfloat16, 128, 4), ('fp16', torch.float16, 64, 1))}))")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    shared = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(shared) == 4 and all(len(kernels) == 4 for kernels in shared.values()), shared
+    worst = max(b for kernels in shared.values() for b in kernels.values())
+    assert 0 < worst <= 99 * 1024, shared

@@ -90,6 +90,46 @@ def device_table(plan: ParsedPlan, items: Sequence[Item], device: torch.device) 
     return result
 
 
+# Triton's type of every kernel argument by name, as the launches below pass them: storage pointers in the
+# tensors' dtype ("{dtype}"), fp32 LSE, rowsum and gradients, the block table's int32/int64 arrays (as C++ builds
+# them), fp32 scales; any other argument is a row or head stride or count (i32 at the sizes compiled ahead).
+ARGUMENT_TYPES = {
+    **dict.fromkeys(("Q", "K", "V", "OUT", "DO"), "*{dtype}"),
+    **dict.fromkeys(("LSE", "DELTA", "DQ", "DK", "DV"), "*fp32"),
+    **dict.fromkeys(("tile_row", "tile_rows", "tile_head_begin", "tile_head_end", "entry_tile", "entry_block",
+                     "block_row", "block_keys", "gather"), "*i32"),
+    **dict.fromkeys(("tile_entries", "entry_bits", "key_order", "block_entries", "block_gather", "bits"), "*i64"),
+    **dict.fromkeys(("scale", "scale_log2"), "fp32"),
+}
+
+
+def compile_kernels(arch: int, dtype: torch.dtype, head_dim: int, group: int) -> dict[str, int]:
+    """Compiles every kernel for NVIDIA compute capability ``arch`` (80: A100, 90: H100/H200) and ``dtype`` without a
+    GPU (Triton's front end, then ptxas): what a GPU would run, checked where none is. Returns each kernel's shared
+    memory in bytes. Needs the kernels compiled, not interpreted (TRITON_INTERPRET unset when fulcrum.torch is
+    imported)."""
+    from triton import compile as triton_compile
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    kernels = _kernels()
+    if kernels.interpreted():
+        raise _core.Error("compile_kernels: the Triton kernels are interpreted here (TRITON_INTERPRET=1)")
+    names = {torch.bfloat16: "bf16", torch.float16: "fp16"}
+    constants = {"GROUP": group, "D": head_dim, "DP": kernels.padded_dim(head_dim), "BLOCK": kernels.TILE,
+                 "UPCAST": False}
+    shared = {}
+    for kernel in (kernels.forward_kernel, kernels.delta_kernel, kernels.backward_dq_kernel,
+                   kernels.backward_dkdv_kernel):
+        given = {n: constants[n] for n in kernel.arg_names if n in constants}
+        signature = {n: "constexpr" if n in given else ARGUMENT_TYPES.get(n, "i32").format(dtype=names[dtype])
+                     for n in kernel.arg_names}
+        compiled = triton_compile(ASTSource(fn=kernel, signature=signature, constexprs=given),
+                                  target=GPUTarget("cuda", arch, 32))
+        shared[kernel.__name__] = int(compiled.metadata.shared)
+    return shared
+
+
 def triton_cdiv(n: int, d: int) -> int:
     return -(-n // d)
 

@@ -65,6 +65,17 @@ def _key_block(b, block_row, block_keys, block_gather, gather, offs_n):
 
 
 @triton.jit
+def _key_tile(K, V, b, kv_head, k_row, k_head, block_row, block_keys, block_gather, gather, offs_n, offs_d, in_dim):
+    """Key block ``b``'s K and V rows of ``kv_head`` ([64, DP], zero past its keys and the head dimension), their
+    offsets and mask (for dK/dV's adds) and which of the 64 are keys."""
+    keys, is_key = _key_block(b, block_row, block_keys, block_gather, gather, offs_n)
+    kv_at = keys[:, None] * k_row + kv_head * k_head + offs_d[None, :]
+    kv_mask = is_key[:, None] & in_dim[None, :]
+    return tl.load(K + kv_at, mask=kv_mask, other=0.0), tl.load(V + kv_at, mask=kv_mask, other=0.0), kv_at, kv_mask, \
+        is_key
+
+
+@triton.jit
 def _visible(bits, entry_bits, offs_m, offs_n, is_row, is_key):
     """[tile rows, block keys]: the pairs an entry computes (every pair, or the set bits of its row words)."""
     visible = is_row[:, None] & is_key[None, :]
@@ -81,6 +92,20 @@ def _tile_rows(tile, tile_row, tile_rows, offs_m):
 
 
 @triton.jit
+def _query_tile(tile, head, q_row, q_head, tile_row, tile_rows, BLOCK: tl.constexpr, DP: tl.constexpr,
+                D: tl.constexpr):
+    """Offsets of a query tile's program: rows and keys of a tile, the head dimension, and the tile's rows of
+    ``head`` (their buffer rows, which are rows, their offsets in a q-like tensor and its load mask)."""
+    offs_m = tl.arange(0, BLOCK)
+    offs_n = tl.arange(0, BLOCK)
+    offs_d = tl.arange(0, DP)
+    in_dim = offs_d < D
+    rows, is_row = _tile_rows(tile, tile_row, tile_rows, offs_m)
+    q_at = rows[:, None] * q_row + head * q_head + offs_d[None, :]
+    return offs_m, offs_n, offs_d, in_dim, rows, is_row, q_at, is_row[:, None] & in_dim[None, :]
+
+
+@triton.jit
 def forward_kernel(Q, K, V, OUT, LSE, q_row, q_head, k_row, k_head, lse_row,
                    tile_row, tile_rows, tile_head_begin, tile_head_end, tile_entries, entry_block, entry_bits,
                    block_row, block_keys, block_gather, gather, bits, scale_log2,
@@ -90,22 +115,15 @@ def forward_kernel(Q, K, V, OUT, LSE, q_row, q_head, k_row, k_head, lse_row,
     head = tl.load(tile_head_begin + tile) + tl.program_id(1)
     if head < tl.load(tile_head_end + tile):
         kv_head = head // GROUP
-        offs_m = tl.arange(0, BLOCK)
-        offs_n = tl.arange(0, BLOCK)
-        offs_d = tl.arange(0, DP)
-        in_dim = offs_d < D
-        rows, is_row = _tile_rows(tile, tile_row, tile_rows, offs_m)
-        q_at = rows[:, None] * q_row + head * q_head + offs_d[None, :]
-        q = tl.load(Q + q_at, mask=is_row[:, None] & in_dim[None, :], other=0.0)
+        offs_m, offs_n, offs_d, in_dim, rows, is_row, q_at, q_mask = _query_tile(tile, head, q_row, q_head, tile_row,
+                                                                                 tile_rows, BLOCK, DP, D)
+        q = tl.load(Q + q_at, mask=q_mask, other=0.0)
         m = tl.full([BLOCK], float("-inf"), tl.float32)
         row_sum = tl.zeros([BLOCK], tl.float32)
         acc = tl.zeros([BLOCK, DP], tl.float32)
         for e in range(tl.load(tile_entries + tile), tl.load(tile_entries + tile + 1)):
-            keys, is_key = _key_block(tl.load(entry_block + e), block_row, block_keys, block_gather, gather, offs_n)
-            kv_at = keys[:, None] * k_row + kv_head * k_head + offs_d[None, :]
-            kv_mask = is_key[:, None] & in_dim[None, :]
-            k = tl.load(K + kv_at, mask=kv_mask, other=0.0)
-            v = tl.load(V + kv_at, mask=kv_mask, other=0.0)
+            k, v, _, _, is_key = _key_tile(K, V, tl.load(entry_block + e), kv_head, k_row, k_head, block_row,
+                                           block_keys, block_gather, gather, offs_n, offs_d, in_dim)
             s = _dot(q, tl.trans(k), UPCAST) * scale_log2
             s = tl.where(_visible(bits, tl.load(entry_bits + e), offs_m, offs_n, is_row, is_key), s, float("-inf"))
             m_new = tl.maximum(m, tl.max(s, 1))
@@ -117,7 +135,7 @@ def forward_kernel(Q, K, V, OUT, LSE, q_row, q_head, k_row, k_head, lse_row,
             m = m_new
         seen = row_sum > 0.0
         l_safe = tl.where(seen, row_sum, 1.0)
-        tl.store(OUT + q_at, (acc / l_safe[:, None]).to(OUT.dtype.element_ty), mask=is_row[:, None] & in_dim[None, :])
+        tl.store(OUT + q_at, (acc / l_safe[:, None]).to(OUT.dtype.element_ty), mask=q_mask)
         lse = tl.where(seen, (m + tl.log2(l_safe)) * 0.6931471805599453, float("-inf"))
         tl.store(LSE + rows * lse_row + head, lse, mask=is_row)
 
@@ -145,13 +163,8 @@ def backward_dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, q_row, q_head, k_row, k_head
     head = tl.load(tile_head_begin + tile) + tl.program_id(1)
     if head < tl.load(tile_head_end + tile):
         kv_head = head // GROUP
-        offs_m = tl.arange(0, BLOCK)
-        offs_n = tl.arange(0, BLOCK)
-        offs_d = tl.arange(0, DP)
-        in_dim = offs_d < D
-        rows, is_row = _tile_rows(tile, tile_row, tile_rows, offs_m)
-        q_at = rows[:, None] * q_row + head * q_head + offs_d[None, :]
-        q_mask = is_row[:, None] & in_dim[None, :]
+        offs_m, offs_n, offs_d, in_dim, rows, is_row, q_at, q_mask = _query_tile(tile, head, q_row, q_head, tile_row,
+                                                                                 tile_rows, BLOCK, DP, D)
         q = tl.load(Q + q_at, mask=q_mask, other=0.0)
         d_o = tl.load(DO + q_at, mask=q_mask, other=0.0)
         lse = tl.load(LSE + rows * lse_row + head, mask=is_row, other=float("-inf"))
@@ -160,11 +173,8 @@ def backward_dq_kernel(Q, K, V, DO, LSE, DELTA, DQ, q_row, q_head, k_row, k_head
         delta = tl.load(DELTA + rows * lse_row + head, mask=is_row, other=0.0)
         dq = tl.zeros([BLOCK, DP], tl.float32)
         for e in range(tl.load(tile_entries + tile), tl.load(tile_entries + tile + 1)):
-            keys, is_key = _key_block(tl.load(entry_block + e), block_row, block_keys, block_gather, gather, offs_n)
-            kv_at = keys[:, None] * k_row + kv_head * k_head + offs_d[None, :]
-            kv_mask = is_key[:, None] & in_dim[None, :]
-            k = tl.load(K + kv_at, mask=kv_mask, other=0.0)
-            v = tl.load(V + kv_at, mask=kv_mask, other=0.0)
+            k, v, _, _, is_key = _key_tile(K, V, tl.load(entry_block + e), kv_head, k_row, k_head, block_row,
+                                           block_keys, block_gather, gather, offs_n, offs_d, in_dim)
             visible = _visible(bits, tl.load(entry_bits + e), offs_m, offs_n, is_row, is_key) & seen[:, None]
             p = tl.where(visible, tl.exp2(_dot(q, tl.trans(k), UPCAST) * scale_log2 - lse2[:, None]), 0.0)
             ds = p * (_dot(d_o, tl.trans(v), UPCAST) - delta[:, None])
@@ -185,11 +195,8 @@ def backward_dkdv_kernel(Q, K, V, DO, LSE, DELTA, DK, DV, q_row, q_head, k_row, 
     offs_n = tl.arange(0, BLOCK)
     offs_d = tl.arange(0, DP)
     in_dim = offs_d < D
-    keys, is_key = _key_block(block, block_row, block_keys, block_gather, gather, offs_n)
-    kv_at = keys[:, None] * k_row + kv_head * k_head + offs_d[None, :]
-    kv_mask = is_key[:, None] & in_dim[None, :]
-    k = tl.load(K + kv_at, mask=kv_mask, other=0.0)
-    v = tl.load(V + kv_at, mask=kv_mask, other=0.0)
+    k, v, kv_at, kv_mask, is_key = _key_tile(K, V, block, kv_head, k_row, k_head, block_row, block_keys,
+                                             block_gather, gather, offs_n, offs_d, in_dim)
     dk = tl.zeros([BLOCK, DP], tl.float32)
     dv = tl.zeros([BLOCK, DP], tl.float32)
     for i in range(tl.load(block_entries + block), tl.load(block_entries + block + 1)):
