@@ -46,6 +46,13 @@ class _Active:
     positions: torch.Tensor
     # position_ids tensors already compared with `positions`: a model passes one tensor to all its layers.
     checked: list[torch.Tensor] = field(default_factory=list)
+    on_device: dict[torch.device, torch.Tensor] = field(default_factory=dict)
+
+    def positions_on(self, device: torch.device) -> torch.Tensor:
+        """``positions`` on ``device``, copied there once per context."""
+        if device not in self.on_device:
+            self.on_device[device] = self.positions.to(device)
+        return self.on_device[device]
 
 
 _active: ContextVar[_Active | None] = ContextVar("fulcrum_hf_attention", default=None)
@@ -82,10 +89,16 @@ def _check_positions(active: _Active, position_ids: Any) -> None:
                                "at 0 in each document) to the model")
     if any(position_ids is seen for seen in active.checked):
         return
-    expected = active.positions.to(position_ids.device)
-    if tuple(position_ids.shape) != (1, active.rows.rows) or not torch.equal(position_ids[0], expected):
-        raise _core.InputError(f"position_ids: shape {tuple(position_ids.shape)}, not the attention context's "
-                               f"rows' positions [1, {active.rows.rows}] (rows.positions()[None])")
+    message = (f"position_ids: shape {tuple(position_ids.shape)}, not the attention context's rows' positions "
+               f"[1, {active.rows.rows}] (rows.positions()[None])")
+    if tuple(position_ids.shape) != (1, active.rows.rows):
+        raise _core.InputError(message)
+    expected = active.positions_on(position_ids.device)
+    if position_ids.device.type == "cpu":
+        if not torch.equal(position_ids[0], expected):
+            raise _core.InputError(message)
+    else:  # compared on the device without waiting for it: a step syncs only where its Program waits for a message
+        torch._assert_async(torch.all(position_ids[0] == expected), message)
     active.checked.append(position_ids)
 
 
