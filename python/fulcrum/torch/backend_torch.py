@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import torch
 
 from .. import _core
-from .program import Attention, AttentionBackward, Item, ParsedPlan, item_runs
+from .item_backend import ItemBackend
+from .program import Item, ParsedPlan, item_runs
 
 # Score elements (heads x query rows x keys) per block: bounds the fp32 temporaries to a few 64 MiB.
 MAX_SCORES = 1 << 24
@@ -85,15 +86,8 @@ class _Operands:
         return torch.where(seen, torch.exp(self.scores - torch.where(seen, lse.unsqueeze(-1), 0.0)), 0.0)
 
 
-class TorchBackend:
+class TorchBackend(ItemBackend):
     name = "torch"
-
-    def forward(self, plan: ParsedPlan, op: Attention, buffers: Sequence[torch.Tensor], scale: float) -> None:
-        self.forward_items(plan, op.items, *(buffers[i] for i in (op.q, op.k, op.v, op.o, op.lse)), scale=scale)
-
-    def backward(self, plan: ParsedPlan, op: AttentionBackward, buffers: Sequence[torch.Tensor], scale: float) -> None:
-        tensors = (buffers[i] for i in (op.q, op.k, op.v, op.o, op.lse, op.d_o, op.dq, op.dk, op.dv))
-        self.backward_items(plan, op.items, *tensors, scale=scale)
 
     def forward_items(self, plan: ParsedPlan, items: Sequence[Item], q: torch.Tensor, k: torch.Tensor,
                       v: torch.Tensor, o: torch.Tensor, lse: torch.Tensor, *, scale: float) -> None:

@@ -9,6 +9,7 @@ work for it: a forward is one kernel launch, a backward three (rowsum(dO * O), d
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,7 +20,8 @@ import torch
 
 from .. import _core
 from .backend_fulcrum import kernel_tasks
-from .program import Attention, AttentionBackward, Item, ParsedPlan
+from .item_backend import ItemBackend
+from .program import Item, ParsedPlan
 
 CUDA_DTYPES = (torch.bfloat16, torch.float16)
 TABLE_FIELDS = ("tile_row", "tile_rows", "tile_head_begin", "tile_head_end", "tile_entries", "entry_tile",
@@ -150,15 +152,8 @@ def _check_layout(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lse: torch.
             raise _core.Error(f"triton kernels: a buffer {tuple(t.shape)} is not shaped as {tuple(like.shape)}")
 
 
-class TritonBackend:
+class TritonBackend(ItemBackend):
     name = "triton"
-
-    def forward(self, plan: ParsedPlan, op: Attention, buffers: Sequence[torch.Tensor], scale: float) -> None:
-        self.forward_items(plan, op.items, *(buffers[i] for i in (op.q, op.k, op.v, op.o, op.lse)), scale=scale)
-
-    def backward(self, plan: ParsedPlan, op: AttentionBackward, buffers: Sequence[torch.Tensor], scale: float) -> None:
-        tensors = (buffers[i] for i in (op.q, op.k, op.v, op.o, op.lse, op.d_o, op.dq, op.dk, op.dv))
-        self.backward_items(plan, op.items, *tensors, scale=scale)
 
     def forward_items(self, plan: ParsedPlan, items: Sequence[Item], q: torch.Tensor, k: torch.Tensor,
                       v: torch.Tensor, o: torch.Tensor, lse: torch.Tensor, *, scale: float) -> None:
