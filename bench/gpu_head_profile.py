@@ -5,8 +5,8 @@ CPU kernels (src/fulcrum/prefill/head_profile.cpp), so the two files are interch
 
   - attention_s[KEY][i]: one head's causal attention forward (batch 1, one head, q = k = v length T, head_dim d)
     under exactly the (query, key) pairs Fulcrum's heads::to_mask keeps for pattern KEY at T, with the mask seed
-    head_mask_seed(--seed, 0, 0) as the C++ profiler uses. The masks are derived here by a port of to_mask
-    (patterns.cpp, its Rng = core/random.cpp's xoshiro256** and Floyd sampling), pair for pair.
+    head_mask_seed(--seed, 0, 0) as the C++ profiler uses: the masks are heads::to_mask's own, through the
+    fulcrum module (fulcrum.head_pattern_mask).
   - t_qo_s[i]: the Q and O projections of one head, [T x hidden]·[hidden x d] and [T x d]·[d x hidden];
     t_qkvo_s[i] adds the K and V projections (same shape as Q). Each GEMM is timed on its own (median), then summed.
   - Each time: the median of --repeats runs after warm-up (CUDA events on cuda, perf_counter on cpu). cuda: two
@@ -25,9 +25,10 @@ lengths, the dense reference mask (built from the same derived index lists, by t
 counts, the BlockMask's effective pairs and the mask_mod agree pair for pair, and flex's output (fp32) matches
 an fp64 masked-softmax reference within --check-tolerance x max |O|.
 
-Needs only the standard library and torch (>= 2.6). On cuda each (mask kind, length) compiles once (the patterns of a
-kind share one mask_mod whose buffers are refilled in place): 2 kinds x 6 lengths for the example report, plus 4 for
---check. Example (an H200; the report's 6 distinct patterns: full + 5 vertical-slash budget classes):
+Needs torch (>= 2.6) and the fulcrum module (PYTHONPATH=build/dev/python, or bench/gpu_torch_check.sh's build).
+On cuda each (mask kind, length) compiles once (the patterns of a kind share one mask_mod whose buffers are
+refilled in place): 2 kinds x 6 lengths for the example report, plus 4 for --check. Example (an H200; the
+report's 6 distinct patterns: full + 5 vertical-slash budget classes):
   python3 bench/gpu_head_profile.py --patterns data/heads/llama3-8b-262k-minference.json --layers 1 \\
       --prompt-tokens 16384,32768,65536,131072,262144,524288 --dtype bf16 --device cuda --repeats 5 \\
       --check --extrapolate --out h200-heads-profile.json --details h200-heads-details.json
@@ -52,97 +53,12 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+import fulcrum
+
 MAX_PATTERN_TOKENS = 1 << 24  # heads::kMaxPatternTokens
 MAX_BLOCK_TOKENS = 65536  # heads::kMaxBlockTokens
 TILE = 128  # flex_attention's sparse block size (both sides)
 KINDS = ("full", "a-shape", "vertical-slash", "block-sparse")
-_M64 = (1 << 64) - 1
-
-# ----------------------------------------------------------------------------------------------------------------
-# Fulcrum's seeded random numbers (src/fulcrum/core/random.cpp), bit for bit.
-
-
-def _splitmix64(x: int) -> tuple[int, int]:
-    """One splitmix64 step: (advanced state, output)."""
-    x = (x + 0x9E3779B97F4A7C15) & _M64
-    z = x
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
-    return x, z ^ (z >> 31)
-
-
-def mix64(value: int) -> int:
-    return _splitmix64(value & _M64)[1]
-
-
-def _rotl(x: int, k: int) -> int:
-    return ((x << k) | (x >> (64 - k))) & _M64
-
-
-class Rng:
-    """xoshiro256** seeded by splitmix64 (fulcrum::Rng)."""
-
-    def __init__(self, seed: int) -> None:
-        s = seed & _M64
-        self.state = [0, 0, 0, 0]
-        for i in range(4):
-            s, self.state[i] = _splitmix64(s)
-
-    def next_u64(self) -> int:
-        s = self.state
-        result = (_rotl((s[1] * 5) & _M64, 7) * 9) & _M64
-        t = (s[1] << 17) & _M64
-        s[2] ^= s[0]
-        s[3] ^= s[1]
-        s[1] ^= s[2]
-        s[0] ^= s[3]
-        s[2] ^= t
-        s[3] = _rotl(s[3], 45)
-        return result
-
-    def uniform_int(self, lo: int, hi: int) -> int:
-        """Uniform in [lo, hi], by rejection (Rng::uniform_int)."""
-        span = hi - lo + 1
-        limit = _M64 - _M64 % span
-        while True:
-            draw = self.next_u64()
-            if draw < limit:
-                return lo + draw % span
-
-
-def head_mask_seed(seed: int, layer: int, head: int) -> int:
-    """heads::head_mask_seed."""
-    return mix64((mix64(seed ^ 0x48454144) + layer * 0x10000 + head) & _M64)
-
-
-def sample_distinct(rng: Rng, lo: int, hi: int, k: int) -> list[int]:
-    """k distinct values of [lo, hi), sorted: Floyd's algorithm or its complement (patterns.cpp sample_distinct)."""
-    n = hi - lo
-    if not 0 <= k <= n:
-        raise ValueError(f"sample {k} of {n}")
-    complement = 2 * k > n
-    draws = n - k if complement else k
-    chosen: set[int] = set()
-    for j in range(n - draws, n):
-        t = rng.uniform_int(0, j)
-        chosen.add(j if t in chosen else t)
-    if complement:
-        return [lo + v for v in range(n) if v not in chosen]
-    return sorted(lo + v for v in chosen)
-
-
-def near_and_scattered(rng: Rng, budget: int, length: int) -> list[int]:
-    """Half of a budget (rounded up) from the front [0, near), the rest scattered over [near, length)."""
-    take = min(budget, length)
-    near = (take + 1) // 2
-    return list(range(near)) + sample_distinct(rng, near, length, take - near)
-
-
-def llround(x: float) -> int:
-    """std::llround for x >= 0: halves away from zero (x - floor(x) is exact in binary floating point)."""
-    whole = math.floor(x)
-    return int(whole) + (1 if x - whole >= 0.5 else 0)
-
 
 # ----------------------------------------------------------------------------------------------------------------
 # Head patterns (src/fulcrum/planners/heads/patterns.{hpp,cpp}).
@@ -294,31 +210,22 @@ class HeadMask:
 
 
 def to_mask(p: HeadPattern, prompt_len: int, seed: int) -> HeadMask:
-    """heads::to_mask (patterns.cpp): the mask one head runs over a prompt of prompt_len tokens."""
-    p.validate("pattern")
-    if prompt_len < 1:
-        raise ValueError(f"prompt tokens = {prompt_len}: must be >= 1")
-    rng = Rng(seed)
-    if p.kind == "full":
+    """The mask one head runs over a prompt of prompt_len tokens: heads::to_mask itself (patterns.cpp, through
+    fulcrum.head_pattern_mask), read from its canonical text into lists."""
+    kind, *fields = str(fulcrum.head_pattern_mask(p.key(), prompt_len, seed)).split(":")
+
+    def numbers(text: str) -> list[int]:
+        return [int(x) for x in text.split(",") if x]
+
+    if kind == "causal":
         return HeadMask("causal")
-    if p.kind == "a-shape":
-        return HeadMask("lambda", sink=p.sink, window=p.window)
-    if p.kind == "vertical-slash":
-        verticals = near_and_scattered(rng, p.verticals, prompt_len)
-        slashes = near_and_scattered(rng, p.slashes, prompt_len)
-        return HeadMask("vslash", verticals=sorted(set(verticals)), slashes=sorted(set(slashes)))
-    rows = (prompt_len + p.block - 1) // p.block
-    pairs: list[tuple[int, int]] = []
-    for i in range(rows):
-        causal = i + 1
-        keep = min(causal, p.blocks) if p.blocks > 0 else min(max(llround(p.density * causal), 1), causal)
-        pairs.append((i, i))
-        if keep >= 2:
-            pairs.append((i, 0))
-        if keep >= 3:
-            pairs.extend((i, k) for k in sample_distinct(rng, 1, i, keep - 2))
-    pairs = sorted(set(pairs))
-    return HeadMask("blocksparse", block=p.block, pairs_q=[q for q, _ in pairs], pairs_k=[k for _, k in pairs])
+    if kind == "lambda":
+        return HeadMask("lambda", sink=int(fields[0]), window=int(fields[1]))
+    if kind == "vslash":
+        return HeadMask("vslash", verticals=numbers(fields[0]), slashes=numbers(fields[1]))
+    assert kind == "blocksparse", kind
+    pairs = [tuple(int(x) for x in pair.split("-")) for pair in fields[1].split(",") if pair]
+    return HeadMask("blocksparse", block=int(fields[0]), pairs_q=[q for q, _ in pairs], pairs_k=[k for _, k in pairs])
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -746,7 +653,7 @@ def run_check(device: torch.device, lengths: Sequence[int], seed: int, tolerance
             if cpu_only and device.type != "cpu":
                 continue
             pattern = HeadPattern.parse(key)
-            m = to_mask(pattern, length, head_mask_seed(seed, 0, 0))
+            m = to_mask(pattern, length, fulcrum.head_mask_seed(seed, 0, 0))
             dense = dense_mask(m, length)
             kept = int(dense.sum())
             where = f"check {key} at T={length}"
@@ -838,7 +745,7 @@ def profile(
     mods = MaskMods(device)
     warmups = 2 if device.type == "cuda" else 1
     gen = torch.Generator(device=device).manual_seed(o.seed)
-    mask_seed = head_mask_seed(o.seed, 0, 0)
+    mask_seed = fulcrum.head_mask_seed(o.seed, 0, 0)
     qo_s: list[float] = []
     qkvo_s: list[float] = []
     attention: dict[str, list[float]] = {p.key(): [] for p in o.patterns}

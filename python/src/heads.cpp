@@ -2,6 +2,7 @@
 // of solvers and scenarios.
 #include "bindings.hpp"
 #include "fulcrum/planners/heads/evaluate.hpp"
+#include "fulcrum/planners/heads/patterns.hpp"
 #include "fulcrum/planners/heads/scenarios.hpp"
 
 #include <optional>
@@ -11,6 +12,18 @@ namespace fulcrum::python {
 void bind_heads(py::module_& m) {
   m.def("head_solvers", &heads::head_solver_names, "The registered head solvers (fulcrum heads --solvers).");
   m.def("head_scenarios", &heads::scenario_names, "FlexAttn's ten allocation scenarios, S1..S10.");
+  m.def(
+      "head_pattern_mask",
+      [](const std::string& pattern, Tokens prompt_tokens, std::uint64_t seed) {
+        return heads::to_mask(heads::HeadPattern::parse(pattern), prompt_tokens, seed);
+      },
+      py::arg("pattern"), py::arg("prompt_tokens"), py::arg("seed"),
+      "The mask one head of pattern key `pattern` ('full', 'a-shape:SINK:WINDOW', 'vertical-slash:V:S', "
+      "'block-sparse:B:blocks=N' or 'block-sparse:B:density=D') runs over a prompt of prompt_tokens tokens, its "
+      "columns, diagonals or blocks drawn from `seed` (heads::to_mask: what the prefill and `fulcrum profile "
+      "--heads` run).");
+  m.def("head_mask_seed", &heads::head_mask_seed, py::arg("seed"), py::arg("layer"), py::arg("head"),
+        "The seed of one head's mask in a prefill seeded `seed` (heads::head_mask_seed).");
   m.def(
       "assign_heads",
       [](const py::object& patterns, const std::optional<std::string>& scenario, std::optional<int> devices,

@@ -1,11 +1,12 @@
-"""bench/gpu_head_profile.py on CPU: its port of heads::to_mask, its --check, and a tiny end-to-end profile.
+"""bench/gpu_head_profile.py on CPU: its masks, its --check, and a tiny end-to-end profile.
 
 The script measures FlexAttn's runtime profile with torch (made for a GPU). Its masks must be exactly the pairs
 Fulcrum's C++ heads::to_mask keeps (src/fulcrum/planners/heads/patterns.cpp, seeded by head_mask_seed(seed, 0, 0)
-as `fulcrum profile --heads` does). The expected lists and pair counts below were printed by the C++ to_mask
-(+ MaskSpec::document_pairs) through a throwaway harness linked against this checkout's libfulcrum_planners;
-the Python module has no to_mask binding. The a-shape, full and budget-cut counts also follow by hand
-(e.g. a-shape:4:64 at 300: 64*65/2 + 236*64 window pairs + 938 sink pairs = 18122).
+as `fulcrum profile --heads` does); it takes them from to_mask itself (fulcrum.head_pattern_mask) and reads them
+into index lists. The expected lists and pair counts below are the C++ to_mask's (+ MaskSpec::document_pairs),
+pinned: a change to the masks' sampling, or to the script's reading of them, shows here. The a-shape, full and
+budget-cut counts also follow by hand (e.g. a-shape:4:64 at 300: 64*65/2 + 236*64 window pairs + 938 sink pairs
+= 18122).
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ CPU = torch.device("cpu")
 
 
 def mask(key: str, tokens: int, seed: int = 1):  # -> g.HeadMask
-    return g.to_mask(g.HeadPattern.parse(key), tokens, g.head_mask_seed(seed, 0, 0))
+    return g.to_mask(g.HeadPattern.parse(key), tokens, g.fulcrum.head_mask_seed(seed, 0, 0))
 
 
 def test_keys_round_trip_and_the_example_report_patterns() -> None:
