@@ -16,13 +16,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import socket
 import statistics
 import sys
 import time
 from collections.abc import Callable
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +28,7 @@ import fulcrum.torch.hf as fhf
 import torch
 import torch.distributed as dist
 from fulcrum.torch.packed import PackedRows
+from group_of_one import join_group_of_one
 
 import fulcrum
 
@@ -92,12 +90,7 @@ def main() -> int:
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    dist.init_process_group("nccl" if device.type == "cuda" else "gloo", init_method=f"tcp://127.0.0.1:{port}",
-                            rank=0, world_size=1, timeout=timedelta(seconds=120))
+    join_group_of_one(device)
 
     head_dim = args.hidden // args.q_heads
     config = llama_model.LlamaConfig(vocab_size=args.vocab, hidden=args.hidden, layers=args.layers,

@@ -31,14 +31,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
-import socket
 import statistics
 import time
 import warnings
 from collections.abc import Callable
-from datetime import timedelta
 
 import fulcrum.torch as ft
 import numpy as np
@@ -48,6 +45,7 @@ import torch.nn.functional as F
 from fulcrum.torch.backend_fa2 import fa2_kernels
 from fulcrum.torch.backend_flash import CAUSAL, FlashCall, VarlenKernels, flash_available
 from fulcrum.torch.backend_fulcrum import kernel_tasks
+from group_of_one import join_group_of_one
 
 import fulcrum
 
@@ -141,7 +139,9 @@ def triton_tile_flops(step: ft.StepPlan) -> float:
     for i in plan.programs[0].instructions:
         items = getattr(i, "items", None)
         if items:
-            t = fulcrum._core.block_table(kernel_tasks(plan, items), plan.q_heads)
+            buffers = plan.programs[0].buffers
+            t = fulcrum._core.block_table(kernel_tasks(plan, items), plan.q_heads, buffers[i.q].rows,
+                                          buffers[i.k].rows)
             heads = np.asarray(t["tile_head_end"]) - np.asarray(t["tile_head_begin"])
             tiles += int(heads[np.asarray(t["entry_tile"])].sum())
     return 3.5 * 4 * plan.head_dim * 64 * 64 * tiles
@@ -169,12 +169,7 @@ def main() -> int:
     args = p.parse_args()
     device, dtype = torch.device(args.device), DTYPES[args.dtype]
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    dist.init_process_group("nccl" if device.type == "cuda" else "gloo", init_method=f"tcp://127.0.0.1:{port}",
-                            rank=0, world_size=1, timeout=timedelta(seconds=120))
+    join_group_of_one(device)
 
     model = fulcrum.ModelShape()
     model.name, model.layers, model.head_dim = "bench", 1, args.head_dim

@@ -190,16 +190,9 @@ void bind_kernels(py::module_& m) {
 
   m.def(
       "block_table",
-      [](const std::vector<PyAttentionTask>& tasks, int q_heads) {
+      [](const std::vector<PyAttentionTask>& tasks, int q_heads, Tokens q_rows, Tokens kv_rows) {
         if (q_heads < 1) fail("q_heads = {}: must be >= 1", q_heads);
-        for (std::size_t i = 0; i < tasks.size(); ++i) {
-          const auto& t = tasks[i];
-          if (t.heads.last(q_heads) > q_heads)
-            fail("tasks[{}].heads ends at {}, past q_heads = {}", i, t.heads.end, q_heads);
-          if (!t.head_masks.empty() && static_cast<int>(t.head_masks.size()) != q_heads)
-            fail("tasks[{}].head_masks: {} masks, want one per q head ({})", i, t.head_masks.size(), q_heads);
-        }
-        const kernels::BlockTable t = kernels::block_table(kernel_tasks(tasks), q_heads);
+        const kernels::BlockTable t = kernels::block_table(kernel_tasks(tasks), q_heads, q_rows, kv_rows);
         auto array = [](const auto& values) {
           using T = typename std::decay_t<decltype(values)>::value_type;
           return py::array_t<T>(static_cast<py::ssize_t>(values.size()), values.data());
@@ -223,8 +216,9 @@ void bind_kernels(py::module_& m) {
         out["pairs"] = t.pairs();
         return out;
       },
-      py::arg("tasks"), py::arg("q_heads"),
-      "The tasks' work as flat index arrays for block-sparse GPU kernels (kernels/block_table.hpp): 64-row query "
+      py::arg("tasks"), py::arg("q_heads"), py::arg("q_rows"), py::arg("kv_rows"),
+      "The tasks' work (checked against Q buffers of q_rows rows and K/V of kv_rows, as the kernels check theirs) as "
+      "flat index arrays for block-sparse GPU kernels (kernels/block_table.hpp): 64-row query "
       "tiles per run of q heads sharing a mask, 64-key blocks (contiguous or gathered vertical columns), and the "
       "(tile, block) entries with a visible pair, with 64 bit words per partial entry (bit j of word i: row i "
       "sees key j). A dict of NumPy arrays, plus 'pairs': the visible (q head, row, key) triples it computes.");

@@ -173,8 +173,8 @@ def test_fa2_runs_what_it_cannot_mask_on_the_triton_kernels_in_the_same_instruct
 def test_the_block_table_is_built_once_per_plan_kept_on_the_device_and_holds_every_visible_pair():
     heads = (MASKS[6], MASKS[7], "window:37", MASKS[8])
     plan, items, q, k, v, d_o = problem("causal", heads, torch.float32, seed=2)
-    first = device_table(plan, items, q.device)
-    assert device_table(plan, items, q.device) is first
+    first = device_table(plan, items, q, k)
+    assert device_table(plan, items, q, k) is first
     run(TritonBackend(), plan, items, buffers(q, k, v, d_o))
     assert [key for key in plan.kernel_cache if key[0] == "triton"] == [("triton", tuple(map(id, items)), "cpu")]
     visible = 0
@@ -184,7 +184,9 @@ def test_the_block_table_is_built_once_per_plan_kept_on_the_device_and_holds_eve
             mask = doc.head_masks[head] if doc.head_masks else doc.mask
             spans = [(position, position + count) for _, position, count in item.queries]
             visible += fulcrum.attention_pairs(mask, spans, (item.keys[1], item.keys[1] + item.keys[2]), doc.length)
-    table = fulcrum._core.block_table(kernel_tasks(plan, items), Q_HEADS)
+    table = fulcrum._core.block_table(kernel_tasks(plan, items), Q_HEADS, q.shape[0], k.shape[0])
+    with pytest.raises(fulcrum.InputError, match=r"tasks\[3\]\.keys: rows .* leave the K/V buffer"):
+        fulcrum._core.block_table(kernel_tasks(plan, items), Q_HEADS, q.shape[0], LENGTH)
     assert table["pairs"] == visible and first.tiles == len(table["tile_row"])
 
 

@@ -71,18 +71,19 @@ class DeviceTable:
     run_heads: int  # the most q heads a tile serves: the forward grid's second dimension
 
 
-def device_table(plan: ParsedPlan, items: Sequence[Item], device: torch.device) -> DeviceTable:
-    """The items' block table on ``device``, built on first use and kept with the plan."""
-    key = ("triton", tuple(id(item) for item in items), str(device))
+def device_table(plan: ParsedPlan, items: Sequence[Item], q: torch.Tensor, k: torch.Tensor) -> DeviceTable:
+    """The items' block table on q's device, built on first use (the items checked against the buffers q and k)
+    and kept with the plan."""
+    key = ("triton", tuple(id(item) for item in items), str(q.device))
     cached = plan.kernel_cache.get(key)
     if cached is None:
-        table = _core.block_table(kernel_tasks(plan, items), plan.q_heads)
+        table = _core.block_table(kernel_tasks(plan, items), plan.q_heads, q.shape[0], k.shape[0])
 
         def on_device(name: str) -> torch.Tensor:
             values = np.asarray(table[name])
             if values.dtype == np.uint64:  # bit words: the kernels shift and test them as int64
                 values = values.view(np.int64)
-            return torch.from_numpy(np.ascontiguousarray(values)).to(device)
+            return torch.from_numpy(np.ascontiguousarray(values)).to(q.device)
 
         heads = np.asarray(table["tile_head_end"]) - np.asarray(table["tile_head_begin"])
         cached = plan.kernel_cache[key] = DeviceTable({name: on_device(name) for name in TABLE_FIELDS},
@@ -132,10 +133,6 @@ def compile_kernels(arch: int, dtype: torch.dtype, head_dim: int, group: int) ->
     return shared
 
 
-def triton_cdiv(n: int, d: int) -> int:
-    return -(-n // d)
-
-
 def _check_layout(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lse: torch.Tensor,
                   *others: tuple[torch.Tensor, torch.Tensor]) -> None:
     """The kernels index every tensor by one row and head stride per layout: q-like and k-like tensors must be
@@ -161,7 +158,7 @@ class TritonBackend(ItemBackend):
         if not items:
             return
         _check_layout(q, k, v, lse, (o, q))
-        t = device_table(plan, items, q.device)
+        t = device_table(plan, items, q, k)
         if t.tiles == 0:
             return
         kernels = _kernels()
@@ -180,13 +177,13 @@ class TritonBackend(ItemBackend):
         if not items:
             return
         _check_layout(q, k, v, lse, (o, q), (d_o, q), (dq, q), (dk, k), (dv, k))
-        t = device_table(plan, items, q.device)
+        t = device_table(plan, items, q, k)
         if t.tiles == 0:
             return
         kernels = _kernels()
         a = t.arrays
         delta = torch.empty(q.shape[:2], dtype=torch.float32, device=q.device)  # laid out as the LSE
-        kernels.delta_kernel[(triton_cdiv(q.shape[0], kernels.TILE), q.shape[1])](
+        kernels.delta_kernel[(kernels.triton.cdiv(q.shape[0], kernels.TILE), q.shape[1])](
             o, d_o, delta, q.shape[0], q.stride(0), q.stride(1), delta.stride(0), D=q.shape[2],
             DP=kernels.padded_dim(q.shape[2]), BLOCK=kernels.TILE)
         common = dict(GROUP=q.shape[1] // k.shape[1], D=q.shape[2], DP=kernels.padded_dim(q.shape[2]),

@@ -131,7 +131,8 @@ std::int64_t BlockTable::pairs() const {
   return total;
 }
 
-BlockTable block_table(std::span<const AttentionTask> tasks, int q_heads) {
+BlockTable block_table(std::span<const AttentionTask> tasks, int q_heads, Tokens q_rows, Tokens kv_rows) {
+  validate_tasks(tasks, q_rows, kv_rows, q_heads);
   BlockTable t;
   Builder b(t);
   for (const AttentionTask& task : tasks) {

@@ -54,7 +54,9 @@ struct BlockTable {
   std::int64_t pairs() const;
 };
 
-/// The block table of `tasks` (one fused call over q_heads query heads) under their masks.
-BlockTable block_table(std::span<const AttentionTask> tasks, int q_heads);
+/// The block table of `tasks` (one fused call over q_heads query heads, Q buffers of q_rows rows, K/V of kv_rows)
+/// under their masks. The tasks are checked first as the CPU kernels check theirs (validate_tasks: rows inside the
+/// buffers, heads and masks valid, one writer per (row, head), which the GPU kernels' plain stores rely on).
+BlockTable block_table(std::span<const AttentionTask> tasks, int q_heads, Tokens q_rows, Tokens kv_rows);
 
 }  // namespace fulcrum::kernels

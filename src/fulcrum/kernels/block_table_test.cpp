@@ -62,7 +62,7 @@ Triples table_triples(const BlockTable& t, int q_heads, Tokens rows) {
 }
 
 void expect_exact(const testing::Problem& p) {
-  const BlockTable t = block_table(p.tasks, p.shape.q_heads);
+  const BlockTable t = block_table(p.tasks, p.shape.q_heads, p.q_rows, p.kv_rows);
   const Triples want = visible_triples(p.tasks, p.shape.q_heads, p.q_rows);
   const Triples got = table_triples(t, p.shape.q_heads, p.q_rows);
   std::int64_t pairs = 0;
