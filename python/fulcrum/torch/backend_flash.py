@@ -60,7 +60,7 @@ class FlashCall:
 @dataclass(frozen=True)
 class FlashLayout:
     calls: tuple[FlashCall, ...]  # one per window, in window order, each only when it has sequences
-    fallback: tuple[int, ...]  # indices of the items FA2 cannot run (the torch backend does)
+    fallback: tuple[int, ...]  # indices of the items FA2 cannot run (Triton on CUDA, torch on CPU, run them)
     merges: bool = False  # some rows are in several calls (a lambda span's pieces): O and LSE merge by LSE
 
 
