@@ -5,7 +5,7 @@ per iteration".
 Runs `fulcrum simulate` (llama3-8b on h200-dgx, tp 8, its default 16 iterations) with auto and every fixed planner
 over both datasets, four masks and 64-512 GPUs, one process per (GPUs, dataset) cell, `--jobs` at a time; DCP's
 block is 2048 tokens up to 256 GPUs and 4096 at 512 (it plans at most 131,072 computation blocks). Writes every
-system's tokens/s and auto's choices per point as JSON, and prints the markdown table of experiments.md:
+planner's tokens/s and auto's choices per point as JSON, and prints the markdown table of experiments.md:
 
     python3 bench/auto_sweep.py build/release/bin/fulcrum --json docs/figures/distca/auto_sweep.json --jobs 2
 """
@@ -42,13 +42,13 @@ def run_cell(fulcrum: str, gpus: int, dataset: str, out_dir: Path, extra: list[s
 
 
 def point(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """One point's record: every system's tokens/s, and auto's choices and costs summed over the run."""
-    by_system = {r["system"]: r for r in rows}
-    a = by_system["auto"]
+    """One point's record: every planner's tokens/s, and auto's choices and costs summed over the run."""
+    by_planner = {r["planner"]: r for r in rows}
+    a = by_planner["auto"]
     choice = a["auto"]
     planning = dict(zip(choice["candidates"], choice["candidate_planning_s"], strict=True))
     return {"gpus": a["gpus"], "dataset": a["dataset"], "mask": a["mask"],
-            "tokens_per_s": {name: by_system[name]["tokens_per_s"] for name in PLANNERS},
+            "tokens_per_s": {name: by_planner[name]["tokens_per_s"] for name in PLANNERS},
             "auto": {"chosen": dict(collections.Counter(choice["chosen"]).most_common()),
                      "runner_up": dict(collections.Counter(x for x in choice["runner_up"] if x).most_common()),
                      "planning_s": choice["planning_s"], "candidate_planning_s": planning,

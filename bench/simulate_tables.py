@@ -17,7 +17,7 @@ def rows(name):
 
 
 def label(row):
-    return row["system"] + ("/" + row["mode"] if row["system"] in ("distca", "dcp") else "")
+    return row["planner"] + ("/" + row["mode"] if row["planner"] in ("distca", "dcp") else "")
 
 
 def speedup_table(name, reference):

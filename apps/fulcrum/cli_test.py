@@ -152,7 +152,7 @@ with tempfile.TemporaryDirectory() as tmp:
     check(re.search(r"fulcrum: warning: wlb at base: \d+% of the run is 1 drain iteration after 1 with data .*"
                     r"every speedup at this point \(it is the reference\); give --iterations \d+ or more",
                     result.stderr) is not None, f"no drain warning: {result.stderr!r}")
-    wlb = next(row for row in json.load(open(sim_json))["rows"] if row["system"] == "wlb")
+    wlb = next(row for row in json.load(open(sim_json))["rows"] if row["planner"] == "wlb")
     check(wlb["drain_iterations"] == 1 and wlb["drain_share"] > 0.1, f"wlb's drain: {wlb['drain_share']}")
     # -q: results and errors only, wherever it goes; with -v too it is bad input.
     for quiet in (["-q", "simulate"], ["simulate", "--quiet"]):

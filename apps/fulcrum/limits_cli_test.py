@@ -74,7 +74,7 @@ with tempfile.TemporaryDirectory() as tmp:
         # A leading zero read as octal: 010 tokens per rank planned 8.
         ([*PLAN, "--tokens-per-rank", "010"], "--tokens-per-rank: 010: a leading 0 would read as octal"),
         ([*PLAN, "--seed", "-07"], "--seed: -07: a leading 0"),
-        # A list that names a planner, system or mode twice (plan's JSON kept one of two printed rows).
+        # A list that names a planner or mode twice (plan's JSON kept one of two printed rows).
         (["plan", "--planners", "distca,distca"], "planners = 'distca,distca': 'distca' is named twice"),
         (["run", "--planners", "packed,packed"], "planners = 'packed,packed'"),
         (["run", "--modes", "pingpong,pingpong"], "modes = 'pingpong,pingpong'"),

@@ -29,10 +29,7 @@ Action add_plan_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--batches", config->batches, "batches to draw and plan")->capture_default_str();
   cmd->add_option("--seed", config->seed, "seed of the length source")->capture_default_str();
-  cmd->add_option(
-         "--planners", *planners,
-         "comma-separated: " + planner_list() + ", or auto (per batch, the candidate whose plan simulates fastest)")
-      ->capture_default_str();
+  cmd->add_option("--planners", *planners, "comma-separated: " + planner_list())->capture_default_str();
   add_auto_options(*cmd, *candidates, &config->hardware);
   add_planner_flags(*cmd, config->options);
   add_topology_flags(*cmd, config->options);

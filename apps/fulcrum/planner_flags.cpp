@@ -15,7 +15,12 @@
 
 namespace fulcrum::cli {
 
-std::string planner_list() { return fmt::format("{}", fmt::join(planner_names(), ", ")); }
+std::string planner_list() {
+  std::string list = fmt::format("{}", fmt::join(planner_names(), ", "));
+  for (const auto& meta : meta_planner_registry())
+    list += fmt::format(", {} (a meta-planner: {})", meta.name, meta.summary);
+  return list;
+}
 
 void add_planner_flags(CLI::App& cmd, PlannerOptions& options) {
   for (const OptionSpec& spec : planner_option_specs()) {
@@ -30,8 +35,8 @@ void add_planner_flags(CLI::App& cmd, PlannerOptions& options) {
 }
 
 void warn_if_unread(std::string_view option, std::string_view given_as, const std::vector<std::string>& planners) {
-  // auto plans every candidate, so it reads every option.
-  if (std::find(planners.begin(), planners.end(), "auto") != planners.end()) return;
+  // A meta-planner plans with every candidate, so it reads every option.
+  if (names_meta_planner(planners)) return;
   std::vector<std::string> readers;
   for (const auto& name : planner_names()) {
     const auto& declared = find_planner(name).options;
@@ -63,10 +68,8 @@ void add_boundary_split_option(CLI::App& cmd, BoundarySplit& split) {
 }
 
 void add_auto_options(CLI::App& cmd, std::string& candidates, std::string* hardware) {
-  cmd.add_option(
-      "--candidates", candidates,
-      "auto's candidates, comma-separated (default: every planner that computes exactly its batch; in simulate, wlb "
-      "too)");
+  cmd.add_option("--candidates", candidates,
+                 fmt::format("comma-separated: {}", meta_planner_registry().front().candidates_help));
   if (hardware != nullptr) {
     cmd.add_option("--hardware", *hardware,
                    fmt::format("auto's hardware model, a rank one GPU of it: {} | a JSON file",

@@ -83,9 +83,7 @@ Action add_run_command(CLI::App& app) {
   auto planners = std::make_shared<std::string>("distca");
   auto modes = std::make_shared<std::string>("pingpong");
   auto candidates = std::make_shared<std::string>();
-  cmd->add_option("--planners", *planners,
-                  "comma-separated: " + planner_list() + ", or auto (the candidate whose plan simulates fastest)")
-      ->capture_default_str();
+  cmd->add_option("--planners", *planners, "comma-separated: " + planner_list())->capture_default_str();
   cmd->add_option("--modes", *modes, "comma-separated: pingpong, single-stream, signal")->capture_default_str();
   add_auto_options(*cmd, *candidates, &job->hardware);
   add_job_options(*cmd, *job);

@@ -69,16 +69,14 @@ Action add_simulate_command(CLI::App& app) {
       cmd->add_option("--pp", c.parallel.pp, "pipeline stages (with --search: pins pp)")->capture_default_str();
   cmd->add_option("--microbatches", c.parallel.microbatches, "per pipeline and iteration; 0: 1, or 2 x pp with PP");
   cmd->add_flag("--search", a->spec.search,
-                "give each system the best cp (and pp, unless --pp is given) it finds, global batch fixed");
+                "give each planner the best cp (and pp, unless --pp is given) it finds, global batch fixed");
   cmd->add_option("--max-doc-len", c.max_doc_len, "longest document, tokens")->capture_default_str();
   cmd->add_option("--dataset", c.dataset, "pretrain | prolong | uniform:MIN:MAX | lognormal:MU:SIGMA | file:PATH")
       ->capture_default_str();
   cmd->add_option("--mask", c.mask, mask_syntax_list(" | "))->capture_default_str();
   cmd->add_option("--tokens-per-rank", c.tokens_per_rank, "tokens per TP group and micro-batch; 0: max-doc-len")
       ->capture_default_str();
-  auto* planners = cmd->add_option("--planners", a->planners,
-                                   "comma-separated planners (the systems compared): " + planner_list() +
-                                       ", or auto (each iteration, the candidate with the least simulated time)")
+  auto* planners = cmd->add_option("--planners", a->planners, "comma-separated planners, compared: " + planner_list())
                        ->capture_default_str();
   add_auto_options(*cmd, a->candidates, nullptr);
   add_deprecated_alias(*cmd, "--systems", planners, a->planners);
@@ -98,7 +96,7 @@ Action add_simulate_command(CLI::App& app) {
   // --cp-degree is the simulator's CP degree (TP groups per CP group) for the planners with CP groups; 0,
   // the default: perdoc-cp up to 8, wlb the least that keeps documents whole.
   add_deprecated_alias(*cmd, "--cp", cmd->get_option("--cp-degree"), a->cp_alias);
-  cmd->add_option("--reference", a->spec.reference, "speedups are relative to this system (else the first)")
+  cmd->add_option("--reference", a->spec.reference, "speedups are relative to this planner (else the first)")
       ->capture_default_str();
   cmd->add_option("--sweep", a->sweep, "KEY=V1,V2,... (repeatable): run every combination")->take_all();
   add_output_option(*cmd, "json", a->json_path, "write the results as JSON");
@@ -115,8 +113,8 @@ Action add_simulate_command(CLI::App& app) {
     if (a->dp != 0 && (p.tp < 1 || p.pp < 1 || p.gpus % stage_gpus != 0 || p.gpus / stage_gpus != a->dp)) {
       fail("dp = {}: must equal gpus / (tp x pp) = {} / ({} x {})", a->dp, p.gpus, p.tp, p.pp);
     }
-    spec.systems = split_names(a->planners, "planners");
-    warn_unread_planner_flags(*cmd, spec.systems);
+    spec.planners = split_names(a->planners, "planners");
+    warn_unread_planner_flags(*cmd, spec.planners);
     spec.base.candidates = auto_candidates(a->planners, a->candidates);
     if (a->cp_alias > 0) {
       cp_degree_option().check(a->cp_alias);
@@ -128,7 +126,7 @@ Action add_simulate_command(CLI::App& app) {
     for (const auto& s : a->sweep) {
       spec.sweep.push_back(studies::parse_sweep_axis(s));
       const std::string& key = spec.sweep.back().key;
-      warn_if_unread(key, "--sweep " + key, spec.systems);
+      warn_if_unread(key, "--sweep " + key, spec.planners);
     }
     for (const auto& [option, path] : {std::pair{"json", a->json_path}, std::pair{"csv", a->csv_path},
                                        std::pair{"svg", a->svg_path}, std::pair{"trace", a->trace_path}}) {

@@ -41,7 +41,7 @@ class PlanAheadLoader:
     that do not fit raise ``InputError`` naming the item: nothing is dropped), or a ``Batch`` the data
     loader already laid out (``Batch.from_cu_seqlens``), planned as it is.
 
-    ``planner`` is a planner name (``fulcrum.planner_names()``, or ``"auto"``: an ``AutoPlanner`` on
+    ``planner`` is a planner name (``fulcrum.planner_names()``, or a meta-planner: ``"auto"``, an ``AutoPlanner`` on
     h200-dgx) built with ``options``, or any object with a ``plan(batch)`` method (an ``AutoPlanner`` made
     with other hardware or candidates). One planner serves the whole stream, in order, so stateful planners (wlb)
     see the batches as they would in a serial loop. ``prepare``, if given, runs on the worker thread too, on
@@ -71,7 +71,7 @@ class PlanAheadLoader:
         if isinstance(planner, str):
             if options is None:
                 options = _core.PlannerOptions(_core.model_shape("llama3-8b"))
-            planner = AutoPlanner(options) if planner == "auto" else _core.make_planner(planner, options)
+            planner = AutoPlanner(options) if _core.is_meta_planner(planner) else _core.make_planner(planner, options)
         self._planner: PlannerLike = planner
         self._lengths = iter(lengths)
         self._ranks = ranks

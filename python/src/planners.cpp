@@ -187,6 +187,15 @@ void bind_planners(py::module_& m) {
            "stripe; else 1).");
   m.def("make_planner", &make_planner, py::arg("name"), py::arg("options"));
   m.def("planner_names", &planner_names);
+  m.def(
+      "meta_planner_names",
+      [] {
+        std::vector<std::string> names;
+        for (const auto& meta : meta_planner_registry()) names.emplace_back(meta.name);
+        return names;
+      },
+      "The meta-planners (auto): they choose among candidate planners per batch (fulcrum.AutoPlanner).");
+  m.def("is_meta_planner", &is_meta_planner, py::arg("name"));
 }
 
 }  // namespace fulcrum::python

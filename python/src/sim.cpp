@@ -84,14 +84,14 @@ void bind_sim(py::module_& m) {
 
   m.def(
       "simulate_training",
-      [](const std::string& system, const ModelShape& model, const HardwareModel& hardware, int gpus, int tp, int pp,
+      [](const std::string& planner, const ModelShape& model, const HardwareModel& hardware, int gpus, int tp, int pp,
          int cp, int microbatches, const std::string& mode, const std::string& dataset, Tokens max_doc_len,
          Tokens tokens_per_rank, int iterations, std::uint64_t seed, const py::dict& options,
          const std::vector<std::string>& candidates, const std::string& baseline_mode,
          const std::string& layer_schedule) {
         sim::TrainingConfig c;
         c.whole_layer = sim::parse_layer_schedule(layer_schedule, "layer_schedule");
-        c.system = system;
+        c.planner = planner;
         c.parallel = {gpus, tp, pp, cp, microbatches};
         c.mode = parse_comm_mode(mode);
         c.baseline_mode = parse_comm_mode(baseline_mode, "baseline_mode");
@@ -111,13 +111,13 @@ void bind_sim(py::module_& m) {
         }
         return json_to_python(out);
       },
-      py::arg("system"), py::arg("model"), py::arg("hardware"), py::kw_only(), py::arg("gpus") = 64, py::arg("tp") = 8,
+      py::arg("planner"), py::arg("model"), py::arg("hardware"), py::kw_only(), py::arg("gpus") = 64, py::arg("tp") = 8,
       py::arg("pp") = 1, py::arg("cp") = 1, py::arg("microbatches") = 0, py::arg("mode") = "pingpong",
       py::arg("dataset") = "pretrain", py::arg("max_doc_len") = 131072, py::arg("tokens_per_rank") = 0,
       py::arg("iterations") = sim::TrainingConfig{}.iterations, py::arg("seed") = 0, py::arg("options") = py::dict(),
       py::arg("candidates") = std::vector<std::string>{}, py::arg("baseline_mode") = "single-stream",
       py::arg("layer_schedule") = "whole",
-      "Simulates training iterations of one system (any registered planner, or 'auto') and returns\n"
+      "Simulates training iterations of one planner (any registered planner, or 'auto') and returns\n"
       "the result as a dict: mean_iteration_s, tokens_per_s, breakdown (linear_s, attention_s,\n"
       "exposed_comm_s, idle_s, dp_sync_s; they add up to the iteration), attention_imbalance,\n"
       "attention_bytes, memory (per GPU, with out_of_memory) and the layout. `options`: planner options by\n"

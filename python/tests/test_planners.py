@@ -8,6 +8,18 @@ from conftest import HEAVY_RANKS, HEAVY_TOKENS, heavy_lengths, heavy_options, wh
 import fulcrum
 
 
+def test_meta_planners_choose_and_are_not_made(model):
+    assert fulcrum.meta_planner_names() == ["auto"]
+    assert fulcrum.is_meta_planner("auto") and not fulcrum.is_meta_planner("distca")
+    assert not set(fulcrum.meta_planner_names()) & set(fulcrum.planner_names())
+    with pytest.raises(fulcrum.InputError, match="meta-planner"):
+        fulcrum.make_planner("auto", fulcrum.PlannerOptions(model))
+    # The loader turns the name into the Python AutoPlanner.
+    loader = fulcrum.PlanAheadLoader([], "auto", ranks=2, tokens_per_rank=512)
+    assert isinstance(loader._planner, fulcrum.AutoPlanner)
+    loader.close()
+
+
 @pytest.mark.parametrize("name", fulcrum.planner_names())
 def test_every_planner_gives_a_verified_plan_as_arrays(name, model, batch):
     planner = fulcrum.make_planner(name, fulcrum.PlannerOptions(model, cp_degree=2))

@@ -11,7 +11,7 @@ namespace fulcrum {
 std::vector<std::string_view> split_fields(std::string_view text, char separator);
 
 /// A comma-separated list of names ("distca,wlb"), empty fields skipped. A name given twice is bad input
-/// naming `field`: every list that selects what runs (planners, systems, modes) keys its results by name.
+/// naming `field`: every list that selects what runs (planners, modes) keys its results by name.
 std::vector<std::string> split_names(std::string_view text, std::string_view field);
 
 /// The name of `names` nearest to `word` by edit distance, if it is near enough to be a typo (at most a

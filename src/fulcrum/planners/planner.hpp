@@ -97,6 +97,31 @@ const std::vector<PlannerRegistration>& planner_registry();
 const PlannerRegistration& find_planner(std::string_view name);
 std::unique_ptr<Planner> make_planner(std::string_view name, const PlannerOptions& options);
 std::vector<std::string> planner_names();
+/// A meta-planner plans no batch itself: it asks candidate planners and keeps the plan the simulator finds
+/// fastest (`auto`; the mechanism is sim/auto_choice.hpp, because the simulator sits above planners/). It is
+/// registered here so that it is named, listed and told apart like a planner, by what it is rather than by
+/// its name. A result it produced carries its choice report (what it chose, over which candidates, and what
+/// choosing cost), which the reports print where the result has one.
+struct MetaPlannerRegistration {
+  std::string_view name;
+  std::string_view summary;          // one line, for --help and docs
+  std::string_view candidates_help;  // what --candidates means for it
+  /// The CP degree it is given means "each candidate its own" when 0 (the simulator's layout search).
+  bool cp_per_candidate = true;
+  /// Some of its candidates order their own work to overlap traffic (PlannerCapabilities::overlaps_traffic).
+  bool overlaps_traffic = true;
+};
+/// Every registered meta-planner (auto).
+const std::vector<MetaPlannerRegistration>& meta_planner_registry();
+/// Whether `name` is a registered meta-planner.
+bool is_meta_planner(std::string_view name);
+/// Whether any of `names` is one.
+bool names_meta_planner(const std::vector<std::string>& names);
+/// What a user may name where planners are chosen (--planners): planner_names(), then the meta-planners.
+std::vector<std::string> selectable_planner_names();
+/// Fails (bad input naming the choices) unless `name` is a planner or a meta-planner.
+void check_selectable_planner(std::string_view name);
+
 /// Every registered planner's options, each once (an option several planners read, e.g. cp-degree, is
 /// declared once and registered by each), in registry order.
 std::vector<OptionSpec> planner_option_specs();

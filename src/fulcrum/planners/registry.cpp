@@ -57,7 +57,46 @@ const PlannerRegistration& find_planner(std::string_view name) {
   fail("planner = '{}': unknown; choose from {}", name, fmt::join(planner_names(), ", "));
 }
 
+const std::vector<MetaPlannerRegistration>& meta_planner_registry() {
+  static const std::vector<MetaPlannerRegistration> registry = {
+      {.name = "auto",
+       .summary = "chooses, per batch (per iteration in simulate), the candidate whose plan simulates fastest",
+       .candidates_help = "the planners auto compares (default: every planner that computes exactly its batch; "
+                          "simulate adds those that defer documents)"},
+  };
+  return registry;
+}
+
+bool is_meta_planner(std::string_view name) {
+  const auto& metas = meta_planner_registry();
+  return std::any_of(metas.begin(), metas.end(), [&](const MetaPlannerRegistration& m) { return m.name == name; });
+}
+
+bool names_meta_planner(const std::vector<std::string>& names) {
+  return std::any_of(names.begin(), names.end(), [](const std::string& n) { return is_meta_planner(n); });
+}
+
+std::vector<std::string> selectable_planner_names() {
+  std::vector<std::string> names = planner_names();
+  for (const auto& m : meta_planner_registry()) names.emplace_back(m.name);
+  return names;
+}
+
+void check_selectable_planner(std::string_view name) {
+  if (is_meta_planner(name)) return;
+  const auto known = planner_names();
+  if (std::find(known.begin(), known.end(), name) == known.end()) {
+    fail("planner = '{}': unknown; choose from {}", name, fmt::join(selectable_planner_names(), ", "));
+  }
+}
+
 std::unique_ptr<Planner> make_planner(std::string_view name, const PlannerOptions& options) {
+  if (is_meta_planner(name)) {
+    fail(
+        "planner = '{}': a meta-planner plans through the simulator (sim::choose_plan, or auto in plan, run and "
+        "simulate), not make_planner",
+        name);
+  }
   const PlannerRegistration& registration = find_planner(name);
   options.validate();
   std::unique_ptr<Planner> planner = registration.make(options);

@@ -23,6 +23,38 @@ TEST(PlannerRegistry, EveryRegistrationIsComplete) {
   EXPECT_EQ(planner_names().size(), planner_registry().size());
 }
 
+TEST(PlannerRegistry, MetaPlannersAreSelectableButNotMade) {
+  ASSERT_FALSE(meta_planner_registry().empty());
+  std::set<std::string> names;
+  for (const auto& name : planner_names()) names.insert(name);
+  for (const auto& meta : meta_planner_registry()) {
+    EXPECT_TRUE(names.insert(std::string(meta.name)).second) << "a meta-planner shares a planner's name: " << meta.name;
+    EXPECT_FALSE(meta.summary.empty()) << meta.name;
+    EXPECT_FALSE(meta.candidates_help.empty()) << meta.name;
+    EXPECT_TRUE(is_meta_planner(meta.name));
+    EXPECT_NO_THROW(check_selectable_planner(meta.name));
+    // It plans through the simulator (sim::choose_plan): make_planner says so instead of making a stub.
+    try {
+      (void)make_planner(meta.name, PlannerOptions{});
+      FAIL() << meta.name;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kBadInput);
+      EXPECT_NE(std::string(e.what()).find("meta-planner"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(selectable_planner_names().size(), names.size());
+  for (const auto& name : planner_names()) EXPECT_FALSE(is_meta_planner(name)) << name;
+  EXPECT_TRUE(is_meta_planner("auto"));
+  EXPECT_TRUE(names_meta_planner({"distca", "auto"}));
+  EXPECT_FALSE(names_meta_planner({"distca", "packed"}));
+  try {
+    check_selectable_planner("nope");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("auto"), std::string::npos) << "the choices name the meta-planners too";
+  }
+}
+
 TEST(PlannerRegistry, OptionsAreDeclaredOnceWithSaneDefaults) {
   std::set<std::string> names;
   for (const auto& spec : planner_option_specs()) {

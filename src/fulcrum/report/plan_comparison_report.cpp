@@ -37,7 +37,7 @@ nlohmann::json plan_comparison_json(const studies::PlanComparison& comparison) {
                              {"plan_ms", p.plan_ms},
                              {"valid", p.valid}};
     if (!p.valid) j["planners"][p.name]["problem"] = p.first_problem;
-    if (p.name == sim::kAutoSystem) j["planners"][p.name]["auto"] = p.auto_choice.to_json();
+    if (p.auto_choice) j["planners"][p.name]["auto"] = p.auto_choice->to_json();
   }
   return j;
 }
@@ -62,10 +62,10 @@ std::string plan_comparison_table(const studies::PlanComparison& comparison) {
       config.batches, config.ranks, config.tokens_per_rank, config.dataset, config.model, config.mask,
       table.to_string());
   for (const auto& p : planners) {
-    if (p.name != sim::kAutoSystem) continue;
+    if (!p.auto_choice) continue;
     const auto who = fmt::format("auto (one layer forward and backward of each plan on {}, a rank a GPU), per batch",
                                  config.hardware);
-    for (const auto& line : auto_choice_lines(who, p.auto_choice)) out += line + "\n";
+    for (const auto& line : auto_choice_lines(who, *p.auto_choice)) out += line + "\n";
   }
   return out;
 }

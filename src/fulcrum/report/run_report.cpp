@@ -61,9 +61,9 @@ std::string run_rank_table(const studies::JobResult& job) {
         d->documents, d->recall_min, d->recall_mean, d->sparsity);
   }
   std::string chosen;
-  if (job.config.planner == sim::kAutoSystem) {
+  if (job.auto_choice) {
     for (const auto& line :
-         auto_choice_lines(fmt::format("auto (one layer simulated on {})", job.config.hardware), job.auto_choice)) {
+         auto_choice_lines(fmt::format("auto (one layer simulated on {})", job.config.hardware), *job.auto_choice)) {
       chosen += line + "\n";
     }
   }
@@ -178,8 +178,8 @@ nlohmann::json run_json(std::span<const studies::JobResult> jobs) {
            {"bytes_sent", balance_json(job.step_bytes)},
            {"attention_s", balance_json(job.step_attention_s)}}},
          {"per_rank", ranks}});
-    if (job.config.planner == sim::kAutoSystem) {
-      runs.back()["auto"] = job.auto_choice.to_json();
+    if (job.auto_choice) {
+      runs.back()["auto"] = job.auto_choice->to_json();
       runs.back()["hardware"] = job.config.hardware;
     }
   }

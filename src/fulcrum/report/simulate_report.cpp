@@ -20,9 +20,9 @@ std::string point_label(const studies::StudyRow& row) {
   return label.empty() ? "base" : label;
 }
 
-std::string system_label(const sim::TrainingResult& r) {
-  return studies::overlaps_traffic(r.config.system) ? fmt::format("{}/{}", r.config.system, to_string(r.config.mode))
-                                                    : r.config.system;
+std::string planner_label(const sim::TrainingResult& r) {
+  return studies::overlaps_traffic(r.config.planner) ? fmt::format("{}/{}", r.config.planner, to_string(r.config.mode))
+                                                     : r.config.planner;
 }
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
@@ -44,14 +44,14 @@ std::size_t index_of(std::vector<std::string>& names, const std::string& name) {
   return names.size() - 1;
 }
 
-// The one chart layout of a study: a group per point, a bar per system, `values(row)` the bar's segments
-// (one per chart.segment_names); a point a system did not run at draws as zero.
+// The one chart layout of a study: a group per point, a bar per planner, `values(row)` the bar's segments
+// (one per chart.segment_names); a point a planner did not run at draws as zero.
 BarChart study_chart(const studies::Study& study, BarChart chart,
                      const std::function<std::vector<double>(const studies::StudyRow&)>& values) {
   std::vector<std::string> points;
   for (const auto& row : study.rows) {
     index_of(points, point_label(row));
-    index_of(chart.bar_names, system_label(row.result));
+    index_of(chart.bar_names, planner_label(row.result));
   }
   const bool facets = points.size() > kPointsInOnePanel && !study.rows.empty() && study.rows[0].point.size() > 1;
   std::vector<std::string> panel_titles;
@@ -72,7 +72,7 @@ BarChart study_chart(const studies::Study& study, BarChart chart,
   }
   for (std::size_t i = 0; i < study.rows.size(); ++i) {
     const auto& row = study.rows[i];
-    const std::size_t bar = index_of(chart.bar_names, system_label(row.result));
+    const std::size_t bar = index_of(chart.bar_names, planner_label(row.result));
     chart.panels[where[i].first].groups[where[i].second].bars[bar] = values(row);
   }
   return chart;
@@ -83,14 +83,14 @@ BarChart study_chart(const studies::Study& study, BarChart chart,
 std::string study_table(const studies::Study& study) {
   // The columns are study_json's keys (a nested one by its last part; memory shows memory.total_bytes,
   // layout the keys tp, dp, pp, cp and microbatches), so a reader of either finds the other.
-  Table table({"point", "system", "layout", "mean_iteration_s", "speedup", "tokens_per_s", "linear_s", "attention_s",
+  Table table({"point", "planner", "layout", "mean_iteration_s", "speedup", "tokens_per_s", "linear_s", "attention_s",
                "exposed_comm_s", "idle_s", "dp_sync_s", "attention_imbalance", "step_sync", "attention_bytes", "memory",
                "out_of_memory"});
   for (const auto& row : study.rows) {
     const auto& r = row.result;
     const auto& b = r.breakdown;
     table.add_row(
-        {point_label(row), system_label(r), r.config.parallel.to_string(), fmt::format("{:.3f}", r.mean_iteration_s),
+        {point_label(row), planner_label(r), r.config.parallel.to_string(), fmt::format("{:.3f}", r.mean_iteration_s),
          fmt::format("{:.3f}", row.speedup), fmt::format("{:.0f}", r.tokens_per_s), fmt::format("{:.3f}", b.linear_s),
          fmt::format("{:.3f}", b.attention_s), fmt::format("{:.3f}", b.exposed_comm_s), fmt::format("{:.3f}", b.idle_s),
          fmt::format("{:.3f}", b.dp_sync_s), fmt::format("{:.3f}", r.attention_imbalance),
@@ -109,7 +109,7 @@ std::vector<std::string> study_warnings(const studies::Study& study) {
     const auto& r = row.result;
     const double share = r.drain_share();
     if (share <= kDrainWarningShare) continue;
-    const bool reference = r.config.system == study.reference;
+    const bool reference = r.config.planner == study.reference;
     // The drain takes about as long whatever the run's length: n x share / (1 - share) data iterations'
     // worth. It is at most kDrainWarningShare of a run of 9 times that many iterations.
     const int n = r.config.iterations;
@@ -117,7 +117,7 @@ std::vector<std::string> study_warnings(const studies::Study& study) {
     lines.push_back(fmt::format(
         "{} at {}: {:.0f}% of the run is {} drain iteration{} after {} with data (it defers long documents), which "
         "skews its tokens/s{}; give --iterations {} or more",
-        system_label(r), point_label(row), 100 * share, r.drain_iterations, r.drain_iterations == 1 ? "" : "s", n,
+        planner_label(r), point_label(row), 100 * share, r.drain_iterations, r.drain_iterations == 1 ? "" : "s", n,
         reference ? " and every speedup at this point (it is the reference)" : "", enough));
   }
   return lines;
@@ -126,9 +126,9 @@ std::vector<std::string> study_warnings(const studies::Study& study) {
 std::vector<std::string> study_auto_lines(const studies::Study& study) {
   std::vector<std::string> lines;
   for (const auto& row : study.rows) {
-    if (row.result.config.system != sim::kAutoSystem) continue;
-    const auto more =
-        auto_choice_lines(fmt::format("{} at {}", system_label(row.result), point_label(row)), row.result.auto_choice);
+    if (!row.result.auto_choice) continue;
+    const auto more = auto_choice_lines(fmt::format("{} at {}", planner_label(row.result), point_label(row)),
+                                        *row.result.auto_choice);
     lines.insert(lines.end(), more.begin(), more.end());
   }
   return lines;
@@ -136,7 +136,7 @@ std::vector<std::string> study_auto_lines(const studies::Study& study) {
 
 std::string study_csv(const studies::Study& study) {
   std::string out =
-      "point,system,mode,gpus,tp,dp,pp,cp,microbatches,tokens_per_rank,mean_iteration_s,speedup,tokens_per_s,"
+      "point,planner,mode,gpus,tp,dp,pp,cp,microbatches,tokens_per_rank,mean_iteration_s,speedup,tokens_per_s,"
       "linear_s,attention_s,exposed_comm_s,idle_s,dp_sync_s,attention_imbalance,attention_bytes,"
       "memory_bytes,out_of_memory\n";
   for (const auto& row : study.rows) {
@@ -146,7 +146,7 @@ std::string study_csv(const studies::Study& study) {
     out += fmt::format(
         "\"{}\",{},{},{},{},{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g}"
         ",{}\n",
-        point_label(row), c.system, to_string(c.mode), c.parallel.gpus, c.parallel.tp, c.parallel.dp(), c.parallel.pp,
+        point_label(row), c.planner, to_string(c.mode), c.parallel.gpus, c.parallel.tp, c.parallel.dp(), c.parallel.pp,
         c.parallel.cp, c.parallel.microbatch_count(), c.rank_tokens(), r.mean_iteration_s, row.speedup, r.tokens_per_s,
         b.linear_s, b.attention_s, b.exposed_comm_s, b.idle_s, b.dp_sync_s, r.attention_imbalance, r.attention_bytes,
         r.memory.total_bytes(), r.memory.out_of_memory());

@@ -1,4 +1,4 @@
-// A simulator study as a table (stdout), CSV, JSON and two SVG charts: the speedup of every system
+// A simulator study as a table (stdout), CSV, JSON and two SVG charts: the speedup of every planner
 // over the reference at each sweep point, and where an average GPU's iteration goes.
 #pragma once
 
@@ -13,7 +13,7 @@
 namespace fulcrum {
 
 std::string study_table(const studies::Study& study);
-/// The drain a deferring system (WLB-LLM) needs after the run skews its tokens/s, and every speedup over it
+/// The drain a deferring planner (WLB-LLM) needs after the run skews its tokens/s, and every speedup over it
 /// when it is the reference: a line for each row whose drain takes more than kDrainWarningShare of its time.
 inline constexpr double kDrainWarningShare = 0.1;
 std::vector<std::string> study_warnings(const studies::Study& study);
@@ -22,7 +22,7 @@ std::vector<std::string> study_warnings(const studies::Study& study);
 std::vector<std::string> study_auto_lines(const studies::Study& study);
 std::string study_csv(const studies::Study& study);
 nlohmann::json study_json(const studies::Study& study);
-/// A group of bars per sweep point and a bar per system (and DistCA mode). With several sweep keys and more
+/// A group of bars per sweep point and a bar per planner (and DistCA mode). With several sweep keys and more
 /// than a few points, one panel per value of the first key, the groups labelled by the others.
 /// The speedup: one value per bar.
 BarChart study_speedup_chart(const studies::Study& study);

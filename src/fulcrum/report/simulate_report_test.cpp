@@ -9,17 +9,17 @@ namespace fulcrum {
 namespace {
 
 // A study of two points x (distca in two modes, wlb), with made-up results: the outputs must carry every
-// row, label DistCA by mode, and place each speedup at its point and system.
+// row, label DistCA by mode, and place each speedup at its point and planner.
 studies::Study two_point_study() {
   studies::Study study;
   study.reference = "wlb";
   for (const std::string gpus : {"64", "128"}) {
-    for (auto [system, mode, speedup] :
+    for (auto [planner, mode, speedup] :
          {std::tuple{"distca", CommMode::kPingPong, 1.25}, std::tuple{"distca", CommMode::kSignal, 1.5},
           std::tuple{"wlb", CommMode::kSingleStream, 1.0}}) {
       studies::StudyRow row;
       row.point = {{"gpus", gpus}};
-      row.result.config.system = system;
+      row.result.config.planner = planner;
       row.result.config.mode = mode;
       row.result.mean_iteration_s = 2.0;
       row.result.breakdown = {1.0, 0.5, 0.25, 0.2, 0.05};
@@ -44,7 +44,7 @@ TEST(SimulateReport, EveryOutputCarriesEveryRow) {
   EXPECT_EQ(json["rows"][4]["point"], "gpus=128");
 }
 
-TEST(SimulateReport, ChartsPlaceEachValueAtItsPointAndSystem) {
+TEST(SimulateReport, ChartsPlaceEachValueAtItsPointAndPlanner) {
   const auto study = two_point_study();
   const BarChart speedup = study_speedup_chart(study);
   EXPECT_EQ(speedup.bar_names, (std::vector<std::string>{"distca/pingpong", "distca/signal", "wlb"}));
@@ -56,7 +56,7 @@ TEST(SimulateReport, ChartsPlaceEachValueAtItsPointAndSystem) {
   EXPECT_EQ(speedup.panels[0].groups[1].bars[1], (std::vector<double>{3.0}));
   EXPECT_EQ(speedup.panels[0].groups[1].bars[2], (std::vector<double>{2.0}));
   EXPECT_NO_THROW(speedup.validate());
-  // The breakdown: a stacked bar per system and point, its parts summing to the iteration.
+  // The breakdown: a stacked bar per planner and point, its parts summing to the iteration.
   const BarChart parts = study_breakdown_chart(study);
   EXPECT_TRUE(parts.stacked());
   EXPECT_EQ(parts.bar_names, speedup.bar_names);
@@ -75,10 +75,10 @@ TEST(SimulateReport, ManyPointsOfSeveralKeysBecomeOnePanelPerFirstKeyValue) {
   for (const std::string gpus : {"64", "128", "256"}) {
     for (const std::string len : {"131072", "262144", "524288"}) {
       for (const std::string dataset : {"pretrain", "prolong"}) {
-        for (const char* system : {"distca", "wlb"}) {
+        for (const char* planner : {"distca", "wlb"}) {
           studies::StudyRow row;
           row.point = {{"gpus", gpus}, {"max-doc-len", len}, {"dataset", dataset}};
-          row.result.config.system = system;
+          row.result.config.planner = planner;
           row.result.config.mode = CommMode::kPingPong;
           row.speedup = std::stod(gpus) + std::stod(len) / 1e6;
           study.rows.push_back(row);

@@ -32,20 +32,20 @@ BarChart plain_chart() {
   return chart;
 }
 
-// `points` sweep points in `panels` panels, `systems` stacked bars of three parts each.
-BarChart stacked_chart(std::size_t panels, std::size_t points, std::size_t systems, const std::string& label_stem) {
+// `points` sweep points in `panels` panels, `planners` stacked bars of three parts each.
+BarChart stacked_chart(std::size_t panels, std::size_t points, std::size_t planners, const std::string& label_stem) {
   BarChart chart{"Where an average GPU's iteration goes (simulated, h200-dgx)",
                  "time per iteration (s)",
                  "",
                  {},
                  {"linear", "attention", "exposed comm"},
                  {}};
-  for (std::size_t s = 0; s < systems; ++s) chart.bar_names.push_back("system-" + std::to_string(s) + "/pingpong");
+  for (std::size_t s = 0; s < planners; ++s) chart.bar_names.push_back("planner-" + std::to_string(s) + "/pingpong");
   for (std::size_t p = 0; p < panels; ++p) {
     chart.panels.push_back({"gpus=" + std::to_string(64 << p), {}});
     for (std::size_t g = 0; g < points; ++g) {
       BarGroup group{label_stem + std::to_string(131072ULL * (g + 1)) + " dataset=prolong", {}};
-      for (std::size_t s = 0; s < systems; ++s) {
+      for (std::size_t s = 0; s < planners; ++s) {
         group.bars.push_back({1.0 + static_cast<double>(s), 0.5 * static_cast<double>(g), 0.25});
       }
       chart.panels[p].groups.push_back(group);
@@ -140,10 +140,10 @@ TEST(BarChartSvg, TallestBarSpansThePlot) {
 TEST(BarChartSvg, StackedBarsStackTheirSegmentsAndAreLabelled) {
   const BarChart chart = stacked_chart(1, 2, 2, "max-doc-len=");
   const std::string svg = bar_chart_svg(chart);
-  EXPECT_EQ(count(svg, "<rect class=\"bar\""), 12u);  // 2 points x 2 systems x 3 parts
+  EXPECT_EQ(count(svg, "<rect class=\"bar\""), 12u);  // 2 points x 2 planners x 3 parts
   EXPECT_EQ(count(svg, "<text class=\"bar-label\""), 4u);
   EXPECT_EQ(count(svg, "<rect class=\"legend-swatch\""), 3u);
-  EXPECT_NE(svg.find("<title>exposed comm, system-1/pingpong, max-doc-len=262144 dataset=prolong: 0.25</title>"),
+  EXPECT_NE(svg.find("<title>exposed comm, planner-1/pingpong, max-doc-len=262144 dataset=prolong: 0.25</title>"),
             std::string::npos);
   // Colours follow the parts: per part one swatch and one segment per bar.
   EXPECT_EQ(count(svg, "fill=\"#009E73\""), 5u);
@@ -198,9 +198,9 @@ TEST(BarChartSvg, EveryLayoutKeepsLabelsInsideAndApart) {
   EXPECT_NE(continued.find(">gpus=64 (cont.)</text>"), std::string::npos);
   for (std::size_t panels : {1u, 3u, 7u}) {
     for (std::size_t points : {1u, 2u, 6u, 18u}) {
-      for (std::size_t systems : {1u, 2u, 4u}) {
-        expect_clean_layout(stacked_chart(panels, points, systems, "max-doc-len="));
-        BarChart speedup = stacked_chart(panels, points, systems, "tolerance=0.0");
+      for (std::size_t planners : {1u, 2u, 4u}) {
+        expect_clean_layout(stacked_chart(panels, points, planners, "max-doc-len="));
+        BarChart speedup = stacked_chart(panels, points, planners, "tolerance=0.0");
         speedup.segment_names = {"speedup"};
         for (auto& panel : speedup.panels) {
           for (auto& group : panel.groups) {

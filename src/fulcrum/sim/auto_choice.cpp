@@ -57,7 +57,7 @@ void check_auto_candidates(const std::vector<std::string>& candidates, AutoScope
 }
 
 void check_candidates_need_auto(const std::vector<std::string>& planners, const std::vector<std::string>& candidates) {
-  if (!candidates.empty() && std::find(planners.begin(), planners.end(), kAutoSystem) == planners.end()) {
+  if (!candidates.empty() && !names_meta_planner(planners)) {
     fail("candidates: only auto has candidates; add auto to --planners");
   }
 }

@@ -24,9 +24,6 @@
 
 namespace fulcrum::sim {
 
-/// The name that stands for the choice, wherever a planner is named.
-inline constexpr std::string_view kAutoSystem = "auto";
-
 /// Where auto chooses. kBatch: batch by batch (plan, run, Python's choose_plan), where a planner that defers
 /// documents (wlb) cannot be a candidate: nothing keeps its queue for the next batch. kRun: iteration by
 /// iteration of a simulated run (training.cpp), which keeps a deferring candidate's queue from one
@@ -41,7 +38,7 @@ std::vector<std::string> default_auto_candidates(AutoScope scope);
 /// kRun) only defers some of it, or a name given twice.
 void check_auto_candidates(const std::vector<std::string>& candidates, AutoScope scope);
 
-/// Bad input naming `candidates` when they are given but `planners` does not include auto.
+/// Bad input naming `candidates` when they are given but `planners` names no meta-planner (auto).
 void check_candidates_need_auto(const std::vector<std::string>& planners, const std::vector<std::string>& candidates);
 
 /// What `plan` and `run` check of auto before any work: its candidates, and that `hardware` is a preset or a

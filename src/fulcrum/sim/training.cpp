@@ -25,7 +25,7 @@ namespace fulcrum::sim {
 
 void TrainingConfig::validate(const HardwareModel& gpu, const ModelShape& model) const {
   ParallelConfig layout = parallel;
-  if (system == kAutoSystem && layout.cp == 0) layout.cp = 1;  // 0: each candidate's own CP degree
+  if (is_meta_planner(planner) && layout.cp == 0) layout.cp = 1;  // 0: each candidate's own CP degree
   layout.validate(gpu, model);
   constexpr Tokens kMaxLength = Tokens{1} << 24;
   if (max_doc_len < 1 || max_doc_len > kMaxLength)
@@ -39,19 +39,19 @@ void TrainingConfig::validate(const HardwareModel& gpu, const ModelShape& model)
          parallel.microbatch_count(), iterations, kMaxMicrobatchesPerRun);
   }
   if (!sparse::parse_dynamic_mask(mask)) (void)MaskSpec::parse(mask);  // names the field and the syntax
-  if (system == kAutoSystem) {
+  if (is_meta_planner(planner)) {
     check_auto_candidates(candidates, AutoScope::kRun);
     return;  // each candidate's CP degree is checked with its own configuration
   }
-  if (!candidates.empty()) fail("candidates: only system auto has candidates (system is {})", system);
-  const bool cp_groups = find_planner(system).capabilities.cp_groups != CpGroups::kNone;
+  if (!candidates.empty()) fail("candidates: only planner auto has candidates (planner is {})", planner);
+  const bool cp_groups = find_planner(planner).capabilities.cp_groups != CpGroups::kNone;
   const double cp_degree = planner_options.get(cp_degree_option());
   if (cp_groups && planner_options.values().contains(cp_degree_option().name) && cp_degree != parallel.cp) {
     fail("cp-degree = {}: disagrees with cp = {} (the simulator's CP degree is the layout's; give one of them)",
          cp_degree, parallel.cp);
   }
   if (!cp_groups && parallel.cp != 1) {
-    fail("cp = {}: system {} does not plan in context-parallel groups (cp must be 1)", parallel.cp, system);
+    fail("cp = {}: planner {} does not plan in context-parallel groups (cp must be 1)", parallel.cp, planner);
   }
 }
 
@@ -86,7 +86,7 @@ class MicrobatchSource {
     pending_ -= piece;
     return piece;
   }
-  // The estimator's masks on the document's synthetic data, once per document: every system simulated
+  // The estimator's masks on the document's synthetic data, once per document: every planner simulated
   // with this configuration plans the same masks.
   std::vector<MaskSpec> dynamic_masks(const Document& doc) {
     static std::mutex mutex;
@@ -272,12 +272,12 @@ IterationOutcome run_phase_aligned(const Context& cx, Planner& planner, const st
   return out;
 }
 
-// One system's iterations: its planner, its layer setup (its comm mode) and its schedule.
+// One planner's iterations: its planner, its layer setup (its comm mode) and its schedule.
 struct Runner {
   std::unique_ptr<Planner> planner;
   Context cx;
   bool phase_aligned = false;
-  std::string system;
+  std::string name;        // the planner's
   PlannerOptions options;  // what `planner` was made with, for copies that look ahead
   IterationOutcome run(const std::vector<Batch>& microbatches) { return run_with(*planner, microbatches); }
   IterationOutcome run_with(Planner& p, const std::vector<Batch>& microbatches) const {
@@ -297,7 +297,7 @@ std::vector<IterationOutcome> run_drain(const Runner& runner, Planner& planner, 
   std::vector<IterationOutcome> outcomes;
   while (planner.deferred_documents() > 0) {
     if (outcomes.size() >= kMaxDrainIterations) {
-      fail_runtime("system {}: documents still deferred after {} draining iterations", runner.system,
+      fail_runtime("planner {}: documents still deferred after {} draining iterations", runner.name,
                    kMaxDrainIterations);
     }
     outcomes.push_back(runner.run_with(planner, empty));
@@ -309,7 +309,7 @@ std::vector<IterationOutcome> run_drain(const Runner& runner, Planner& planner, 
 // so that the runner itself is untouched.
 double drain_s(const Runner& runner, const std::vector<std::vector<Document>>& held, const std::vector<Batch>& shape,
                double sync_s) {
-  const auto planner = make_planner(runner.system, runner.options);
+  const auto planner = make_planner(runner.name, runner.options);
   planner->restore_held_documents(held);
   double seconds = 0;
   for (const IterationOutcome& o : run_drain(runner, *planner, shape)) seconds += o.iteration_s + sync_s;
@@ -320,7 +320,7 @@ Runner make_runner(const TrainingConfig& config, const ModelShape& model, const 
   const ParallelConfig& par = config.parallel;
   const int stage_layers = model.layers / par.pp;  // exact: validate() requires pp to divide the layers
   const PlannerOptions options = training_planner_options(config, model, gpu);
-  Runner r{make_planner(config.system, options),
+  Runner r{make_planner(config.planner, options),
            {{model, gpu, tp_group_hardware(gpu, par.tp), par.tp, config.mode, config.whole_layer},
             par.dp(),
             par.pp,
@@ -328,7 +328,7 @@ Runner make_runner(const TrainingConfig& config, const ModelShape& model, const 
             static_cast<double>(stage_layers),
             0},
            false,
-           config.system,
+           config.planner,
            options};
   const double activation_bytes = static_cast<double>(config.rank_tokens()) * model.hidden * model.dtype_bytes / par.tp;
   r.cx.p2p_s = gpu.inter_node.transfer_s(activation_bytes);
@@ -336,11 +336,11 @@ Runner make_runner(const TrainingConfig& config, const ModelShape& model, const 
   return r;
 }
 
-// auto's candidate `name` as a system of its own: its mode, and its CP degree unless the layout fixes it.
+// auto's candidate `name` as a planner of its own: its mode, and its CP degree unless the layout fixes it.
 TrainingConfig candidate_config(const TrainingConfig& config, const std::string& name, const ModelShape& model,
                                 const HardwareModel& gpu) {
   TrainingConfig c = config;
-  c.system = name;
+  c.planner = name;
   c.candidates.clear();
   c.mode = overlaps_traffic(name) ? config.mode : config.baseline_mode;
   c.parallel.cp = cp_degree_for(c, model, gpu);
@@ -410,13 +410,13 @@ bool parse_layer_schedule(std::string_view text, std::string_view field) {
   return text == "whole";
 }
 
-bool overlaps_traffic(const std::string& system) {
-  return system == kAutoSystem || find_planner(system).capabilities.overlaps_traffic;
+bool overlaps_traffic(const std::string& planner) {
+  return is_meta_planner(planner) || find_planner(planner).capabilities.overlaps_traffic;
 }
 
 int cp_degree_for(const TrainingConfig& config, const ModelShape& model, const HardwareModel& gpu) {
-  if (config.system == kAutoSystem) return config.parallel.cp;  // 0: each candidate's own
-  const PlannerRegistration& planner = find_planner(config.system);
+  if (is_meta_planner(config.planner)) return config.parallel.cp;  // 0: each candidate's own
+  const PlannerRegistration& planner = find_planner(config.planner);
   if (planner.capabilities.cp_groups == CpGroups::kNone) return 1;
   if (config.parallel.cp > 0) return config.parallel.cp;
   // --cp-degree stands for the layout's cp when only it is given.
@@ -433,7 +433,7 @@ int cp_degree_for(const TrainingConfig& config, const ModelShape& model, const H
 }
 
 bool keeps_documents_whole(const TrainingConfig& config, const ModelShape& model, const HardwareModel& gpu, int cp) {
-  const auto planner = make_planner(config.system, training_planner_options(config, model, gpu));
+  const auto planner = make_planner(config.planner, training_planner_options(config, model, gpu));
   return planner->longest_whole_document(config.rank_tokens(), cp) >= config.max_doc_len;
 }
 
@@ -443,7 +443,7 @@ PlannerOptions training_planner_options(const TrainingConfig& config, const Mode
   options.model = model;
   // The simulator's ranks are TP groups, so a machine holds devices_per_node / tp of them.
   options.devices_per_machine = std::max(1, gpu.devices_per_node / config.parallel.tp);
-  const PlannerRegistration& planner = find_planner(config.system);
+  const PlannerRegistration& planner = find_planner(config.planner);
   if (planner.capabilities.cp_groups != CpGroups::kNone) options.set(cp_degree_option().name, config.parallel.cp);
   // Sizes that may not exceed a rank's tokens are clamped to them: short micro-batches (a layout
   // search) stay plannable.
@@ -460,8 +460,8 @@ TrainingResult simulate_training(const TrainingConfig& config, const ModelShape&
   gpu.validate();
   config.validate(gpu, model);
   const ParallelConfig& par = config.parallel;
-  const bool is_auto = config.system == kAutoSystem;
-  std::vector<std::string> names = is_auto ? config.candidates : std::vector<std::string>{config.system};
+  const bool is_auto = is_meta_planner(config.planner);
+  std::vector<std::string> names = is_auto ? config.candidates : std::vector<std::string>{config.planner};
   if (names.empty()) names = default_auto_candidates(AutoScope::kRun);
   std::vector<Runner> runners;
   runners.reserve(names.size());
@@ -486,13 +486,14 @@ TrainingResult simulate_training(const TrainingConfig& config, const ModelShape&
   std::vector<IterationOutcome> outcomes;
   outcomes.reserve(static_cast<std::size_t>(std::max(config.iterations, 0)));
   std::vector<Batch> microbatches;
+  if (is_auto) result.auto_choice.emplace();
   for (int it = 0; it < config.iterations; ++it) {
     microbatches = draw(source, cx.microbatches);
     outcomes.push_back(
-        is_auto ? run_auto(runners, names, microbatches, dp_sync_s, it + 1 == config.iterations, result.auto_choice)
+        is_auto ? run_auto(runners, names, microbatches, dp_sync_s, it + 1 == config.iterations, *result.auto_choice)
                 : runners.front().run(microbatches));
   }
-  // A system that holds documents back (WLB-LLM, or auto that chose it) computes them before the run ends, in
+  // A planner that holds documents back (WLB-LLM, or auto that chose it) computes them before the run ends, in
   // iterations without new data: otherwise a short run would leave out its most expensive documents.
   for (Runner& runner : runners) {
     if (runner.planner->deferred_documents() == 0) continue;
@@ -544,7 +545,7 @@ double TrainingResult::drain_share() const {
 nlohmann::json TrainingResult::to_json() const {
   const auto& c = config;
   nlohmann::json j = {
-      {"system", c.system},
+      {"planner", c.planner},
       {"mode", to_string(c.mode)},
       {"model", model},
       {"hardware", hardware},
@@ -584,9 +585,7 @@ nlohmann::json TrainingResult::to_json() const {
           {"step_sync", step_attention.step_sync}}}}},
       {"attention_bytes", attention_bytes},
       {"memory", memory.to_json()}};
-  if (c.system == kAutoSystem) {
-    j["auto"] = auto_choice.to_json();
-  }
+  if (auto_choice) j[c.planner] = auto_choice->to_json();  // keyed by the meta-planner that chose
   return j;
 }
 

@@ -1,7 +1,7 @@
 // Training iterations of a transformer on a modelled cluster: what `fulcrum simulate` runs.
 //
 // Each iteration draws micro-batches of documents (per TP group, tokens_per_rank tokens packed in
-// order, documents no longer than max_doc_len), plans each with the system's attention strategy, and
+// order, documents no longer than max_doc_len), plans each with the planner's attention strategy, and
 // runs every layer's forward and backward on the discrete-event engine (sim/layer.hpp): matrix work
 // from FLOPs and the hardware's MFU, TP all-reduces, then the compiled attention Program with its real
 // traffic. Layers of one pass are identical: one layer is simulated, and for ping-pong chains of two and
@@ -15,9 +15,9 @@
 //    the CA-tasks of every stage and every DP group are pooled and scheduled over all TP groups, the
 //    idle stages' included. A tick takes layers / pp x the pooled layer's time.
 // WLB-LLM defers long documents to later iterations; after the run's iterations it drains its queues
-// in iterations without new data, which count, so every system computes the same documents.
+// in iterations without new data, which count, so every planner computes the same documents.
 // An iteration ends with the gradient reduce-scatter and all-gather over the model replicas (not
-// overlapped with the backward: the same cost for every system). Memory per GPU: sim/memory.hpp.
+// overlapped with the backward: the same cost for every planner). Memory per GPU: sim/memory.hpp.
 #pragma once
 
 #include "fulcrum/plan/step_stats.hpp"
@@ -32,6 +32,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,9 +40,9 @@
 namespace fulcrum::sim {
 
 struct TrainingConfig {
-  /// Any registered planner, or kAutoSystem: each iteration every candidate plans and is simulated on the
+  /// Any registered planner, or a meta-planner (auto): each iteration every candidate plans and is simulated on the
   /// same micro-batches, and the fastest one's iteration counts (TrainingResult::auto_choice says which).
-  std::string system;
+  std::string planner;
   CommMode mode = CommMode::kPingPong;               // of planners that overlap their traffic (auto's included)
   CommMode baseline_mode = CommMode::kSingleStream;  // auto's candidates that do not overlap their traffic
   std::vector<std::string> candidates;               // auto's; empty: default_auto_candidates()
@@ -95,32 +96,32 @@ struct TrainingResult {
   double attention_bytes = 0;                 // attention traffic per iteration, all layers and ranks (mean)
   MemoryUse memory;                           // the fullest GPU in the worst iteration
   std::vector<runtime::TimelineEvent> trace;  // the first iteration, per TP group (rank = stage x dp + d)
-  AutoChoice auto_choice;                     // system auto only
-  /// The fraction of the run's time spent in drain iterations (0 for systems that defer nothing).
+  std::optional<AutoChoice> auto_choice;      // a meta-planner's choice report
+  /// The fraction of the run's time spent in drain iterations (0 for planners that defer nothing).
   double drain_share() const;
   nlohmann::json to_json() const;
 };
 
-/// The CP degree config.system runs with: 1 for planners without CP groups; else the layout's cp, or
+/// The CP degree config.planner runs with: 1 for planners without CP groups; else the layout's cp, or
 /// --cp-degree, or when neither is given a node of up to 8 TP groups (per-document CP) or the least
 /// degree whose groups hold the longest document whole (WLB-LLM). For auto, the layout's (0: each
 /// candidate's own).
 int cp_degree_for(const TrainingConfig& config, const ModelShape& model, const HardwareModel& gpu);
 
-/// Whether config.system, a packing planner, keeps the longest document whole in CP groups of `cp`:
+/// Whether config.planner, a packing planner, keeps the longest document whole in CP groups of `cp`:
 /// WLB-LLM would otherwise cut it into separate pieces, dropping the attention between them.
 bool keeps_documents_whole(const TrainingConfig& config, const ModelShape& model, const HardwareModel& gpu, int cp);
 
 /// "whole" | "per-layer" -> TrainingConfig::whole_layer; fails naming `field` otherwise.
 bool parse_layer_schedule(std::string_view text, std::string_view field = "layer-schedule");
 
-/// Whether `system` is auto or a planner that orders its own work to overlap traffic: either runs in
+/// Whether `planner` is auto or a planner that orders its own work to overlap traffic: either runs in
 /// every mode a study asks for.
-bool overlaps_traffic(const std::string& system);
+bool overlaps_traffic(const std::string& planner);
 
 TrainingResult simulate_training(const TrainingConfig& config, const ModelShape& model, const HardwareModel& gpu);
 
-/// The options the system's planner gets: config.planner_options with the model, a machine of
+/// The options the planner gets: config.planner_options with the model, a machine of
 /// gpu.devices_per_node / tp TP groups (the simulator's ranks), cp-degree = parallel.cp for planners that
 /// plan in CP groups, and options declared at most tokens-per-rank clamped to a rank's tokens.
 PlannerOptions training_planner_options(const TrainingConfig& config, const ModelShape& model,

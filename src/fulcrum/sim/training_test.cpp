@@ -23,14 +23,14 @@ using testing::tiny;
 double sum(const TimeBreakdown& b) { return b.linear_s + b.attention_s + b.exposed_comm_s + b.idle_s + b.dp_sync_s; }
 
 TEST(Training, BreakdownAddsUpToTheIteration) {
-  for (const std::string system : {"distca", "packed", "perdoc-cp", "wlb"}) {
+  for (const std::string planner : {"distca", "packed", "perdoc-cp", "wlb"}) {
     for (int pp : {1, 2}) {
-      const auto r = simulate_training(small_config(system, pp), tiny(), h200());
-      EXPECT_NEAR(sum(r.breakdown), r.mean_iteration_s, 1e-9 * r.mean_iteration_s) << system << " pp " << pp;
-      EXPECT_GE(r.breakdown.idle_s, -1e-12) << system << " pp " << pp;
+      const auto r = simulate_training(small_config(planner, pp), tiny(), h200());
+      EXPECT_NEAR(sum(r.breakdown), r.mean_iteration_s, 1e-9 * r.mean_iteration_s) << planner << " pp " << pp;
+      EXPECT_GE(r.breakdown.idle_s, -1e-12) << planner << " pp " << pp;
       EXPECT_GT(r.tokens_per_s, 0);
       EXPECT_EQ(r.iteration_s.size(), 2u + r.drain_iterations);
-      if (system != "wlb") {
+      if (planner != "wlb") {
         EXPECT_EQ(r.drain_iterations, 0);
       }
       EXPECT_FALSE(r.trace.empty());
@@ -63,7 +63,7 @@ TEST(Training, OneRankIsLayersTimesTheLayer) {
 
 // The whole-layer schedule (issue 20 item 5): DistCA's ping-pong layers overlap across their boundaries,
 // so its iterations are no slower than one layer at a time, with and without pipeline stages, and less of
-// its traffic is exposed; single-stream systems run one layer at a time either way, unchanged.
+// its traffic is exposed; single-stream planners run one layer at a time either way, unchanged.
 TEST(Training, WholeLayerScheduleOverlapsPingPongLayersOnly) {
   ModelShape model = tiny();
   model.layers = 8;  // tiny's 2 layers leave one per stage at pp 2: nothing to chain
@@ -103,15 +103,15 @@ TEST(Training, SameInputsGiveTheSameIterationAndTrace) {
 }
 
 TEST(Training, MoreBandwidthNeverSlowsAnIteration) {
-  for (const std::string system : {"distca", "perdoc-cp", "packed"}) {
+  for (const std::string planner : {"distca", "perdoc-cp", "packed"}) {
     for (int pp : {1, 2}) {
       HardwareModel hw = h200();
-      double previous = simulate_training(small_config(system, pp), tiny(), hw).mean_iteration_s;
+      double previous = simulate_training(small_config(planner, pp), tiny(), hw).mean_iteration_s;
       for (int step = 0; step < 3; ++step) {
         hw.inter_node.bandwidth_bytes_per_s *= 2;
         hw.intra_node.bandwidth_bytes_per_s *= 2;
-        const double t = simulate_training(small_config(system, pp), tiny(), hw).mean_iteration_s;
-        EXPECT_LE(t, previous * (1 + 1e-9)) << system << " pp " << pp << " step " << step;
+        const double t = simulate_training(small_config(planner, pp), tiny(), hw).mean_iteration_s;
+        EXPECT_LE(t, previous * (1 + 1e-9)) << planner << " pp " << pp << " step " << step;
         previous = t;
       }
     }
@@ -123,8 +123,8 @@ TEST(Training, MoreBandwidthNeverSlowsAnIteration) {
 // serve attention (the trace shows them).
 TEST(Training, DistcaBalancesWherePackedStraggles) {
   const ModelShape llama = model_shape_preset("llama3-8b");
-  auto config = [](const std::string& system, int pp) {
-    TrainingConfig c = small_config(system, pp);
+  auto config = [](const std::string& planner, int pp) {
+    TrainingConfig c = small_config(planner, pp);
     c.parallel.gpus = 32;
     c.parallel.tp = 8;
     c.max_doc_len = 131072;
@@ -211,12 +211,12 @@ TEST(Training, BadConfigurationsNameTheField) {
   c.planner_options.set("cp-degree", 2);
   expect_error(c, "cp-degree = 2: disagrees with cp = 4");
   c = small_config("distca");
-  c.system = "nope";
+  c.planner = "nope";
   expect_error(c, "planner = 'nope'");
   c = small_config("distca");
   c.candidates = {"packed"};
-  expect_error(c, "candidates: only system auto");
-  c.system = std::string(kAutoSystem);
+  expect_error(c, "candidates: only planner auto");
+  c.planner = "auto";
   c.candidates = {"distca", "striped"};
   expect_error(c, "candidates: striped does not compute exactly the batch");
 }
@@ -226,7 +226,7 @@ TEST(Training, BadConfigurationsNameTheField) {
 TEST(Training, AutoTakesTheFastestCandidateEachIteration) {
   const std::vector<std::string> names = {"distca", "packed", "perdoc-cp", "dcp"};
   TrainingConfig config = small_config("distca");
-  config.system = std::string(kAutoSystem);
+  config.planner = "auto";
   config.parallel.cp = 0;
   config.candidates = names;
   config.iterations = 4;
@@ -240,7 +240,8 @@ TEST(Training, AutoTakesTheFastestCandidateEachIteration) {
     c.parallel.cp = cp_degree_for(c, tiny(), h200());
     alone.push_back(simulate_training(c, tiny(), h200()));
   }
-  const AutoChoice& a = chosen.auto_choice;
+  ASSERT_TRUE(chosen.auto_choice);
+  const AutoChoice& a = *chosen.auto_choice;
   ASSERT_EQ(a.chosen.size(), 4U);
   EXPECT_EQ(a.candidates, names);
   EXPECT_TRUE(a.refused.empty());
@@ -265,13 +266,14 @@ TEST(Training, AutoTakesTheFastestCandidateEachIteration) {
 // named, and is never chosen; with pipeline stages DistCA runs its phase-aligned ticks among the candidates.
 TEST(Training, AutoCandidatesThatRefuseSitOutAndPipelinesMix) {
   TrainingConfig config = small_config("distca", 2);
-  config.system = std::string(kAutoSystem);
+  config.planner = "auto";
   config.parallel.cp = 0;
   config.candidates = {"dcp", "distca", "packed"};
   config.planner_options.set("dcp-block", 8);
   config.planner_options.set("granularity", 16);
   const TrainingResult r = simulate_training(config, tiny(), h200());
-  const AutoChoice& a = r.auto_choice;
+  ASSERT_TRUE(r.auto_choice);
+  const AutoChoice& a = *r.auto_choice;
   ASSERT_EQ(a.refused.size(), 1U);
   EXPECT_EQ(a.refused[0].rfind("dcp: dcp-block = 8", 0), 0U) << a.refused[0];
   EXPECT_EQ(std::count(a.chosen.begin(), a.chosen.end(), "dcp"), 0);
@@ -292,7 +294,7 @@ TEST(Training, AutoWithOnlyWlbIsWlb) {
   config.parallel.cp = cp_degree_for(config, tiny(), h200());
   const TrainingResult wlb = simulate_training(config, tiny(), h200());
   ASSERT_GT(wlb.drain_iterations, 0);  // the data has outliers to hold back
-  config.system = std::string(kAutoSystem);
+  config.planner = "auto";
   config.parallel.cp = 0;
   config.candidates = {"wlb"};
   const TrainingResult chosen = simulate_training(config, tiny(), h200());
@@ -302,7 +304,7 @@ TEST(Training, AutoWithOnlyWlbIsWlb) {
 }
 
 // auto mixing a deferring candidate with others: whatever it chooses, every document drawn is computed once
-// (the run's tokens equal a non-deferring system's: a wlb try that was not chosen and still deferred documents
+// (the run's tokens equal a non-deferring planner's: a wlb try that was not chosen and still deferred documents
 // would compute them twice), and an iteration it gives to a non-deferring candidate is the faster of them
 // (they hold nothing between iterations, so each runs exactly as alone).
 TEST(Training, AutoWithWlbComputesEveryDocumentOnce) {
@@ -310,7 +312,7 @@ TEST(Training, AutoWithWlbComputesEveryDocumentOnce) {
   bool mixed = false;
   for (const int iterations : {3, 6, 10}) {
     TrainingConfig config = small_config("distca");
-    config.system = std::string(kAutoSystem);
+    config.planner = "auto";
     config.parallel.cp = 0;
     config.candidates = names;
     config.iterations = iterations;
@@ -324,7 +326,8 @@ TEST(Training, AutoWithWlbComputesEveryDocumentOnce) {
     }
     const double total = chosen.tokens_per_iteration * static_cast<double>(chosen.iteration_s.size());
     EXPECT_NEAR(total, alone[0].tokens_per_iteration * iterations, 1e-9 * total) << iterations << " iterations";
-    const AutoChoice& a = chosen.auto_choice;
+    ASSERT_TRUE(chosen.auto_choice);
+    const AutoChoice& a = *chosen.auto_choice;
     ASSERT_EQ(a.chosen.size(), static_cast<std::size_t>(iterations));
     const auto wlb_iterations = std::count(a.chosen.begin(), a.chosen.end(), "wlb");
     mixed = mixed || (wlb_iterations > 0 && wlb_iterations < iterations);
@@ -358,7 +361,7 @@ TEST(Training, AutoLastIterationCountsTheDrain) {
     TrainingConfig config = small_config("packed");
     config.seed = seed;
     config.iterations = 1;
-    config.system = std::string(kAutoSystem);
+    config.planner = "auto";
     config.parallel.cp = 0;
     config.candidates = {"wlb", "packed"};
     const TrainingResult chosen = simulate_training(config, tiny(), h200());

@@ -10,13 +10,13 @@ namespace fulcrum::sim::testing {
 
 // Small, fast runs: the tiny model (2 layers, 2 kv heads) on h200-dgx nodes of 8 GPUs with tp 2, so a
 // node holds 4 TP groups and 16 GPUs make 8 attention ranks, 2 nodes.
-inline TrainingConfig small_config(const std::string& system, int pp = 1) {
+inline TrainingConfig small_config(const std::string& planner, int pp = 1) {
   TrainingConfig c;
-  c.system = system;
+  c.planner = planner;
   c.parallel = {.gpus = 16,
                 .tp = 2,
                 .pp = pp,
-                .cp = find_planner(system).capabilities.cp_groups == CpGroups::kWithinGroup ? 2 : 1,
+                .cp = find_planner(planner).capabilities.cp_groups == CpGroups::kWithinGroup ? 2 : 1,
                 .microbatches = 0};
   c.dataset = "lognormal:7:1.5";
   c.max_doc_len = 8192;

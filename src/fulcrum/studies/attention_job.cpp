@@ -136,7 +136,7 @@ void JobConfig::validate(int ranks) const {
   validate_batch_shape(ranks, tokens_per_rank);
   if (!parse_dynamic_mask(mask)) MaskSpec::parse(mask);
   make_length_source(dataset, seed, tokens_per_rank);
-  if (planner == sim::kAutoSystem) {
+  if (is_meta_planner(planner)) {
     sim::check_auto_inputs(candidates, hardware);
   } else {
     make_planner(planner, planner_options());
@@ -212,12 +212,12 @@ JobResult run_attention_job(const JobConfig& config, Communicator& comm) {
   std::optional<DynamicMaskStats> dynamic_stats;
   if (dynamic) dynamic_stats = estimate_dynamic_masks(batch, heads, *data, *dynamic, comm);
   Assignment a;
-  sim::AutoChoice auto_choice;
-  if (config.planner == sim::kAutoSystem) {
+  std::optional<sim::AutoChoice> auto_choice;
+  if (is_meta_planner(config.planner)) {
     // Every rank chooses the same way: the simulation is deterministic.
     sim::BatchChoice choice = sim::choose_plan(batch, config.candidates, options,
                                                sim::gpu_per_rank(options.model, config.hardware, config.mode));
-    auto_choice.record(choice);
+    auto_choice.emplace().record(choice);
     a = std::move(choice.assignment);
   } else {
     auto planner = make_planner(config.planner, options);

@@ -63,8 +63,8 @@ struct JobResult {
   // Per [rank][step] (nano-batch; a ring's steps), forward and backward added: planned FLOPs and
   // active tiles, bytes sent, and the attention time measured in the last repetition.
   StepMatrix step_flops, step_active_tiles, step_bytes, step_attention_s;
-  Plan forward_plan, backward_plan;  // what ran (for the simulator to replay)
-  sim::AutoChoice auto_choice;       // planner auto: what it chose for the batch
+  Plan forward_plan, backward_plan;            // what ran (for the simulator to replay)
+  std::optional<sim::AutoChoice> auto_choice;  // a meta-planner's: what it chose for the batch
 
   double max_error() const;
 };

@@ -23,10 +23,11 @@ void PlanConfig::validate() const {
   if (planners.empty()) fail("planners: name at least one");
   MaskSpec::parse(mask);
   for (const auto& p : planners) {
-    if (p != sim::kAutoSystem) make_planner(p, planner_options());  // rejects unknown names
+    check_selectable_planner(p);
+    if (!is_meta_planner(p)) make_planner(p, planner_options());  // checks the options it reads
   }
   sim::check_candidates_need_auto(planners, candidates);
-  if (std::find(planners.begin(), planners.end(), sim::kAutoSystem) != planners.end()) {
+  if (names_meta_planner(planners)) {
     sim::check_auto_inputs(candidates, hardware);
   }
 }
@@ -62,7 +63,7 @@ PlanComparison compare_planners(const PlanConfig& config) {
   // comes before the work, not after the other planners'. (auto's candidates sit out what they refuse.)
   std::vector<std::unique_ptr<Planner>> planners;
   for (const auto& name : config.planners) {
-    if (name == sim::kAutoSystem) {
+    if (is_meta_planner(name)) {
       planners.emplace_back();
       continue;
     }
@@ -71,7 +72,7 @@ PlanComparison compare_planners(const PlanConfig& config) {
   }
   // auto's simulated layer (the hardware is read only when auto runs).
   std::optional<sim::LayerSetup> setup;
-  if (std::find(config.planners.begin(), config.planners.end(), sim::kAutoSystem) != config.planners.end()) {
+  if (names_meta_planner(config.planners)) {
     setup = sim::gpu_per_rank(options.model, config.hardware, CommMode::kPingPong);
   }
   for (std::size_t p = 0; p < planners.size(); ++p) {
@@ -89,7 +90,8 @@ PlanComparison compare_planners(const PlanConfig& config) {
       } else {
         sim::BatchChoice choice = sim::choose_plan(batch, config.candidates, options, *setup);
         times.push_back(1e3 * std::accumulate(choice.planning_s.begin(), choice.planning_s.end(), 0.0));
-        summary.auto_choice.record(choice);
+        if (!summary.auto_choice) summary.auto_choice.emplace();
+        summary.auto_choice->record(choice);
         a = std::move(choice.assignment);
       }
       const auto report = !planner || planner->capabilities().keeps_documents ? verify(a, batch) : verify(a);

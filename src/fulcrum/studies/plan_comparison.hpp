@@ -7,6 +7,7 @@
 #include "fulcrum/workload/batch.hpp"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,7 +22,7 @@ struct PlanConfig {
   int batches = 1;
   std::uint64_t seed = 0;
   BoundarySplit boundary_split = BoundarySplit::kContiguous;  // how documents crossing ranks are laid out
-  std::vector<std::string> planners = {"distca", "packed", "perdoc-cp", "wlb"};  // and auto (sim/auto_choice)
+  std::vector<std::string> planners = {"distca", "packed", "perdoc-cp", "wlb"};  // or meta-planners (auto)
   // auto's: its candidates (empty: the defaults) and the hardware model (a preset or JSON file) it simulates
   // their plans on, a rank one GPU of it.
   std::vector<std::string> candidates;
@@ -35,17 +36,17 @@ struct PlanConfig {
 
 struct PlannerSummary {
   std::string name;
-  double imbalance = 0;               // mean over batches of max/mean rank FLOPs
-  double memory_imbalance = 0;        // mean over batches of max/mean tokens owned (activations)
-  double comm_bytes_total = 0;        // mean over batches
-  double comm_bytes_max_rank = 0;     // mean over batches
-  double remote_tokens_max_rank = 0;  // mean over batches of the largest per-layer receive buffer
-  double traffic_imbalance = 0;       // mean over batches of max/mean bytes sent + received per rank
-  double tasks = 0;                   // mean over batches
-  double plan_ms = 0;                 // median over batches (auto: planning every candidate)
-  bool valid = true;                  // every batch passed plan::verify
-  std::string first_problem;          // the verifier's first complaint, if any
-  sim::AutoChoice auto_choice;        // auto only: what it chose per batch
+  double imbalance = 0;                        // mean over batches of max/mean rank FLOPs
+  double memory_imbalance = 0;                 // mean over batches of max/mean tokens owned (activations)
+  double comm_bytes_total = 0;                 // mean over batches
+  double comm_bytes_max_rank = 0;              // mean over batches
+  double remote_tokens_max_rank = 0;           // mean over batches of the largest per-layer receive buffer
+  double traffic_imbalance = 0;                // mean over batches of max/mean bytes sent + received per rank
+  double tasks = 0;                            // mean over batches
+  double plan_ms = 0;                          // median over batches (auto: planning every candidate)
+  bool valid = true;                           // every batch passed plan::verify
+  std::string first_problem;                   // the verifier's first complaint, if any
+  std::optional<sim::AutoChoice> auto_choice;  // a meta-planner's: what it chose per batch
 };
 
 struct PlanComparison {

@@ -37,7 +37,7 @@ TEST(SamePlanEverywhere, WlbPlansTheSameForPlanRunAndSimulate) {
   run.planner = "wlb";
   run.options.set("cp-degree", 2).set("wlb-token-cap", 2);
   sim::TrainingConfig simulate;
-  simulate.system = "wlb";
+  simulate.planner = "wlb";
   simulate.parallel = {.gpus = 8, .tp = 1, .pp = 1, .cp = 2, .microbatches = 0};
   simulate.tokens_per_rank = 2048;
   simulate.planner_options.set("wlb-token-cap", 2);
@@ -81,12 +81,15 @@ TEST(PlanComparison, AutoRowIsTheChosenCandidatesPlanForEachBatch) {
   ASSERT_EQ(out.planners.size(), 3U);
   const PlannerSummary& a = out.planners[2];
   EXPECT_TRUE(a.valid);
-  ASSERT_EQ(a.auto_choice.chosen.size(), 2U);
+  // Only the meta-planner's row carries a choice report.
+  EXPECT_FALSE(out.planners[0].auto_choice);
+  ASSERT_TRUE(a.auto_choice);
+  ASSERT_EQ(a.auto_choice->chosen.size(), 2U);
   // The first batch alone: auto's row is exactly its chosen candidate's.
   PlanConfig first = config;
   first.batches = 1;
   const PlanComparison one = compare_planners(first);
-  first.planners = {one.planners[2].auto_choice.chosen[0]};
+  first.planners = {one.planners[2].auto_choice->chosen[0]};
   first.candidates.clear();
   const PlannerSummary chosen = compare_planners(first).planners[0];
   EXPECT_EQ(one.planners[2].imbalance, chosen.imbalance);

@@ -108,7 +108,7 @@ TrainingResult search_best(const TrainingConfig& config, const ModelShape& model
   const double global_tokens = static_cast<double>(config.rank_tokens()) * given.dp() * given.microbatch_count();
   // auto's candidates each take their own CP degree (cp_degree_for).
   const bool uses_cp =
-      config.system != sim::kAutoSystem && find_planner(config.system).capabilities.cp_groups != CpGroups::kNone;
+      !is_meta_planner(config.planner) && find_planner(config.planner).capabilities.cp_groups != CpGroups::kNone;
   TrainingResult best;
   bool found = false;
   for (int pp : search_pp ? powers_of_two_dividing(model.layers, 8) : std::vector<int>{given.pp}) {
@@ -157,20 +157,20 @@ TrainingResult search_best(const TrainingConfig& config, const ModelShape& model
 }
 
 Study run_study(const StudySpec& spec, const std::function<void(int, int)>& progress) {
-  if (spec.systems.empty()) fail("systems: none given");
+  if (spec.planners.empty()) fail("planners: none given");
   if (spec.modes.empty()) fail("modes: none given");
   Study study{spec, {}, {}};
-  study.reference = std::find(spec.systems.begin(), spec.systems.end(), spec.reference) != spec.systems.end()
+  study.reference = std::find(spec.planners.begin(), spec.planners.end(), spec.reference) != spec.planners.end()
                         ? spec.reference
-                        : spec.systems.front();
+                        : spec.planners.front();
   std::size_t runs_per_point = 0;
-  for (const auto& system : spec.systems) runs_per_point += overlaps_traffic(system) ? spec.modes.size() : 1;
+  for (const auto& planner : spec.planners) runs_per_point += overlaps_traffic(planner) ? spec.modes.size() : 1;
   // The grid's size is known before any run: a stated bound instead of hours of runs.
   std::size_t points = 1;
   for (std::size_t a = 0; a <= spec.sweep.size(); ++a) {
     if (a > 0) points *= spec.sweep[a - 1].values.size();
     if (points * runs_per_point > kMaxStudyRuns) {
-      fail("sweep: {} points x {} systems and modes make over {} runs, the most a study does", points, runs_per_point,
+      fail("sweep: {} points x {} planners and modes make over {} runs, the most a study does", points, runs_per_point,
            kMaxStudyRuns);
     }
   }
@@ -189,13 +189,13 @@ Study run_study(const StudySpec& spec, const std::function<void(int, int)>& prog
     const ModelShape model = resolve_model_shape(at.model);
     const HardwareModel gpu = load_hardware(at.hardware);
     const std::size_t first = study.rows.size();
-    for (const auto& system : spec.systems) {
-      for (CommMode mode : overlaps_traffic(system) ? at.modes : std::vector<CommMode>{spec.baseline_mode}) {
+    for (const auto& planner : spec.planners) {
+      for (CommMode mode : overlaps_traffic(planner) ? at.modes : std::vector<CommMode>{spec.baseline_mode}) {
         TrainingConfig c = at.base;
-        c.system = system;
+        c.planner = planner;
         c.mode = mode;
         c.baseline_mode = spec.baseline_mode;
-        if (system != sim::kAutoSystem) c.candidates.clear();
+        if (!is_meta_planner(planner)) c.candidates.clear();
         c.parallel.validate_layout(gpu, model);  // cp_degree_for and search_best divide by its parts
         c.parallel.cp = cp_degree_for(c, model, gpu);
         study.rows.push_back(
@@ -205,7 +205,7 @@ Study run_study(const StudySpec& spec, const std::function<void(int, int)>& prog
     }
     double reference_rate = 0;
     for (std::size_t r = first; r < study.rows.size(); ++r) {
-      if (study.rows[r].result.config.system == study.reference && reference_rate == 0) {
+      if (study.rows[r].result.config.planner == study.reference && reference_rate == 0) {
         reference_rate = study.rows[r].result.tokens_per_s;  // DistCA as reference: its first mode
       }
     }

@@ -13,12 +13,12 @@ using sim::testing::h200;
 using sim::testing::small_config;
 using sim::testing::tiny;
 
-TEST(Study, SweepsEveryPointAndSystemAgainstTheReference) {
+TEST(Study, SweepsEveryPointAndPlannerAgainstTheReference) {
   StudySpec spec;
   spec.base = small_config("distca");
   spec.base.iterations = 1;
   spec.model = "tiny";
-  spec.systems = {"distca", "packed"};
+  spec.planners = {"distca", "packed"};
   spec.modes = {CommMode::kPingPong, CommMode::kSingleStream};
   spec.sweep = {parse_sweep_axis("max-doc-len=2048,8192")};
   int calls = 0;
@@ -46,7 +46,7 @@ TEST(Study, DcpHeadBlocksAreASweepKeyCheckedAgainstTheModel) {
   spec.base = small_config("dcp");
   spec.base.iterations = 1;
   spec.model = "tiny";
-  spec.systems = {"dcp"};
+  spec.planners = {"dcp"};
   spec.sweep = {parse_sweep_axis("dcp-head-blocks=1,2")};
   const Study study = run_study(spec);
   ASSERT_EQ(study.rows.size(), 2u);
