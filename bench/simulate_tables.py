@@ -24,21 +24,21 @@ def speedup_table(name, reference):
     data = rows(name)
     points = sorted({r["point"] for r in data}, key=lambda p: [int(v) if v.isdigit() else v
                                                                 for v in (kv.split("=")[1] for kv in p.split())])
-    systems = [s for s in dict.fromkeys(label(r) for r in data) if s != reference]
-    print(f"| point | {reference} layout | " + " | ".join(f"{s} speedup" for s in systems) + " |")
-    print("|---|---|" + "---|" * len(systems))
-    speedups = {s: [] for s in systems}
+    planners = [s for s in dict.fromkeys(label(r) for r in data) if s != reference]
+    print(f"| point | {reference} layout | " + " | ".join(f"{s} speedup" for s in planners) + " |")
+    print("|---|---|" + "---|" * len(planners))
+    speedups = {s: [] for s in planners}
     for p in points:
         at = {label(r): r for r in data if r["point"] == p}
         ref = at[reference]
         layout = f"cp{ref['cp']} pp{ref['pp']}" + (" OOM" if ref["out_of_memory"] == "true" else "")
         cells = []
-        for s in systems:
+        for s in planners:
             r = at[s]
             speedups[s].append(float(r["speedup"]))
             cells.append(f"{float(r['speedup']):.2f}" + (" (OOM)" if r["out_of_memory"] == "true" else ""))
         print(f"| {p} | {layout} | " + " | ".join(cells) + " |")
-    for s in systems:
+    for s in planners:
         v = speedups[s]
         print(f"\n{s} over {reference}: median {statistics.median(v):.2f}x, range {min(v):.2f}-{max(v):.2f}x "
               f"over {len(v)} points")

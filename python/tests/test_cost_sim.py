@@ -60,11 +60,11 @@ def test_simulate_plan_is_deterministic(model, assignment):
     assert fulcrum.simulate_plan(plan, hardware).makespan_s <= results["pingpong"].makespan_s
 
 
-def test_simulate_training_matches_its_breakdown_and_orders_the_systems():
+def test_simulate_training_matches_its_breakdown_and_orders_the_planners():
     llama, h200 = fulcrum.model_shape("llama3-8b"), fulcrum.hardware("h200-dgx")
-    runs = {system: fulcrum.simulate_training(system, llama, h200, gpus=32, dataset="lognormal:9.5:1.5",
+    runs = {planner: fulcrum.simulate_training(planner, llama, h200, gpus=32, dataset="lognormal:9.5:1.5",
                                               max_doc_len=131072, tokens_per_rank=65536, iterations=2, seed=3)
-            for system in ("distca", "packed")}
+            for planner in ("distca", "packed")}
     for r in runs.values():
         assert abs(sum(r["breakdown"].values()) - r["mean_iteration_s"]) <= 1e-9 * r["mean_iteration_s"]
         assert r["tp"] == 8 and r["dp"] == 4 and r["memory"]["out_of_memory"] is False
