@@ -29,7 +29,9 @@ void add_planner_flags(CLI::App& cmd, PlannerOptions& options) {
     cmd.add_option_function<double>(
            "--" + name, [&options, name](double value) { options.set(name, value); },
            fmt::format("{} (default {}; {})", spec.help, options.get(spec), spec.range_text()))
-        ->type_name(spec.integer ? "INT" : "FLOAT")
+        ->type_name(spec.kind == OptionKind::kFlag ? "0|1"
+                    : spec.whole()                 ? "INT"
+                                                   : "FLOAT")
         ->group("Planner options");
   }
 }

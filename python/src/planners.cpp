@@ -1,6 +1,7 @@
 // Planners and their output: PlannerOptions, the registry, Assignment with its tasks and transfers both
 // as objects and as NumPy arrays (one row per task), the form a training loop indexes with.
 #include "bindings.hpp"
+#include "fulcrum/planners/options_json.hpp"
 #include "fulcrum/planners/planner.hpp"
 
 namespace fulcrum::python {
@@ -49,14 +50,41 @@ std::string option_name(std::string name) {
   return name;
 }
 
+namespace {
+
+// An option's value as its kind reads in Python: a float, an int, or a bool for a flag.
+py::object typed_value(const OptionSpec& spec, double value) {
+  switch (spec.kind) {
+    case OptionKind::kFlag: return py::bool_(value == 1);
+    case OptionKind::kInteger: return py::int_(static_cast<std::int64_t>(value));
+    case OptionKind::kReal: break;
+  }
+  return py::float_(value);
+}
+
+const char* kind_name(OptionKind kind) {
+  switch (kind) {
+    case OptionKind::kFlag: return "flag";
+    case OptionKind::kInteger: return "integer";
+    case OptionKind::kReal: break;
+  }
+  return "real";
+}
+
+}  // namespace
+
 void bind_planners(py::module_& m) {
   py::class_<OptionSpec>(m, "OptionSpec", "One planner option as its planner declares it (the CLI's --NAME).")
       .def_property_readonly("name", [](const OptionSpec& s) { return std::string(s.name); })
       .def_property_readonly("help", [](const OptionSpec& s) { return std::string(s.help); })
-      .def_readonly("default", &OptionSpec::default_value)
-      .def_readonly("min", &OptionSpec::min)
-      .def_readonly("max", &OptionSpec::max)
-      .def_readonly("integer", &OptionSpec::integer)
+      .def_property_readonly(
+          "kind", [](const OptionSpec& s) { return kind_name(s.kind); },
+          "'real', 'integer' or 'flag' (True/False in Python, 0/1 on the command line)")
+      .def_property_readonly("default", [](const OptionSpec& s) { return typed_value(s, s.default_value); })
+      .def_property_readonly(
+          "min", [](const OptionSpec& s) { return typed_value(s, s.kind == OptionKind::kFlag ? 0 : s.min); })
+      .def_property_readonly(
+          "max", [](const OptionSpec& s) { return typed_value(s, s.kind == OptionKind::kFlag ? 1 : s.max); })
       .def("__repr__", [](const OptionSpec& s) {
         return fmt::format("OptionSpec({}, default {}, {})", s.name, s.default_text(), s.range_text());
       });
@@ -85,13 +113,14 @@ void bind_planners(py::module_& m) {
       .def(
           "get",
           [](const PlannerOptions& o, const std::string& name) {
-            return o.get(find_planner_option(option_name(name)));
+            const OptionSpec& spec = find_planner_option(option_name(name));
+            return typed_value(spec, o.get(spec));
           },
           py::arg("name"), "The option's value (its default when unset).")
       .def("__getattr__",
            [](const PlannerOptions& o, const std::string& name) {
              for (const auto& spec : planner_option_specs()) {
-               if (spec.name == option_name(name)) return o.get(spec);
+               if (spec.name == option_name(name)) return typed_value(spec, o.get(spec));
              }
              throw py::attribute_error(fmt::format("PlannerOptions has no option '{}'", name));
            })
@@ -99,11 +128,18 @@ void bind_planners(py::module_& m) {
           "values",
           [](const PlannerOptions& o) {
             py::dict out;
-            for (const auto& spec : planner_option_specs()) out[py::str(std::string(spec.name))] = o.get(spec);
+            for (const auto& spec : planner_option_specs()) {
+              out[py::str(std::string(spec.name))] = typed_value(spec, o.get(spec));
+            }
             return out;
           },
           "Every option's value by its CLI name, defaults included.");
-  m.def("planner_options", &planner_option_specs, "Every planner option (name, help, default, range), once each.");
+  m.def("planner_options", &planner_option_specs,
+        "Every planner option (name, kind, help, default, range), once each.");
+  m.def(
+      "planner_options_schema",
+      [] { return py::module_::import("json").attr("loads")(planner_options_schema().dump()); },
+      "The JSON Schema of the options a plan report writes (docs/schemas/plan.schema.json holds it).");
 
   py::class_<PlannerCapabilities>(m, "PlannerCapabilities")
       .def_readonly("moves_attention", &PlannerCapabilities::moves_attention)

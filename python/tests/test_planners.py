@@ -1,3 +1,5 @@
+import json
+import pathlib
 import threading
 import time
 
@@ -93,11 +95,25 @@ def test_every_planner_option_is_settable_from_python(model):
     specs = fulcrum.planner_options()
     names = {s.name for s in specs}
     assert {"tolerance", "granularity", "cp-degree", "wlb-token-cap", "dcp-block", "dcp-divisions"} <= names
+    kinds = {"real": float, "integer": int, "flag": bool}
     for spec in specs:
-        value = spec.max if spec.integer else (spec.min + spec.max) / 2
+        value = {"real": (spec.min + spec.max) / 2, "integer": spec.max, "flag": not spec.default}[spec.kind]
         options = fulcrum.PlannerOptions(model, **{spec.name.replace("-", "_"): value})
         assert options.get(spec.name) == value and options.values[spec.name] == value
+        # Each value reads back as its kind: a float, an int, or a bool for a flag.
+        assert type(options.get(spec.name)) is kinds[spec.kind], spec.name
         assert getattr(fulcrum.PlannerOptions(model), spec.name.replace("-", "_")) == spec.default
+    assert {s.name for s in specs if s.kind == "flag"} == {"partial-kv", "rehome", "mtraining-hierarchical"}
+    with pytest.raises(fulcrum.InputError, match="partial-kv = 2: must be 0 \\(off\\) or 1 \\(on\\)"):
+        fulcrum.PlannerOptions(model, partial_kv=2)
+
+
+def test_the_committed_plan_schema_holds_the_generated_option_schema():
+    # docs/schemas/plan.schema.json's options are generated from the declarations; after changing an option,
+    # write fulcrum.planner_options_schema() there (json.dumps(..., indent=2)).
+    root = pathlib.Path(__file__).resolve().parents[2]
+    schema = json.loads((root / "docs" / "schemas" / "plan.schema.json").read_text())
+    assert schema["properties"]["config"]["properties"]["options"] == fulcrum.planner_options_schema()
 
 
 @pytest.mark.timing

@@ -8,12 +8,14 @@
 namespace fulcrum {
 
 void OptionSpec::check(double value) const {
-  const bool whole = !integer || std::floor(value) == value;
-  if (!(value >= min && value <= max) || !whole) fail("{} = {}: must be {}", name, value, range_text());
+  const bool in_range = kind == OptionKind::kFlag ? value == 0 || value == 1 : value >= min && value <= max;
+  const bool is_whole = !whole() || std::floor(value) == value;
+  if (!in_range || !is_whole) fail("{} = {}: must be {}", name, value, range_text());
 }
 
 std::string OptionSpec::range_text() const {
-  return fmt::format("{}in [{}, {}]{}", integer ? "a whole number " : "", min, max,
+  if (kind == OptionKind::kFlag) return "0 (off) or 1 (on)";
+  return fmt::format("{}in [{}, {}]{}", whole() ? "a whole number " : "", min, max,
                      at_most_tokens_per_rank ? ", at most tokens-per-rank" : "");
 }
 
@@ -26,18 +28,35 @@ PlannerOptions& PlannerOptions::set(std::string_view name, double value) {
 }
 
 double PlannerOptions::get(const OptionSpec& spec) const {
+  if (reads_) {
+    const std::lock_guard lock(reads_->mutex);
+    reads_->names.emplace(spec.name);
+  }
   const auto it = values_.find(spec.name);
   return it == values_.end() ? spec.default_value : it->second;
 }
 
 int PlannerOptions::get_int(const OptionSpec& spec) const {
-  FULCRUM_CHECK(spec.integer && spec.max <= 2147483647.0, "option {} is not an int", spec.name);
+  FULCRUM_CHECK(spec.kind == OptionKind::kInteger && spec.max <= 2147483647.0, "option {} is not an int", spec.name);
   return static_cast<int>(get(spec));
 }
 
+bool PlannerOptions::get_flag(const OptionSpec& spec) const {
+  FULCRUM_CHECK(spec.kind == OptionKind::kFlag, "option {} is not a flag", spec.name);
+  return get(spec) == 1;
+}
+
 Tokens PlannerOptions::get_tokens(const OptionSpec& spec) const {
-  FULCRUM_CHECK(spec.integer, "option {} is not a whole number", spec.name);
+  FULCRUM_CHECK(spec.kind == OptionKind::kInteger, "option {} is not a whole number", spec.name);
   return static_cast<Tokens>(get(spec));
+}
+
+void PlannerOptions::record_reads() { reads_ = std::make_shared<ReadLog>(); }
+
+std::set<std::string> PlannerOptions::options_read() const {
+  if (!reads_) return {};
+  const std::lock_guard lock(reads_->mutex);
+  return reads_->names;
 }
 
 void PlannerOptions::validate() const {

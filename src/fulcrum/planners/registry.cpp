@@ -22,8 +22,8 @@ void check_shared_options(const std::vector<PlannerRegistration>& registry) {
     for (const auto& a : registry[i].options) {
       for (std::size_t j = 0; j < i; ++j) {
         for (const auto& b : registry[j].options) {
-          FULCRUM_CHECK(a.name != b.name || (a.help == b.help && a.default_value == b.default_value && a.min == b.min &&
-                                             a.max == b.max && a.integer == b.integer),
+          FULCRUM_CHECK(a.name != b.name || (a.help == b.help && a.kind == b.kind &&
+                                             a.default_value == b.default_value && a.min == b.min && a.max == b.max),
                         "planners {} and {} declare option {} differently", registry[j].name, registry[i].name, a.name);
         }
       }

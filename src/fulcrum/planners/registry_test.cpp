@@ -72,6 +72,44 @@ TEST(PlannerRegistry, OptionsAreDeclaredOnceWithSaneDefaults) {
   EXPECT_EQ(readers, 2);
 }
 
+// Every option a planner declares is read when it plans, and it reads no option it does not declare (its
+// --help would not list it): an option declared and never read, or read under another planner's name, fails.
+TEST(PlannerRegistry, EachPlannerReadsExactlyTheOptionsItDeclares) {
+  for (const auto& r : planner_registry()) {
+    PlannerOptions options;
+    options.model = model_shape_preset("tiny");
+    options.set("cp-degree", 2);  // planners with CP groups plan the 4 ranks as two groups
+    options.record_reads();
+    const auto planner = make_planner(r.name, options);
+    const Tokens length = std::max<Tokens>(1024, planner->document_length_multiple(4));
+    const Batch batch = batch_from_rank_layout({{length}, {length}, {length}, {length}}, length, MaskSpec::causal());
+    (void)planner->plan(batch);
+    std::set<std::string> declared;
+    for (const auto& o : r.options) declared.emplace(o.name);
+    EXPECT_EQ(options.options_read(), declared) << r.name;
+  }
+}
+
+TEST(PlannerRegistry, OptionKindsCheckTheirValues) {
+  const OptionSpec& flag = find_planner_option("partial-kv");
+  EXPECT_EQ(flag.kind, OptionKind::kFlag);
+  EXPECT_EQ(flag.range_text(), "0 (off) or 1 (on)");
+  EXPECT_NO_THROW(flag.check(0));
+  EXPECT_NO_THROW(flag.check(1));
+  EXPECT_THROW(flag.check(0.5), Error);
+  EXPECT_THROW(flag.check(2), Error);
+  PlannerOptions o;
+  EXPECT_FALSE(o.get_flag(flag));
+  EXPECT_TRUE(o.set("partial-kv", 1).get_flag(flag));
+  EXPECT_THROW((void)o.get_flag(find_planner_option("tolerance")), Error);  // not a flag: an internal error
+  EXPECT_THROW(find_planner_option("dcp-divisions").check(2.5), Error);
+  for (const auto& spec : planner_option_specs()) {
+    if (spec.kind == OptionKind::kFlag) {
+      EXPECT_TRUE(spec.default_value == 0 || spec.default_value == 1) << spec.name;
+    }
+  }
+}
+
 TEST(PlannerRegistry, OptionsKeepTheirValues) {
   PlannerOptions o;
   const OptionSpec& block = find_planner_option("dcp-block");

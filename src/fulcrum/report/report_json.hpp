@@ -2,7 +2,7 @@
 // expect them (snake_case keys, whole-number options as integers).
 #pragma once
 
-#include "fulcrum/planners/options.hpp"
+#include "fulcrum/planners/options_json.hpp"  // planner_options_json, which reports write
 
 #include <nlohmann/json.hpp>
 
@@ -19,8 +19,5 @@ nlohmann::json report_object();
 
 /// A count the engine sums in a double (bytes moved: exact below 2^53) as the JSON integer it is.
 std::int64_t whole(double count);
-
-/// Every planner option by name with `_` for `-` ("dcp_block"); options declared whole as JSON integers.
-nlohmann::json planner_options_json(const PlannerOptions& options);
 
 }  // namespace fulcrum

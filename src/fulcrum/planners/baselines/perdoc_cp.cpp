@@ -8,8 +8,12 @@
 namespace fulcrum {
 
 const OptionSpec& cp_degree_option() {
-  static const OptionSpec spec{
-      "cp-degree", "perdoc-cp, wlb: ranks per context-parallel group (0: perdoc-cp 8, wlb 1)", 0, 0, 1 << 20, true};
+  static const OptionSpec spec{.name = "cp-degree",
+                               .help = "perdoc-cp, wlb: ranks per context-parallel group (0: perdoc-cp 8, wlb 1)",
+                               .kind = OptionKind::kInteger,
+                               .default_value = 0,
+                               .min = 0,
+                               .max = 1 << 20};
   return spec;
 }
 

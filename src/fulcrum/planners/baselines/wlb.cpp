@@ -10,8 +10,11 @@ namespace fulcrum {
 
 namespace {
 
-const OptionSpec kTokenCap{"wlb-token-cap", "wlb: micro-batch token cap S_max, in units of tokens-per-rank", 1.5, 1,
-                           1000};
+const OptionSpec kTokenCap{.name = "wlb-token-cap",
+                           .help = "wlb: micro-batch token cap S_max, in units of tokens-per-rank",
+                           .default_value = 1.5,
+                           .min = 1,
+                           .max = 1000};
 
 }  // namespace
 

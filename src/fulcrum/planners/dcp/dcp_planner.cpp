@@ -13,20 +13,37 @@ namespace fulcrum {
 
 namespace {
 
-const OptionSpec kBlock{"dcp-block", "DCP: tokens per data block", 1024, 1, 1 << 24, true};
-const OptionSpec kEpsilonMachines{"dcp-epsilon-machines", "DCP: balance slack of the partition across machines", 0.4, 0,
-                                  10};
-const OptionSpec kEpsilonDevices{"dcp-epsilon-devices", "DCP: balance slack across the devices of a machine", 0.1, 0,
-                                 10};
-const OptionSpec kDivisions{"dcp-divisions", "DCP: ordered divisions whose traffic overlaps compute", 4, 1, 64, true};
+const OptionSpec kBlock{.name = "dcp-block",
+                        .help = "DCP: tokens per data block",
+                        .kind = OptionKind::kInteger,
+                        .default_value = 1024,
+                        .min = 1,
+                        .max = 1 << 24};
+const OptionSpec kEpsilonMachines{.name = "dcp-epsilon-machines",
+                                  .help = "DCP: balance slack of the partition across machines",
+                                  .default_value = 0.4,
+                                  .min = 0,
+                                  .max = 10};
+const OptionSpec kEpsilonDevices{.name = "dcp-epsilon-devices",
+                                 .help = "DCP: balance slack across the devices of a machine",
+                                 .default_value = 0.1,
+                                 .min = 0,
+                                 .max = 10};
+const OptionSpec kDivisions{.name = "dcp-divisions",
+                            .help = "DCP: ordered divisions whose traffic overlaps compute",
+                            .kind = OptionKind::kInteger,
+                            .default_value = 4,
+                            .min = 1,
+                            .max = 64};
 // The range's top is a bound on any model's heads; the model's own kv heads are checked by the planner
 // (check_head_blocks), since the options do not know the model when a flag is parsed.
-const OptionSpec kHeadBlocks{"dcp-head-blocks",
-                             "DCP: head blocks per computation block (must divide the model's kv heads; 1: all heads)",
-                             1,
-                             1,
-                             1024,
-                             true};
+const OptionSpec kHeadBlocks{
+    .name = "dcp-head-blocks",
+    .help = "DCP: head blocks per computation block (must divide the model's kv heads; 1: all heads)",
+    .kind = OptionKind::kInteger,
+    .default_value = 1,
+    .min = 1,
+    .max = 1024};
 
 }  // namespace
 

@@ -3,9 +3,20 @@
 // greedy scheduler moves CA-task shards between servers until attention FLOPs are balanced.
 #pragma once
 
+#include "fulcrum/planners/distca/rehome.hpp"
+#include "fulcrum/planners/distca/scheduler.hpp"
 #include "fulcrum/planners/planner.hpp"
 
 namespace fulcrum {
+
+/// DistCA's options, read from their declarations (distca_planner.cpp): the scheduler's, and the re-homing
+/// pass's when `rehome` is on.
+struct DistcaOptions {
+  distca::SchedulerOptions scheduler;
+  bool rehome;
+  distca::RehomeLimits rehome_limits;
+};
+DistcaOptions distca_options(const PlannerOptions& options);
 
 class DistcaPlanner : public Planner {
  public:
@@ -16,13 +27,7 @@ class DistcaPlanner : public Planner {
 
  private:
   ModelShape model_;
-  double tolerance_;
-  Tokens granularity_;
-  double overshoot_;
-  bool partial_kv_;
-  double busiest_first_;
-  bool rehome_;
-  double rehome_bytes_;  // how far above its start the re-homing pass may take total bytes (a fraction)
+  DistcaOptions options_;
 };
 
 PlannerRegistration distca_registration();

@@ -57,7 +57,7 @@ class Rehomer {
       }
     }
     total_ = std::accumulate(traffic_.begin(), traffic_.end(), 0.0);
-    total_cap_ = total_ * (1 + limits.bytes_budget + 1e-9);  // 1e-9: rounding in the running total
+    total_cap_ = total_ * (1 + limits.rehome_bytes + 1e-9);  // 1e-9: rounding in the running total
   }
 
   const std::vector<double>& traffic() const { return traffic_; }

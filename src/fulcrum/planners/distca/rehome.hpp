@@ -10,7 +10,7 @@
 // already computes or owns part of that document. When the destination would leave the tolerance it hands
 // back items of other documents (largest first) to the item's server. A set of moves is kept only if the
 // busiest rank then moves fewer bytes, no rank it touches ends at or above that rank's old traffic, total
-// bytes stay within `bytes_budget` (a fraction) above the plan's before the pass, and both servers stay
+// bytes stay within `rehome_bytes` (a fraction) above the plan's before the pass, and both servers stay
 // within the tolerance (or no further out than before). So the maximum never rises, the total by at most
 // the budget, the FLOPs guarantee stands, and the pass ends (capped besides). The budget lets a set trade a
 // few bytes for a lower busiest rank: handing a long document's rows back to their owner can send a short
@@ -23,9 +23,10 @@
 
 namespace fulcrum::distca {
 
+/// The pass's share of DistCA's options, under their option names (declared in distca_planner.cpp).
 struct RehomeLimits {
-  double tolerance = 0.1;   // servers stay within tolerance x the mean load (or no further out than before)
-  double bytes_budget = 0;  // total bytes stay within (1 + bytes_budget) x the plan's before the pass
+  double tolerance;     // servers stay within tolerance x the mean load (or no further out than before)
+  double rehome_bytes;  // total bytes stay within (1 + rehome_bytes) x the plan's before the pass
 };
 
 /// Moves items (their `server`) and updates `load` (FLOPs per server); returns how many sets of moves

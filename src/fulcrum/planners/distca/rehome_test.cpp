@@ -43,7 +43,12 @@ TEST(DistcaRehome, NeverRaisesTheBusiestRanksOrTotalBytesPastTheBudgetAndKeepsTh
         for (const double budget : {0.0, 0.01}) {
           auto source = make_length_source(spec, static_cast<std::uint64_t>(ranks), 16384);
           const Batch batch = BatchStream([&] { return source->next(); }, ranks, 16384).next();
-          ScheduleResult result = schedule(batch, model, {tolerance, 128, 0.9, false, 0.5});
+          ScheduleResult result = schedule(batch, model,
+                                           {.tolerance = tolerance,
+                                            .granularity = 128,
+                                            .overshoot = 0.9,
+                                            .partial_kv = false,
+                                            .busiest_first = 0.5});
           const Planned before = compiled(model, batch, result.items);
           const double before_imbalance = max_over_mean(result.server_flops);
           moved += rehome_busiest_ranks(batch, model, result.items, result.server_flops, {tolerance, budget});
@@ -78,7 +83,9 @@ Rehomed rehome_natural(int ranks, std::uint64_t seed, double tolerance, double b
   const auto model = model_shape_preset("llama3-8b");
   auto source = make_length_source("pretrain", seed, 65536);
   const Batch batch = BatchStream([&] { return source->next(); }, ranks, 65536).next();
-  ScheduleResult result = schedule(batch, model, {tolerance, 128, 0.9, false, 0.5});
+  ScheduleResult result = schedule(
+      batch, model,
+      {.tolerance = tolerance, .granularity = 128, .overshoot = 0.9, .partial_kv = false, .busiest_first = 0.5});
   Rehomed r{compiled(model, batch, result.items), {}, 0};
   r.kept = rehome_busiest_ranks(batch, model, result.items, result.server_flops, {tolerance, budget});
   r.after = compiled(model, batch, result.items);

@@ -190,7 +190,7 @@ class Scheduler {
       if (c.valid && c.budget == budget && c.rows == item.rows[0] && c.keys == item.keys) return c.shard;
     }
     Shard shard =
-        best_shard(model_, batch_.documents[item.doc], item, budget, {options_.granularity, options_.key_cuts}, view);
+        best_shard(model_, batch_.documents[item.doc], item, budget, {options_.granularity, options_.partial_kv}, view);
     if (cacheable) {
       if (cache_.size() <= index) cache_.resize(index + 1);
       cache_[index] = {true, budget, item.rows[0], item.keys, shard};

@@ -18,17 +18,19 @@
 
 namespace fulcrum::distca {
 
+/// The scheduler's share of DistCA's options, under their option names. Their defaults and ranges are the
+/// declarations in distca_planner.cpp (distca_options() reads them); nothing here declares them again.
 struct SchedulerOptions {
-  double tolerance = 0.1;
-  Tokens granularity = 128;
+  double tolerance;
+  Tokens granularity;
   /// How far past the mean a move may fill its destination, as a fraction of tolerance x mean (0: to
   /// the mean, the paper's ΔFmax; below 1, so every destination stays inside the tolerance).
-  double overshoot = 0.9;
+  double overshoot;
   /// Also move partial-K/V shards: an item's rows against a prefix or suffix of its keys (shard.hpp).
-  bool key_cuts = false;
+  bool partial_kv;
   /// A move takes the most loaded server's best shard instead of the best shard of any server when its
   /// FLOPs per byte is at least this fraction of the best's (1: only the best, the paper's rule).
-  double busiest_first = 0.5;
+  double busiest_first;
 };
 
 struct ScheduleResult {

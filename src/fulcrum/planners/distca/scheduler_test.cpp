@@ -71,7 +71,12 @@ TEST(DistcaScheduler, MaxLoadIsWithinTheStatedBoundOfTheExhaustiveOptimum) {
     }
     if (blocks.size() > 14) continue;
     for (const auto& [tolerance, overshoot] : {std::pair{0.0, 0.0}, {0.1, 0.0}, {0.1, 0.9}}) {
-      const auto result = schedule(batch, model, {tolerance, kGranule, overshoot});
+      const auto result = schedule(batch, model,
+                                   {.tolerance = tolerance,
+                                    .granularity = kGranule,
+                                    .overshoot = overshoot,
+                                    .partial_kv = false,
+                                    .busiest_first = 0.5});
       const double distca = *std::max_element(result.server_flops.begin(), result.server_flops.end());
       const double opt = exhaustive_optimum(blocks, servers);
       const double largest_block = *std::max_element(blocks.begin(), blocks.end());
@@ -92,7 +97,9 @@ TEST(DistcaScheduler, ConservesFlopsAndReachesToleranceWhenGranulesAreSmall) {
   const Batch batch = pack_batch(docs, 4, 2048);
   double before = 0;
   for (const auto& item : initial_items(batch, model)) before += item.flops;
-  const auto result = schedule(batch, model, {0.05, 16});
+  const auto result =
+      schedule(batch, model,
+               {.tolerance = 0.05, .granularity = 16, .overshoot = 0.9, .partial_kv = false, .busiest_first = 0.5});
   double after = 0;
   for (const auto& item : result.items) after += item.flops;
   EXPECT_NEAR(after, before, before * 1e-12);
@@ -120,8 +127,12 @@ TEST(DistcaScheduler, OvershootSendsLongDocumentsToFewerServersAndMovesFewerByte
   auto source = make_length_source("pretrain", 1, 65536);
   const Batch batch = BatchStream([&] { return source->next(); }, 64, 65536).next();
   for (const double tolerance : {0.1, 0.02}) {
-    const ScheduleResult paper = schedule(batch, model, {tolerance, 128, 0.0, false, 1.0});
-    const ScheduleResult ours = schedule(batch, model, {tolerance, 128, 0.9, false, 1.0});
+    const ScheduleResult paper = schedule(
+        batch, model,
+        {.tolerance = tolerance, .granularity = 128, .overshoot = 0.0, .partial_kv = false, .busiest_first = 1.0});
+    const ScheduleResult ours = schedule(
+        batch, model,
+        {.tolerance = tolerance, .granularity = 128, .overshoot = 0.9, .partial_kv = false, .busiest_first = 1.0});
     EXPECT_LE(max_over_mean(ours.server_flops), 1 + tolerance + 1e-9);
     EXPECT_LE(max_over_mean(paper.server_flops), 1 + tolerance + 1e-9);
     EXPECT_LT(most_servers_of_one_document(ours), most_servers_of_one_document(paper)) << tolerance;
@@ -140,8 +151,12 @@ TEST(DistcaScheduler, BusiestFirstShedsLongDocumentsInFewerSlivers) {
   auto source = make_length_source("pretrain", 2, 65536);
   const Batch batch = BatchStream([&] { return source->next(); }, 128, 65536).next();
   const double tolerance = 0.02;
-  const ScheduleResult best_only = schedule(batch, model, {tolerance, 128, 0.9, false, 1.0});
-  const ScheduleResult busiest = schedule(batch, model, {tolerance, 128, 0.9, false, 0.5});
+  const ScheduleResult best_only = schedule(
+      batch, model,
+      {.tolerance = tolerance, .granularity = 128, .overshoot = 0.9, .partial_kv = false, .busiest_first = 1.0});
+  const ScheduleResult busiest = schedule(
+      batch, model,
+      {.tolerance = tolerance, .granularity = 128, .overshoot = 0.9, .partial_kv = false, .busiest_first = 0.5});
   EXPECT_LE(max_over_mean(busiest.server_flops), 1 + tolerance + 1e-9);
   const AssignmentStats a = plan_stats(batch, model, best_only), b = plan_stats(batch, model, busiest);
   EXPECT_LT(b.comm_bytes_max_rank, 0.8 * a.comm_bytes_max_rank);
@@ -201,7 +216,7 @@ TEST(DistcaShard, RespectsBudgetAndGranularityAndPicksTheCheapestShape) {
   Rng rng(8);
   for (int trial = 0; trial < 200; ++trial) {
     const double budget = item.flops * rng.uniform();
-    const Shard s = best_shard(model, doc, item, budget, {32}, {});
+    const Shard s = best_shard(model, doc, item, budget, {.granularity = 32, .partial_kv = false}, {});
     if (s.flops == 0) continue;
     EXPECT_LE(s.flops, budget);
     for (const auto& r : s.rows) EXPECT_EQ(r.size() % 32, 0);
@@ -230,8 +245,8 @@ TEST(DistcaShard, KeyCutsMoveAShortHeavyRowRangeForFewerBytesAndPartitionItsPair
   const Range rows{16384 - 512, 16384};
   const Item item{0, {rows, Range{}}, 0, rows_flops(model, doc, rows)};
   const double budget = item.flops / 2;
-  const Shard by_rows = best_shard(model, doc, item, budget, {128, false}, {});
-  const Shard cut = best_shard(model, doc, item, budget, {128, true}, {});
+  const Shard by_rows = best_shard(model, doc, item, budget, {.granularity = 128, .partial_kv = false}, {});
+  const Shard cut = best_shard(model, doc, item, budget, {.granularity = 128, .partial_kv = true}, {});
   ASSERT_TRUE(cut.key_cut);
   EXPECT_FALSE(by_rows.key_cut);
   EXPECT_LT(cut.bytes / cut.flops, 0.75 * by_rows.bytes / by_rows.flops);
@@ -255,7 +270,8 @@ TEST(DistcaShard, KeyCutsTakeTheKeysTheDestinationHolds) {
   RangeSet owned, keys;
   owned.add({0, 12288});
   keys.add({0, 12288});
-  const Shard cut = best_shard(model, doc, item, item.flops * 0.6, {128, true}, {&owned, &keys});
+  const Shard cut =
+      best_shard(model, doc, item, item.flops * 0.6, {.granularity = 128, .partial_kv = true}, {&owned, &keys});
   ASSERT_TRUE(cut.key_cut);
   EXPECT_EQ(cut.keys.begin, 0);
   EXPECT_LE(cut.keys.end, 12288);
@@ -299,7 +315,7 @@ TEST(DistcaShard, TakesTheWholeItemWhenItFits) {
   const auto model = model_shape_preset("tiny");
   const Document doc{0, 100, MaskSpec::causal()};
   const Item item{0, {Range{10, 60}, Range{}}, 0, rows_flops(model, doc, {10, 60})};
-  const Shard s = best_shard(model, doc, item, item.flops, {128}, {});
+  const Shard s = best_shard(model, doc, item, item.flops, {.granularity = 128, .partial_kv = false}, {});
   EXPECT_TRUE(s.whole_item);
   EXPECT_EQ(s.rows[0], (Range{10, 60}));
 }

@@ -93,7 +93,7 @@ Shard best_shard(const ModelShape& model, const Document& doc, const Item& item,
                                   make({}, {r.end - t, r.end}, keys, false, false),
                                   make({r.begin, r.begin + p}, {r.end - p, r.end}, keys, false, false)};
   std::size_t count = 3;
-  if (rules.key_cuts) {
+  if (rules.partial_kv) {
     // The keys the rows see, in the item's range; a cut leaves the item at least one granule of them.
     const std::array<Range, 1> rows{r};
     const Range seen = intersect(visible_key_hull(doc, rows), keys);

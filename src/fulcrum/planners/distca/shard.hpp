@@ -42,8 +42,8 @@ double shard_bytes(const Document& doc, const std::array<Range, 2>& rows, const 
                    const DestinationView& dest, Range keys = Item::kAllKeys);
 
 struct ShardRules {
-  Tokens granularity = 128;  // rows (and keys of a key cut) come in multiples of this
-  bool key_cuts = false;     // also try the partial-K/V shapes
+  Tokens granularity;  // rows (and keys of a key cut) come in multiples of this
+  bool partial_kv;     // also try the partial-K/V shapes (key cuts)
 };
 
 /// The cheapest shard of `item` (contiguous) carrying at most `budget_flops`, or a Shard with

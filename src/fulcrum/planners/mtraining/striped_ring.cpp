@@ -5,18 +5,17 @@
 namespace fulcrum {
 namespace {
 
-const OptionSpec kBlock{"mtraining-block",
-                        "mtraining: tokens per stripe G (must divide each rank's tokens of every document)",
-                        64,
-                        1,
-                        1 << 20,
-                        true};
-const OptionSpec kHierarchical{"mtraining-hierarchical",
-                               "mtraining: 1: inner ring per machine, outer ring across machines; 0: one flat ring",
-                               1,
-                               0,
-                               1,
-                               true};
+const OptionSpec kBlock{.name = "mtraining-block",
+                        .help = "mtraining: tokens per stripe G (must divide each rank's tokens of every document)",
+                        .kind = OptionKind::kInteger,
+                        .default_value = 64,
+                        .min = 1,
+                        .max = 1 << 20};
+const OptionSpec kHierarchical{
+    .name = "mtraining-hierarchical",
+    .help = "mtraining: 1: inner ring per machine, outer ring across machines; 0: one flat ring",
+    .kind = OptionKind::kFlag,
+    .default_value = 1};
 
 }  // namespace
 
@@ -85,7 +84,7 @@ PlannerRegistration mtraining_registration() {
           .options = {kBlock, kHierarchical},
           .make = [](const PlannerOptions& o) {
             return std::make_unique<StripedRingPlanner>(o.get_tokens(kBlock), kBlock.name,
-                                                        o.get_int(kHierarchical) != 0 ? o.devices_per_machine : 0);
+                                                        o.get_flag(kHierarchical) ? o.devices_per_machine : 0);
           }};
 }
 
