@@ -42,7 +42,7 @@ inline constexpr float kNegInf = -__builtin_inff();
 // accumulators its register file holds, kBlockRows rows of kBlockVecs vectors, for the tile products
 // and the estimator's logit product (16 registers on SSE2 and AVX2, 32 on AVX-512). GCC lowers vectors
 // wider than the ISA's registers through the stack: 16-float vectors on AVX2 ran the kernels at half the
-// SSE2 version's speed (docs/performance.md). The width and the blocking change which
+// SSE2 version's speed (docs/decisions/0004-simd-three-isas.md). The width and the blocking change which
 // products run together, not any sum's order; the versions' results differ only where AVX2 and AVX-512
 // fuse a multiply and an add that SSE2 rounds apart.
 struct Baseline : Lanes<4> {

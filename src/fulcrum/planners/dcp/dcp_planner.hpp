@@ -30,7 +30,7 @@ class DcpPlanner : public Planner {
 /// faster than the blocks (coarsening rates every pin of a vertex's nets, and a document of n blocks has
 /// nets of n pins): 64 ranks x 2^20 tokens at block 1024 ran for over 10 minutes (256 ranks: out of
 /// memory), while near the bounds it plans in seconds: the same batch at block 16384 in 8.5 s of CPU, one
-/// document of 256 blocks in 6.2 s, release build (docs/performance.md, "Scale (issue 18 item 7)").
+/// document of 256 blocks in 6.2 s, release build (docs/performance.md, "Scale").
 inline constexpr double kDcpMaxComputeBlocks = 131072;  // non-empty tiles x head blocks
 inline constexpr Tokens kDcpMaxDocumentBlocks = 256;    // blocks of the longest document
 

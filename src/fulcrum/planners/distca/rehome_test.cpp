@@ -94,7 +94,7 @@ Rehomed rehome_natural(int ranks, std::uint64_t seed, double tolerance, double b
 }
 
 TEST(DistcaRehome, TakesTheBusiestRanksTrafficDownOnANaturalBatch) {
-  // 128 ranks, seed 1, ε 0.1, no byte budget (docs/performance.md): traffic imbalance 1.95 -> 1.65
+  // 128 ranks, seed 1, ε 0.1, no byte budget (docs/results/2026-11-distca-traffic.md): traffic imbalance 1.95 -> 1.65
   // measured, total bytes slightly lower.
   const Rehomed r = rehome_natural(128, 1, 0.1, 0);
   EXPECT_GT(r.kept, 0);
@@ -103,7 +103,7 @@ TEST(DistcaRehome, TakesTheBusiestRanksTrafficDownOnANaturalBatch) {
 }
 
 TEST(DistcaRehome, ABytesBudgetLetsItTakeTheBusiestRankFurtherDown) {
-  // 512 ranks, seed 1, ε 0.02 (docs/performance.md): without a budget the busiest rank stays where the loop
+  // 512 ranks, seed 1, ε 0.02 (docs/results/2026-11-distca-traffic.md): without a budget the busiest rank stays where the loop
   // left it (2.27x the mean); with 1% more bytes allowed it falls to 2.02x, and the total rises 0.1%.
   const Rehomed none = rehome_natural(512, 1, 0.02, 0);
   const Rehomed some = rehome_natural(512, 1, 0.02, 0.01);

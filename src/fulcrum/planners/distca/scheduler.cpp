@@ -127,7 +127,7 @@ class Scheduler {
   // busiest_first x the best's, so that the long documents' owners shed to the large deficits in a few
   // large shards. Taking only the best E leaves them a surplus that the last, small deficits take as
   // slivers, each needing nearly the whole document's K/V from the same owners (at 512 ranks and ε 0.02,
-  // 12-14 servers of one 120K-token document, most of them slivers; docs/performance.md).
+  // 12-14 servers of one 120K-token document, most of them slivers; docs/results/2026-11-distca-traffic.md).
   bool move_best_candidate_to(int d) {
     const int busiest = options_.busiest_first < 1
                             ? static_cast<int>(std::max_element(load_.begin(), load_.end()) - load_.begin())
