@@ -115,15 +115,15 @@ class Recorder:
 
 
 def launch_index(step: ft.StepPlan) -> dict[tuple[str, str, int, int, int], int]:
-    """(pass, side, rank, peer, tag) -> the id of the launch on ``rank`` that posts that side of the message."""
+    """(pass, side, rank, peer, tag) -> the id of the launch on ``rank`` that posts that side of the transfer (both
+    sides of a transfer carry the same messages, so the same first tag: the plan's posting order)."""
     index = {}
     for pass_, plan in (("forward", step._forward), ("backward", step._backward)):
         for program in plan.programs:
             for i in program.instructions:
                 if type(i).__name__ == "Launch":
-                    for side, messages in (("send", i.sends), ("receive", i.receives)):
-                        for m in messages:
-                            index[pass_, side, program.rank, m.peer, m.tag] = i.id
+                    for t in i.transfers:
+                        index[pass_, "send" if t.send else "receive", program.rank, t.peer, t.tag] = i.id
     return index
 
 
@@ -144,11 +144,10 @@ def exposed_seconds(rank: int, events_by_rank: list[list[tuple[float, str]]], st
         plan = steps[nano]._forward if pass_ == "forward" else steps[nano]._backward
         mine = next(i for i in plan.programs[rank].instructions if type(i).__name__ == "Launch" and i.id == int(launch))
         ready = started[label, launch]
-        # A message this rank sends is received by the peer's launch that receives it, and the reverse.
-        for peer_side, messages in (("receive", mine.sends), ("send", mine.receives)):
-            for m in messages:
-                peer_launch = indexes[nano][pass_, peer_side, m.peer, rank, m.tag]
-                ready = max(ready, posted[m.peer][f"{label} launch {peer_launch}"])
+        # A transfer this rank sends is received by the peer's launch that receives it, and the reverse.
+        for t in mine.transfers:
+            peer_launch = indexes[nano][pass_, "receive" if t.send else "send", t.peer, rank, t.tag]
+            ready = max(ready, posted[t.peer][f"{label} launch {peer_launch}"])
         total += max(0.0, t - ready)
     return total
 

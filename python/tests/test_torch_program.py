@@ -1,7 +1,9 @@
-"""The Plan as fulcrum.torch reads it: every planner's Programs parse, and their wire order suits NCCL.
+"""The Plan as fulcrum.torch reads it: every planner's Programs parse, and what they post suits NCCL.
 
 NCCL matches a rank pair's sends and receives by posting order, and runs one rank's launches in order
-on one stream. Both are checked here on every planner's forward and backward plans, symbolically.
+on one stream. The posting order is the plan's (plan/program.hpp, CommLaunch; verify_plan checks it); here
+the transfers fulcrum.torch reads from it are checked to agree on both sides, and the Programs to finish
+launch by launch, on every planner's forward and backward plans, symbolically.
 """
 from __future__ import annotations
 
@@ -41,8 +43,7 @@ def plans(ranks: int):
         assignment = made.plan(whole_stripes(made, batch))
         for mode in ("pingpong", "single-stream"):
             for pass_ in ("forward", "backward"):
-                yield f"{planner}/{mode}/{pass_}", parse_plan(fulcrum.compile_plan(assignment, model_shape(), pass_,
-                                                                                    mode))
+                yield f"{planner}/{mode}/{pass_}", fulcrum.compile_plan(assignment, model_shape(), pass_, mode)
 
 
 def posted(plan: ParsedPlan, sends: bool) -> dict[tuple[int, int], list[tuple[int, int]]]:
@@ -103,10 +104,12 @@ def in_order_stall(plan: ParsedPlan) -> str | None:
 @pytest.mark.parametrize("ranks", [2, 4])
 def test_both_sides_of_every_rank_pair_post_the_same_transfers_in_the_same_order(ranks):
     count = 0
-    for name, plan in plans(ranks):
+    for name, compiled in plans(ranks):
+        plan = parse_plan(compiled)
         sent, received = posted(plan, True), posted(plan, False)
         assert sent == received, name
-        messages = sum(len(i.sends) for p in plan.programs for i in p.instructions if isinstance(i, Launch))
+        messages = sum(len(i["sends"]) for p in compiled.to_dict()["programs"] for i in p["instructions"]
+                       if i["op"] == "launch")
         packed = sum(len(t.slices) for p in plan.programs for i in p.instructions if isinstance(i, Launch)
                      for t in i.transfers if t.send)
         assert packed == messages, name
@@ -116,18 +119,52 @@ def test_both_sides_of_every_rank_pair_post_the_same_transfers_in_the_same_order
 
 @pytest.mark.parametrize("ranks", [2, 4])
 def test_programs_finish_when_each_rank_completes_its_launches_in_order(ranks):
-    for name, plan in plans(ranks):
-        assert in_order_stall(plan) is None, name
+    for name, compiled in plans(ranks):
+        assert in_order_stall(parse_plan(compiled)) is None, name
 
 
 def test_in_order_stall_finds_launches_crossed_between_two_ranks():
     """The checker can fail: each rank first sends, then receives what the other sent first, and waits for
     the receive. Independent launches (gloo, MPI) finish; in launch order neither send can complete."""
-    _, plan = next(plans(2))
+    plan = parse_plan(next(plans(2))[1])
 
     def program(rank: int):
-        first = Launch(0, "dispatch", (), (), (Transfer(True, 1 - rank, rank, ()),))
-        second = Launch(1, "dispatch", (), (), (Transfer(False, 1 - rank, 1 - rank, ()),))
+        first = Launch(0, "dispatch", (Transfer(True, 1 - rank, rank, ()),))
+        second = Launch(1, "dispatch", (Transfer(False, 1 - rank, 1 - rank, ()),))
         return replace(plan.programs[rank], instructions=(first, second, Wait(1), Wait(0)))
 
     assert in_order_stall(replace(plan, programs=(program(0), program(1)))) is not None
+
+
+def test_a_plan_whose_posting_order_is_wrong_fails_verify_plan_and_is_not_parsed():
+    """Two sends to one peer swapped in one launch: tags still match (gloo would run it), but NCCL would pair
+    each with the other's receive. verify_plan refuses it, and so does fulcrum.torch, for that reason only;
+    swapping the peer's receives too is an order both sides agree on, which both accept."""
+    data = next(plans(2))[1].to_dict()
+    swapped = None
+    for p in data["programs"]:
+        for i in p["instructions"]:
+            if i["op"] == "launch" and swapped is None:
+                peers = [m["peer"] for m in i["sends"]]
+                twice = [k for k, peer in enumerate(peers) if peers.index(peer) < k]
+                if twice:
+                    a, b = peers.index(peers[twice[0]]), twice[0]
+                    i["sends"][a], i["sends"][b] = i["sends"][b], i["sends"][a]
+                    swapped = (p["rank"], i["sends"][a]["peer"], {i["sends"][a]["tag"], i["sends"][b]["tag"]})
+    assert swapped is not None
+    src, dst, tags = swapped
+    report = fulcrum.verify_plan(fulcrum.Plan.from_dict(data))
+    assert not report.ok and len(report.errors) == 1
+    assert report.errors[0].startswith(f"posting order {src} -> {dst}: rank {src}'s send posting #"), report.errors
+    with pytest.raises(fulcrum.InputError, match=f"(?s)fails verify_plan, so it is not run: .*posting order {src} -> "):
+        parse_plan(fulcrum.Plan.from_dict(data))
+
+    for i in data["programs"][dst]["instructions"]:
+        if i["op"] == "launch":
+            at = [k for k, m in enumerate(i["receives"]) if m["peer"] == src and m["tag"] in tags]
+            if len(at) == 2:
+                i["receives"][at[0]], i["receives"][at[1]] = i["receives"][at[1]], i["receives"][at[0]]
+    agreed = fulcrum.Plan.from_dict(data)
+    assert fulcrum.verify_plan(agreed).ok
+    parsed = parse_plan(agreed)
+    assert posted(parsed, True) == posted(parsed, False)

@@ -1,9 +1,10 @@
 """CommLaunch and CommWait over a torch.distributed process group.
 
-A launch posts its transfers (program.Transfer, already in the wire order both sides derive from the
-Plan) as one ``batch_isend_irecv`` and returns at once; the matching wait completes them. Compute the
-Program places between the two overlaps the traffic. Plan rank r is group rank r; torch's P2P API takes
-global ranks, so peers are mapped once per group.
+A launch posts its transfers (program.Transfer: per peer, the launch's receives and its sends, each packed
+in the plan's posting order, on which verify_plan checks both sides of every rank pair agree) as one
+``batch_isend_irecv`` and returns at once; the matching wait completes them. Compute the Program places
+between the two overlaps the traffic. Plan rank r is group rank r; torch's P2P API takes global ranks, so
+peers are mapped once per group.
 
 A transfer of one slice sends or receives the buffer's rows in place (a row range of a token-major
 buffer is contiguous). A transfer of several slices is packed: the sender concatenates their bytes, the

@@ -1,20 +1,22 @@
 """A compiled Plan's per-rank Programs as Python objects: what fulcrum.torch's executor interprets.
 
 A Plan crosses into Python as its JSON schema (``Plan.to_dict()``, plan/serialize_json.cpp); ``parse_plan``
-turns it, once per Plan, into frozen objects that mirror the C++ IR (plan/program.hpp) one to one, plus
-one thing the C++ executor does not need: the **wire order** of every launch. MPI and gloo match a
-message by (peer, tag), but NCCL matches a peer's sends and receives by the order they are posted, so
-both sides of every rank pair must post their messages in one order that both derive from the Plan.
-Messages that one launch sends to one peer and that the peer receives in one launch are also packed into
-one transfer (one message per peer and launch pair instead of one per slice).
+turns it, once per Plan, into frozen objects that mirror the C++ IR (plan/program.hpp) one to one: plain
+data whose identity lasts as long as the plan (kernel backends key their caches on it) and whose fields
+cost a Python attribute read in the executor's loops, which objects bound from C++ would not give.
 
-Nothing here imports torch: it is plain data, checked against the plan's own invariants.
+A launch's messages are grouped as it posts them: per peer, its receives as one **transfer** and its sends
+as another, packed back to back in the plan's order. That order is the plan's **posting order**
+(plan/program.hpp, CommLaunch), which compile produces and verify_plan checks: both sides of every rank
+pair post the same messages in the same order, as NCCL, which matches by posting order, needs. Only plans
+that pass verify_plan are parsed.
+
+Nothing here imports torch.
 """
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from .. import _core
@@ -87,16 +89,10 @@ class Item:
 
 
 @dataclass(frozen=True)
-class Message:
-    peer: int
-    tag: int
-    slice: Slice
-
-
-@dataclass(frozen=True)
 class Transfer:
-    """What one launch posts for one (peer, launch pair): one send, or one receive, of ``slices`` packed
-    back to back in this order. ``tag`` is the first message's (gloo matches by it; NCCL by order)."""
+    """One posting of a launch (plan/program.hpp, CommLaunch): its sends to ``peer`` (``send``), or its receives
+    from it, as ``slices`` packed back to back in the plan's order. ``tag`` is the first message's (gloo matches
+    by it; NCCL by posting order)."""
 
     send: bool
     peer: int
@@ -108,9 +104,7 @@ class Transfer:
 class Launch:
     id: int
     kind: str  # dispatch | return
-    sends: tuple[Message, ...]
-    receives: tuple[Message, ...]
-    transfers: tuple[Transfer, ...] = ()  # the wire order: what to post, in order (parse_plan fills it)
+    transfers: tuple[Transfer, ...]  # what to post: per peer its receives, then per peer its sends
 
 
 @dataclass(frozen=True)
@@ -239,14 +233,23 @@ def _item(data: dict[str, Any]) -> Item:
     return Item(int(data["doc"]), queries, _span(data["keys"]), (int(heads[0]), int(heads[1])) if heads else None)
 
 
-def _messages(data: Iterable[dict[str, Any]]) -> tuple[Message, ...]:
-    return tuple(Message(int(m["peer"]), int(m["tag"]), _slice(m["slice"])) for m in data)
+def _transfers(data: dict[str, Any]) -> tuple[Transfer, ...]:
+    """A launch's postings: per peer (in rank order) its receives, then per peer its sends, each packing the
+    peer's messages in the plan's list order, which is the posting order."""
+    out: list[Transfer] = []
+    for send, key in ((False, "receives"), (True, "sends")):
+        by_peer: dict[int, list[dict[str, Any]]] = {}
+        for m in data[key]:
+            by_peer.setdefault(int(m["peer"]), []).append(m)
+        for peer, messages in sorted(by_peer.items()):
+            out.append(Transfer(send, peer, int(messages[0]["tag"]), tuple(_slice(m["slice"]) for m in messages)))
+    return tuple(out)
 
 
 def _instruction(data: dict[str, Any]) -> Instruction:
     op = data["op"]
     if op == "launch":
-        return Launch(int(data["id"]), data["kind"], _messages(data["sends"]), _messages(data["receives"]))
+        return Launch(int(data["id"]), data["kind"], _transfers(data))
     if op == "wait":
         return Wait(int(data["launch"]))
     if op == "attention":
@@ -268,7 +271,7 @@ def _written(instructions: Sequence[Instruction]) -> frozenset[int]:
     out: set[int] = set()
     for i in instructions:
         if isinstance(i, Launch):
-            out.update(m.slice.buffer for m in i.receives)
+            out.update(s.buffer for t in i.transfers if not t.send for s in t.slices)
         elif isinstance(i, Attention):
             out.update((i.o, i.lse))
         elif isinstance(i, AttentionBackward):
@@ -289,88 +292,28 @@ def _program(data: dict[str, Any]) -> RankProgram:
     return RankProgram(int(data["rank"]), owned, buffers, instructions, _written(instructions))
 
 
-# ---- Wire order ----
-
-
-def _wire_order(plan: ParsedPlan) -> ParsedPlan:
-    """Fills every Launch's transfers. A rank pair's messages are grouped by (sender launch, receiver
-    launch) and each group is packed into one transfer, ordered by tag inside. Both sides post a pair's
-    groups sorted by (sender launch, receiver launch): the sender in its program order, the receiver in
-    its own, and the two orders agree unless a pair's messages cross (one launch earlier on the sender,
-    later on the receiver), which no order could serve and which is refused here."""
-    position: dict[tuple[int, int], int] = {}  # (rank, launch id) -> its place among the rank's launches
-    sends: dict[tuple[int, int, int], tuple[int, Slice]] = {}  # (src, dst, tag) -> (src launch, slice)
-    receives: dict[tuple[int, int, int], tuple[int, Slice]] = {}
-    for p in plan.programs:
-        launches = [i for i in p.instructions if isinstance(i, Launch)]
-        for index, i in enumerate(launches):
-            position[p.rank, i.id] = index
-            for out, messages, sending in ((sends, i.sends, True), (receives, i.receives, False)):
-                for m in messages:
-                    if not 0 <= m.peer < plan.ranks or m.peer == p.rank:
-                        raise _core.Error(f"plan: rank {p.rank} launch {i.id}: peer {m.peer} is not another rank")
-                    key = (p.rank, m.peer, m.tag) if sending else (m.peer, p.rank, m.tag)
-                    if key in out:
-                        raise _core.Error(f"plan: two messages from rank {key[0]} to rank {key[1]} carry tag {key[2]}")
-                    out[key] = (i.id, m.slice)
-    if sends.keys() != receives.keys():
-        src, dst, tag = sorted(sends.keys() ^ receives.keys())[0]
-        raise _core.Error(f"plan: the message from rank {src} to rank {dst} with tag {tag} has only one side")
-
-    groups: dict[tuple[int, int, int, int], list[tuple[int, Slice, Slice]]] = defaultdict(list)
-    for (src, dst, tag), (send_launch, send_slice) in sends.items():
-        recv_launch, recv_slice = receives[src, dst, tag]
-        if plan.programs[src].buffers[send_slice.buffer].field != plan.programs[dst].buffers[recv_slice.buffer].field \
-                or send_slice.rows != recv_slice.rows or _head_count(send_slice) != _head_count(recv_slice):
-            raise _core.Error(f"plan: the message from rank {src} to rank {dst} with tag {tag} changes size or field")
-        groups[src, dst, send_launch, recv_launch].append((tag, send_slice, recv_slice))
-
-    by_pair: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
-    for src, dst, a, b in groups:
-        by_pair[src, dst].append((position[src, a], position[dst, b]))
-    for (src, dst), order in by_pair.items():
-        if sorted(order) != sorted(order, key=lambda ab: (ab[1], ab[0])):
-            raise _core.Error(f"plan: messages from rank {src} to rank {dst} cross launches (sent in one order, "
-                              "received in another): no posting order can serve them over NCCL")
-
-    posted: dict[tuple[int, int], list[tuple[tuple[int, int, int], Transfer]]] = defaultdict(list)
-    for (src, dst, a, b), group in groups.items():
-        group.sort(key=lambda m: m[0])
-        tag = group[0][0]
-        send = Transfer(True, dst, tag, tuple(m[1] for m in group))
-        receive = Transfer(False, src, tag, tuple(m[2] for m in group))
-        posted[src, a].append(((dst, position[dst, b], tag), send))
-        posted[dst, b].append(((src, position[src, a], tag), receive))
-
-    programs = []
-    for p in plan.programs:
-        instructions = tuple(
-            replace(i, transfers=tuple(t for _, t in sorted(posted[p.rank, i.id], key=lambda e: (e[1].send, e[0]))))
-            if isinstance(i, Launch) else i
-            for i in p.instructions)
-        programs.append(replace(p, instructions=instructions))
-    return replace(plan, programs=tuple(programs))
-
-
-def _head_count(s: Slice) -> int | None:
-    return None if s.heads is None else s.heads[1] - s.heads[0]
+def require_verified(plan: _core.Plan) -> None:
+    """Passes only plans that pass verify_plan: those from bytes or dicts are checked here (compile_plan's carry
+    the mark verify_plan sets, since verifying costs far more than compiling)."""
+    if getattr(plan, "_verified", False):
+        return
+    report = _core.verify_plan(plan)
+    if not report.ok:
+        raise _core.InputError(f"{plan.pass_} plan: fails verify_plan, so it is not run: {report.summary()}")
 
 
 def parse_plan(plan: _core.Plan) -> ParsedPlan:
-    """Every rank's Program of ``plan`` as Python objects, with the wire order of every launch."""
+    """Every rank's Program of ``plan`` as Python objects. InputError when the plan fails verify_plan."""
+    require_verified(plan)
     data = plan.to_dict()
     heads = data["heads"]
     documents = tuple(
         Document(int(d["length"]), _core.Mask(d["mask"]), tuple(_core.Mask(m) for m in d.get("head_masks", ())))
         for d in data["documents"])
-    parsed = ParsedPlan(
+    return ParsedPlan(
         pass_=data["pass"], planner=data["planner"], mode=data["mode"], q_heads=int(heads["q_heads"]),
         kv_heads=int(heads["kv_heads"]), head_dim=int(heads["head_dim"]), dtype_bytes=int(heads["dtype_bytes"]),
         documents=documents, programs=tuple(_program(p) for p in data["programs"]))
-    for rank, p in enumerate(parsed.programs):
-        if p.rank != rank:
-            raise _core.Error(f"plan: programs[{rank}] is rank {p.rank}'s")
-    return _wire_order(parsed)
 
 
 def item_runs(plan: ParsedPlan, item: Item) -> tuple[HeadRun, ...]:

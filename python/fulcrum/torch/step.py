@@ -4,19 +4,9 @@ from __future__ import annotations
 import torch
 
 from .. import _core
-from .program import Document, OwnedRows, parse_plan
+from .program import Document, OwnedRows, parse_plan, require_verified
 
 _DTYPE_BYTES = {torch.float32: 4, torch.bfloat16: 2}
-
-
-def _require_verified(plan: _core.Plan) -> None:
-    """Runs only plans that pass verify_plan: those from bytes or dicts are checked here (compile_plan's carry
-    the mark verify_plan sets, since verifying costs far more than compiling)."""
-    if getattr(plan, "_verified", False):
-        return
-    report = _core.verify_plan(plan)
-    if not report.ok:
-        raise _core.InputError(f"{plan.pass_} plan: fails verify_plan, so it is not run: {report.summary()}")
 
 
 class StepPlan:
@@ -31,7 +21,7 @@ class StepPlan:
 
     def __init__(self, forward: _core.Plan, backward: _core.Plan) -> None:
         for plan in (forward, backward):
-            _require_verified(plan)
+            require_verified(plan)
         if forward.pass_ != "forward" or backward.pass_ != "backward":
             raise _core.InputError(f"StepPlan(forward, backward): got a {forward.pass_} and a {backward.pass_} plan")
         self.forward_plan = forward

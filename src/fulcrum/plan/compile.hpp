@@ -20,6 +20,12 @@
 //    order, in the same mechanism: nano-batch i+1's dispatch is in flight while nano-batch i computes,
 //      launch D0, D1 | local 0 | wait D0 | remote 0 | launch R0 | launch D2 | local 1 | wait D1 |
 //      remote 1 | launch R1 | ... | wait D(T-1) | remote T-1 | launch R(T-1) | local T-1 | wait R*.
+//
+// Posting order (program.hpp, CommLaunch): every message is appended at once to the sender's sends and the
+// receiver's receives of the launch of one role on both sides (a nano-batch's dispatch or return; a ring
+// step's launch, compile_ring.cpp), and every rank emits those launches in the schedule's one order, so for
+// each rank pair both sides post the same messages in the same order by construction. Every planner's
+// plans are checked for it (verify_plan; planners/planner_test.cpp).
 #pragma once
 
 #include "fulcrum/plan/assignment.hpp"

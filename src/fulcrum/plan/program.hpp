@@ -5,9 +5,10 @@
 // A rank's Program is an ordered list of Instructions over the rank's named Buffers. Every buffer is
 // token-major rows of one Field (its row width and element type follow from the field and the plan's
 // HeadLayout). Communication is split in two: a CommLaunch starts sends and receives, a later CommWait
-// blocks until they are done, so compute placed between them overlaps the traffic. Ping-pong is two
-// (or more, a planner's divisions) nano-batch streams interleaved in one Program; `Instruction::stream`
-// says which one an instruction belongs to (for timelines; execution is in program order).
+// blocks until they are done, so compute placed between them overlaps the traffic; the order of a
+// launch's messages is the NCCL posting order (CommLaunch). Ping-pong is two (or more, a planner's
+// divisions) nano-batch streams interleaved in one Program; `Instruction::stream` says which one an
+// instruction belongs to (for timelines; execution is in program order).
 #pragma once
 
 #include "fulcrum/core/interval.hpp"
@@ -101,10 +102,23 @@ enum class CommKind : std::uint8_t { kDispatch, kReturn };
 const char* to_string(CommKind kind);
 CommKind parse_comm_kind(std::string_view text);
 
+/// The order of `sends` and `receives` is part of the plan: it is the **posting order**. MPI and gloo match a
+/// message by (source, tag), but NCCL pairs the k-th send rank s posts to rank d with the k-th receive d posts
+/// from s, whatever their tags. An executor over NCCL (fulcrum.torch) posts, per launch and per peer, one
+/// send: the launch's sends to that peer packed back to back in list order, and one receive: its receives
+/// from that peer, likewise. So for every ordered pair of ranks (s, d) the plan must give, as a sequence of
+/// postings:
+///   s's launches that send to d, in program order, each with the tags of its sends to d in list order,
+///   d's launches that receive from s, in program order, each with the tags of its receives from s in
+///   list order,
+/// and the two sequences must be equal: the k-th posting of each side carries the same tags in the same
+/// order (and so the same bytes, as a send and the receive of its tag have one size). `compile` emits every
+/// plan so; verify_plan checks it (posting_order_errors). The C++ executor's communicators match by tag and
+/// do not need it.
 struct CommLaunch {
-  int id = 0;  // unique within the program; named by the CommWait that completes it
-  std::vector<Message> sends;
-  std::vector<Message> receives;
+  int id = 0;                     // unique within the program; named by the CommWait that completes it
+  std::vector<Message> sends;     // in posting order (above)
+  std::vector<Message> receives;  // in posting order (above)
   CommKind kind = CommKind::kDispatch;
   friend bool operator==(const CommLaunch&, const CommLaunch&) = default;
 };

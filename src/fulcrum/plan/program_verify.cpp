@@ -9,7 +9,10 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <string>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 namespace fulcrum {
 namespace {
@@ -38,6 +41,7 @@ class PlanChecker {
     if (!report_.ok()) return std::move(report_);
     check_matching();
     if (!report_.ok()) return std::move(report_);
+    for (auto& e : posting_order_errors(plan_)) error("{}", e);
     check_coverage();
     program_labels::Machine machine(plan_, report_.errors);
     simulate(machine);
@@ -384,7 +388,59 @@ class PlanChecker {
   VerifyReport report_;
 };
 
+// One posting (program.hpp, CommLaunch): what one launch sends to, or receives from, one peer: the tags of
+// those messages in list order.
+struct Posting {
+  int launch = 0;
+  std::vector<int> tags;
+};
+
+std::string posting_text(const std::vector<Posting>& postings, std::size_t k) {
+  if (k >= postings.size()) return fmt::format("nothing (it has only {})", postings.size());
+  constexpr std::size_t kShown = 8;
+  const auto& tags = postings[k].tags;
+  std::string shown;
+  for (std::size_t i = 0; i < std::min(tags.size(), kShown); ++i) shown += fmt::format("{}{}", i ? ", " : "", tags[i]);
+  if (tags.size() > kShown) shown += fmt::format(", ... ({} tags)", tags.size());
+  return fmt::format("launch {}'s messages with tags [{}]", postings[k].launch, shown);
+}
+
 }  // namespace
+
+std::vector<std::string> posting_order_errors(const Plan& plan) {
+  using Pair = std::pair<int, int>;  // (sender, receiver)
+  std::map<Pair, std::vector<Posting>> sent, received;
+  for (const auto& p : plan.programs) {
+    for (const auto& i : p.instructions) {
+      const auto* l = std::get_if<CommLaunch>(&i.op);
+      if (!l) continue;
+      for (const bool sends : {true, false}) {
+        std::map<int, std::vector<int>> by_peer;
+        for (const auto& m : sends ? l->sends : l->receives) by_peer[m.peer].push_back(m.tag);
+        for (auto& [peer, tags] : by_peer) {
+          (sends ? sent[{p.rank, peer}] : received[{peer, p.rank}]).push_back({l->id, std::move(tags)});
+        }
+      }
+    }
+  }
+  std::set<Pair> pairs;
+  for (const auto* side : {&sent, &received}) {
+    for (const auto& entry : *side) pairs.insert(entry.first);
+  }
+  std::vector<std::string> errors;
+  for (const auto& [src, dst] : pairs) {
+    const auto& s = sent[{src, dst}];
+    const auto& r = received[{src, dst}];
+    std::size_t k = 0;
+    while (k < s.size() && k < r.size() && s[k].tags == r[k].tags) ++k;
+    if (k == s.size() && k == r.size()) continue;
+    errors.push_back(fmt::format(
+        "posting order {} -> {}: rank {}'s send posting #{} to rank {} is {}, but rank {}'s receive posting #{} from "
+        "rank {} is {}; NCCL pairs the two, so they must carry the same messages in the same order",
+        src, dst, src, k + 1, dst, posting_text(s, k), dst, k + 1, src, posting_text(r, k)));
+  }
+  return errors;
+}
 
 VerifyReport verify_plan(const Plan& plan, const Batch& batch) { return PlanChecker(plan, batch).run(); }
 

@@ -4,6 +4,9 @@
 //  - well-formed: buffer indices, slice bounds, fields of every operand, launch ids, each launch waited
 //    exactly once after it starts;
 //  - messages: every send has one receive with the same (source, destination, tag) and byte count;
+//  - posting order (program.hpp, CommLaunch): for every ordered pair of ranks, the sender's postings to
+//    the receiver and the receiver's postings from the sender are the same sequence of messages, as
+//    NCCL, which pairs sends and receives by the order they are posted, needs;
 //  - no deadlock: the ranks advance together, a wait proceeding only once every send it needs was
 //    launched and every receive its sends need was posted (so no protocol, eager or rendezvous, hangs);
 //  - data flow: nothing reads a row before it is written; every attention operand row holds exactly
@@ -18,7 +21,9 @@
 #include "fulcrum/plan/verify.hpp"
 #include "fulcrum/workload/batch.hpp"
 
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace fulcrum {
 
@@ -33,6 +38,11 @@ inline constexpr int kMaxPlanHeadDim = 1024;
 /// `batch` is the Assignment's batch the plan was compiled from (documents and token owners). Any Plan,
 /// however malformed (a decoded file), gets a report, never a crash or an exception.
 VerifyReport verify_plan(const Plan& plan, const Batch& batch);
+
+/// verify_plan's posting-order check on its own (program.hpp, CommLaunch): one error per ordered pair of
+/// ranks (s, d) whose postings differ, naming both ranks, the first posting where they part, its launch
+/// on each side and the tags it carries. Empty when the order holds. Any Plan, however malformed.
+std::vector<std::string> posting_order_errors(const Plan& plan);
 
 /// The batch a plan carries: its documents, and as segments the rows each program owns.
 Batch plan_batch(const Plan& plan);

@@ -3,8 +3,10 @@
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/plan/compile.hpp"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <limits>
 #include <string>
@@ -116,6 +118,91 @@ TEST(VerifyPlan, FindsADeadlock) {
     }
   }
   EXPECT_NE(first_error(f).find("deadlock"), std::string::npos) << first_error(f);
+}
+
+// The posting order (program.hpp, CommLaunch): a launch that sends two messages to one peer in the order
+// opposite to the one in which the peer's launch receives them still matches by tag (MPI, gloo), but NCCL
+// would pair the first send with the first receive: verify_plan refuses it, naming the ranks, the
+// launches and the tags. Swapping the receives too gives an order both sides agree on, which is valid.
+TEST(VerifyPlan, FindsSendsPostedInAnotherOrderThanTheirReceives) {
+  for (Pass pass : {Pass::kForward, Pass::kBackward}) {
+    for (CommMode mode : {CommMode::kSingleStream, CommMode::kPingPong}) {
+      Fixture f(pass, mode);
+      int src = -1, dst = -1, first = -1, second = -1;  // the two swapped messages' ranks and tags
+      mutate_first(f.plan, [&](Program& p, std::size_t i) {
+        auto* l = std::get_if<CommLaunch>(&p.instructions[i].op);
+        if (!l) return false;
+        for (std::size_t a = 0; a < l->sends.size(); ++a) {
+          for (std::size_t b = a + 1; b < l->sends.size(); ++b) {
+            if (l->sends[a].peer != l->sends[b].peer) continue;
+            std::swap(l->sends[a], l->sends[b]);
+            src = p.rank, dst = l->sends[a].peer, first = l->sends[b].tag, second = l->sends[a].tag;
+            return true;
+          }
+        }
+        return false;
+      });
+      ASSERT_GE(src, 0);
+      const auto report = verify_plan(f.plan, f.a.batch);
+      ASSERT_FALSE(report.ok());
+      EXPECT_EQ(report.errors.size(), 1u) << report.summary();  // nothing but the order is wrong
+      const std::string& error = report.errors.front();
+      EXPECT_EQ(error.rfind(fmt::format("posting order {} -> {}: rank {}'s send posting #", src, dst, src), 0), 0u)
+          << error;
+      EXPECT_NE(error.find(fmt::format("but rank {}'s receive posting #", dst)), std::string::npos) << error;
+      EXPECT_NE(error.find(fmt::format(", {}", first)), std::string::npos) << error;
+      EXPECT_EQ(posting_order_errors(f.plan), report.errors);
+
+      for (auto& in : f.plan.programs[dst].instructions) {  // the receiver agrees: a valid order again
+        auto* l = std::get_if<CommLaunch>(&in.op);
+        if (!l) continue;
+        auto at = [&](int tag) {
+          return std::find_if(l->receives.begin(), l->receives.end(),
+                              [&](const Message& m) { return m.peer == src && m.tag == tag; });
+        };
+        if (at(first) != l->receives.end() && at(second) != l->receives.end()) std::iter_swap(at(first), at(second));
+      }
+      EXPECT_TRUE(verify_plan(f.plan, f.a.batch).ok()) << verify_plan(f.plan, f.a.batch).summary();
+    }
+  }
+}
+
+// The rule on its own, on launches alone: rank 0 sends tag 0 in its first launch and tag 1 in its second.
+// Rank 1 receiving them in that order, launch for launch, is the posting order; receiving them crossed
+// (tag 1 first), or both in one launch (NCCL would pair one send of tag 0 with one receive of both, of
+// another size), is not. Errors name the pair, the posting, and each side's launch and tags.
+TEST(VerifyPlan, PostingOrderErrorsNameRanksLaunchesAndTags) {
+  auto plan_with = [](std::vector<std::vector<int>> received) {
+    Plan plan;
+    plan.programs.resize(2);
+    plan.programs[1].rank = 1;
+    for (int tag = 0; tag < 2; ++tag) {
+      plan.programs[0].instructions.push_back({CommLaunch{tag, {{1, tag, {}}}, {}}, 0});
+    }
+    for (std::size_t id = 0; id < received.size(); ++id) {
+      CommLaunch l{static_cast<int>(10 + id), {}, {}};
+      for (int tag : received[id]) l.receives.push_back({0, tag, {}});
+      plan.programs[1].instructions.push_back({l, 0});
+    }
+    return plan;
+  };
+  EXPECT_TRUE(posting_order_errors(plan_with({{0}, {1}})).empty());
+  EXPECT_EQ(posting_order_errors(plan_with({{1}, {0}})),
+            std::vector<std::string>{"posting order 0 -> 1: rank 0's send posting #1 to rank 1 is launch 0's messages "
+                                     "with tags [0], but rank 1's receive posting #1 from rank 0 is launch 10's "
+                                     "messages with tags [1]; NCCL pairs the two, so they must carry the same "
+                                     "messages in the same order"});
+  EXPECT_EQ(posting_order_errors(plan_with({{0, 1}})),
+            std::vector<std::string>{"posting order 0 -> 1: rank 0's send posting #1 to rank 1 is launch 0's messages "
+                                     "with tags [0], but rank 1's receive posting #1 from rank 0 is launch 10's "
+                                     "messages with tags [0, 1]; NCCL pairs the two, so they must carry the same "
+                                     "messages in the same order"});
+  const auto missing = posting_order_errors(plan_with({{0}}));
+  ASSERT_EQ(missing.size(), 1u);
+  EXPECT_NE(missing[0].find("send posting #2 to rank 1 is launch 1's messages with tags [1], but rank 1's receive "
+                            "posting #2 from rank 0 is nothing (it has only 1)"),
+            std::string::npos)
+      << missing[0];
 }
 
 TEST(VerifyPlan, FindsAnItemReadingTheWrongKeys) {

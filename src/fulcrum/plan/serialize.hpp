@@ -16,9 +16,9 @@
 //   {"doc", "queries": [span] or [span, span], "keys": span, "heads": [begin, end]} (the second query span
 //   is written only when it is not all zeros, "heads" only for a head range other than all heads, and
 //   "head_masks" only for a document with per-head masks).
-//   Ops: launch {id, sends, receives: [{peer, tag, slice}]}, wait {launch},
-//   attention {q, k, v, o, lse, items}, attention-backward {q, k, v, o, lse, d_o, dq, dk, dv, items},
-//   merge|sum {out, out_lse, parts, part_lse}, copy {src, dst}. Unknown keys are ignored.
+//   Ops: launch {id, sends, receives: [{peer, tag, slice}], kind} (both lists in posting order, program.hpp),
+//   wait {launch}, attention {q, k, v, o, lse, items}, attention-backward {q, k, v, o, lse, d_o, dq, dk, dv,
+//   items}, merge|sum {out, out_lse, parts, part_lse}, copy {src, dst}. Unknown keys are ignored.
 //
 // Head ranges and per-head masks are optional fields: an item's "heads": [begin, end] and a slice's two
 // head numbers only when they cover some heads, a document's "head_masks" only when its heads differ

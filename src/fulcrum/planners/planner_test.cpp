@@ -3,7 +3,9 @@
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/core/random.hpp"
 #include "fulcrum/core/sanitizer.hpp"
+#include "fulcrum/plan/compile.hpp"
 #include "fulcrum/plan/plan_test_cases.hpp"
+#include "fulcrum/plan/program_verify.hpp"
 #include "fulcrum/plan/stats.hpp"
 #include "fulcrum/plan/verify.hpp"
 #include "fulcrum/planners/baselines/wlb.hpp"
@@ -14,6 +16,8 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace fulcrum {
@@ -102,6 +106,43 @@ TEST(Planners, EveryPlanVerifiesOnAThousandRandomBatches) {
       ASSERT_TRUE(report.ok()) << name << " seed " << seed << ": " << report.summary();
     }
   }
+}
+
+// Every planner's Assignments, compiled for both passes in both schedules, keep the NCCL posting order
+// (program.hpp, CommLaunch: both sides of every rank pair post the same messages in the same order) and pass
+// verify_plan, which checks it among the rest. Fewer batches than above: verify_plan runs every Program
+// symbolically. With DistCA's partial-K/V tasks, DCP's head blocks (messages over some heads) and its
+// divisions (nano-batches beyond two).
+TEST(Planners, EveryCompiledPlanKeepsThePostingOrderAndVerifies) {
+  const auto batches = static_cast<std::uint64_t>(random_cases(24));
+  std::vector<std::pair<std::string, PlannerOptions>> configurations;
+  for (const auto& name : planner_names()) configurations.emplace_back(name, options_for());
+  configurations.emplace_back("distca", options_for().set("partial-kv", 1));
+  configurations.emplace_back("dcp", options_for().set("dcp-head-blocks", 2).set("dcp-divisions", 3));
+  int plans = 0;
+  for (const auto& [name, options] : configurations) {
+    PlannerPerCp planners(name, options);
+    const HeadLayout heads = head_layout(options.model, 2);
+    for (std::uint64_t seed = 0; seed < batches; ++seed) {
+      Batch batch = random_batch(seed);
+      Planner& planner = planners.for_batch(batch);
+      if (const Tokens multiple = planner.document_length_multiple(batch.ranks); multiple > 1) {
+        batch = testing::with_length_multiple(batch, multiple);
+      }
+      const Assignment a = planner.plan(batch);
+      for (Pass pass : {Pass::kForward, Pass::kBackward}) {
+        for (CommMode mode : {CommMode::kPingPong, CommMode::kSingleStream}) {
+          const Plan plan = compile(a, heads, pass, mode);
+          const auto where = fmt::format("{} seed {} {} {}", name, seed, to_string(pass), to_string(mode));
+          EXPECT_EQ(posting_order_errors(plan), std::vector<std::string>{}) << where;
+          const auto report = verify_plan(plan, a.batch);
+          ASSERT_TRUE(report.ok()) << where << ": " << report.summary();
+          ++plans;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(plans, static_cast<int>(configurations.size() * batches * 4));
 }
 
 // Same seed, same plan, at any thread count: sim/thread_determinism_test.cpp (it compiles and simulates too).
