@@ -185,34 +185,44 @@ void add_step_tables(JobResult& result, const Plan& forward, const Plan& backwar
 
 double JobResult::max_error() const { return *std::max_element(relative_error.begin(), relative_error.end()); }
 
-JobResult run_attention_job(const JobConfig& config, Communicator& comm) {
-  config.validate(comm.size());
-  const int rank = comm.rank();
-  const ScopedKernelThreads threads(config.threads > 0 ? config.threads
-                                                       : std::max(1, omp_get_num_procs() / comm.size()));
+namespace {
 
-  const PlannerOptions options = config.planner_options();
+// What every rank draws alike from the seed: the batch (with its estimated masks for a dynamic mask),
+// the head layout, and the token data its Q/K/V/dO come from.
+struct JobInputs {
+  Batch batch;
+  HeadLayout heads;
+  std::unique_ptr<TokenData> data;
+  std::optional<DynamicMaskStats> dynamic_stats;
+};
+
+JobInputs draw_inputs(const JobConfig& config, const PlannerOptions& options, Communicator& comm) {
   auto source = make_length_source(config.dataset, config.seed, config.tokens_per_rank);
   const auto dynamic = parse_dynamic_mask(config.mask);
   BatchStream stream([&] { return source->next(); }, comm.size(), config.tokens_per_rank,
                      dynamic ? MaskSpec::causal() : MaskSpec::parse(config.mask), config.boundary_split);
-  Batch batch = stream.next();
+  JobInputs in{stream.next(), head_layout(options.model, 4), nullptr, std::nullopt};
+  Batch& batch = in.batch;
   if (!dynamic) {
     Tokens longest = 0;
     for (const auto& d : batch.documents) longest = std::max(longest, d.length);
     check_mask_reach(MaskSpec::parse(config.mask), longest, "mask");
   }
-  const HeadLayout heads = head_layout(options.model, 4);
-  std::unique_ptr<TokenData> data;
+  // A dynamic mask is estimated from the attention itself, so its data must have a pattern to find.
   if (dynamic) {
-    data = std::make_unique<SyntheticTokenData>(config.seed, heads, batch);
+    in.data = std::make_unique<SyntheticTokenData>(config.seed, in.heads, batch);
   } else {
-    data = std::make_unique<HashedTokenData>(config.seed);
+    in.data = std::make_unique<HashedTokenData>(config.seed);
   }
-  std::optional<DynamicMaskStats> dynamic_stats;
-  if (dynamic) dynamic_stats = estimate_dynamic_masks(batch, heads, *data, *dynamic, comm);
+  if (dynamic) in.dynamic_stats = estimate_dynamic_masks(batch, in.heads, *in.data, *dynamic, comm);
+  return in;
+}
+
+// The batch's Assignment: the named planner's, verified, or for auto the candidate whose plan simulates
+// fastest (recorded in `auto_choice`).
+Assignment plan_batch(const JobConfig& config, const PlannerOptions& options, const Batch& batch,
+                      sim::AutoChoice& auto_choice) {
   Assignment a;
-  sim::AutoChoice auto_choice;
   if (config.planner == sim::kAutoSystem) {
     // Every rank chooses the same way: the simulation is deterministic.
     sim::BatchChoice choice = sim::choose_plan(batch, config.candidates, options,
@@ -223,65 +233,82 @@ JobResult run_attention_job(const JobConfig& config, Communicator& comm) {
     auto planner = make_planner(config.planner, options);
     a = plan_verified(*planner, batch);
   }
+  return a;
+}
 
-  const Plan forward = compile(a, heads, Pass::kForward, config.mode);
-  const Plan backward = compile(a, heads, Pass::kBackward, config.mode);
+struct CompiledPlans {
+  Plan forward, backward;
+};
+
+CompiledPlans compile_and_check(const JobConfig& config, const Assignment& a, const HeadLayout& heads,
+                                const Communicator& comm) {
+  CompiledPlans plans{compile(a, heads, Pass::kForward, config.mode), compile(a, heads, Pass::kBackward, config.mode)};
   // Every rank compiled the same plans, so one check is enough; a failure there aborts the job, and the
   // others wait for it at the barrier before the first pass.
   if (comm.rank() == 0) {
-    check_plan(forward, a.batch);
-    check_plan(backward, a.batch);
+    check_plan(plans.forward, a.batch);
+    check_plan(plans.backward, a.batch);
   }
-  if (!config.save_plans.empty() && comm.rank() == 0) save_plans(config, forward, backward);
+  if (!config.save_plans.empty() && comm.rank() == 0) save_plans(config, plans.forward, plans.backward);
+  return plans;
+}
 
-  JobResult result;
-  result.config = config;
-  result.ranks = comm.size();
-  result.planned_imbalance = compute_stats(a, options.model).imbalance;
-  result.packed_imbalance = placement_imbalance(batch, options.model);
-  result.tasks = a.tasks.size();
-  result.auto_choice = std::move(auto_choice);
-  result.dynamic_masks = dynamic_stats;
-  result.messages = count_messages(forward) + count_messages(backward);
-
+// One pass on filled buffers, between barriers so that every rank starts together; how long a rank then
+// waits for the slowest goes to `idle_s`.
+ExecutionResult timed_pass(const Plan& plan, RankBuffers& buffers, Communicator& comm, const ExecuteOptions& exec,
+                           std::vector<double>& idle_s) {
   comm.barrier();
+  auto result = execute(plan, buffers, comm, exec);
+  const double done = Communicator::now_s();
+  comm.barrier();
+  attribute(plan, result, comm);
+  idle_s.push_back(Communicator::now_s() - done);
+  return result;
+}
+
+// This rank's measurements over the repetitions, and the buffers of the last one (for the reference).
+struct PassRuns {
+  std::vector<RankSummary> forward, backward;
+  std::vector<double> forward_idle_s, backward_idle_s;
+  std::vector<TimelineEvent> events;  // the last repetition's, forward then backward
+  std::optional<RankBuffers> forward_buffers, backward_buffers;
+};
+
+PassRuns run_passes(const JobConfig& config, const CompiledPlans& plans, const JobInputs& in, const Batch& batch,
+                    Communicator& comm) {
+  const int rank = comm.rank();
   const ExecuteOptions exec{Communicator::now_s(), config.deterministic};
-  std::vector<RankSummary> f_runs, b_runs;
-  std::vector<double> f_idle, b_idle;
-  std::vector<TimelineEvent> events;
-  std::optional<RankBuffers> fb, bb;
+  PassRuns runs;
+  auto& fb = runs.forward_buffers;
+  auto& bb = runs.backward_buffers;
   for (int rep = 0; rep < config.repeats; ++rep) {
-    fb.emplace(forward.programs[rank], heads);
-    fill_inputs(forward, a.batch, *data, *fb);
-    comm.barrier();
-    auto fr = execute(forward, *fb, comm, exec);
-    double done = Communicator::now_s();
-    comm.barrier();
-    attribute(forward, fr, comm);
-    f_idle.push_back(Communicator::now_s() - done);
+    fb.emplace(plans.forward.programs[rank], in.heads);
+    fill_inputs(plans.forward, batch, *in.data, *fb);
+    auto fr = timed_pass(plans.forward, *fb, comm, exec, runs.forward_idle_s);
 
-    bb.emplace(backward.programs[rank], heads);
-    fill_inputs(backward, a.batch, *data, *bb);
+    bb.emplace(plans.backward.programs[rank], in.heads);
+    fill_inputs(plans.backward, batch, *in.data, *bb);
     for (const char* name : {"o", "lse"}) bb->copy_from(*fb, name);  // forward outputs, backward inputs
-    comm.barrier();
-    auto br = execute(backward, *bb, comm, exec);
-    done = Communicator::now_s();
-    comm.barrier();
-    attribute(backward, br, comm);
-    b_idle.push_back(Communicator::now_s() - done);
+    auto br = timed_pass(plans.backward, *bb, comm, exec, runs.backward_idle_s);
 
-    f_runs.push_back(fr.summary);
-    b_runs.push_back(br.summary);
+    runs.forward.push_back(fr.summary);
+    runs.backward.push_back(br.summary);
     if (rep + 1 == config.repeats) {
-      events = std::move(fr.events);
-      events.insert(events.end(), br.events.begin(), br.events.end());
+      runs.events = std::move(fr.events);
+      runs.events.insert(runs.events.end(), br.events.begin(), br.events.end());
     }
   }
+  return runs;
+}
 
-  // Errors: the largest difference and reference value per tensor over all ranks.
-  result.relative_error.fill(-1);
+// Errors: the largest difference and reference value per tensor over all ranks; -1 where not checked.
+std::array<double, 5> relative_errors(const JobConfig& config, const CompiledPlans& plans, PassRuns& runs,
+                                      const Batch& batch, const TokenData& data, Communicator& comm) {
+  std::array<double, 5> relative_error{};
+  relative_error.fill(-1);
   if (moves_data(config.mode) && config.reference != ReferenceKind::kNone) {
-    const auto parts = compare_with_reference(forward, *fb, backward, *bb, a.batch, *data, config.reference);
+    const auto parts = compare_with_reference(plans.forward, *runs.forward_buffers, plans.backward,
+                                              *runs.backward_buffers, batch, data, config.reference);
     std::vector<double> mine(parts.max_diff.begin(), parts.max_diff.end());
     mine.insert(mine.end(), parts.max_ref.begin(), parts.max_ref.end());
     const auto all = comm.all_gather(mine);
@@ -291,18 +318,21 @@ JobResult run_attention_job(const JobConfig& config, Communicator& comm) {
         diff = std::max(diff, all[r * 10 + t]);
         ref = std::max(ref, all[r * 10 + 5 + t]);
       }
-      result.relative_error[t] = ref > 0 ? diff / ref : diff;
+      relative_error[t] = ref > 0 ? diff / ref : diff;
     }
   }
+  return relative_error;
+}
 
-  // Every rank's medians and idle times.
+// Every rank's medians and idle times, into `result` on every rank.
+void gather_rank_summaries(const PassRuns& runs, Communicator& comm, JobResult& result) {
   std::vector<double> mine;
-  for (const auto& s : {median_summary(f_runs), median_summary(b_runs)}) {
+  for (const auto& s : {median_summary(runs.forward), median_summary(runs.backward)}) {
     const auto v = pack(s);
     mine.insert(mine.end(), v.begin(), v.end());
   }
-  mine.push_back(median(f_idle));
-  mine.push_back(median(b_idle));
+  mine.push_back(median(runs.forward_idle_s));
+  mine.push_back(median(runs.backward_idle_s));
   const auto all = comm.all_gather(mine);
   const std::size_t stride = mine.size();
   for (int r = 0; r < comm.size(); ++r) {
@@ -312,10 +342,39 @@ JobResult run_attention_job(const JobConfig& config, Communicator& comm) {
     result.forward_idle_s.push_back(v[2 * kSummaryFields]);
     result.backward_idle_s.push_back(v[2 * kSummaryFields + 1]);
   }
-  result.timeline = gather_timeline(events, comm);
-  add_step_tables(result, forward, backward);
-  result.forward_plan = forward;
-  result.backward_plan = backward;
+}
+
+}  // namespace
+
+JobResult run_attention_job(const JobConfig& config, Communicator& comm) {
+  config.validate(comm.size());
+  const ScopedKernelThreads threads(config.threads > 0 ? config.threads
+                                                       : std::max(1, omp_get_num_procs() / comm.size()));
+
+  const PlannerOptions options = config.planner_options();
+  const JobInputs in = draw_inputs(config, options, comm);
+  sim::AutoChoice auto_choice;
+  const Assignment a = plan_batch(config, options, in.batch, auto_choice);
+  const CompiledPlans plans = compile_and_check(config, a, in.heads, comm);
+
+  JobResult result;
+  result.config = config;
+  result.ranks = comm.size();
+  result.planned_imbalance = compute_stats(a, options.model).imbalance;
+  result.packed_imbalance = placement_imbalance(in.batch, options.model);
+  result.tasks = a.tasks.size();
+  result.auto_choice = std::move(auto_choice);
+  result.dynamic_masks = in.dynamic_stats;
+  result.messages = count_messages(plans.forward) + count_messages(plans.backward);
+
+  comm.barrier();
+  PassRuns runs = run_passes(config, plans, in, a.batch, comm);
+  result.relative_error = relative_errors(config, plans, runs, a.batch, *in.data, comm);
+  gather_rank_summaries(runs, comm, result);
+  result.timeline = gather_timeline(runs.events, comm);
+  add_step_tables(result, plans.forward, plans.backward);
+  result.forward_plan = plans.forward;
+  result.backward_plan = plans.backward;
   return result;
 }
 
