@@ -31,11 +31,11 @@ namespace {
 
 // RankSummary as numbers, for medians and all_gather; the order is the struct's.
 constexpr std::size_t kSummaryFields = 10;
-std::array<double, kSummaryFields> pack(const RankSummary& s) {
+std::array<double, kSummaryFields> encode_summary(const RankSummary& s) {
   return {s.attention_s, s.attention_cpu_s, s.other_compute_s, s.comm_s,         s.exposed_comm_s,
           s.peer_wait_s, s.total_s,         s.bytes_sent,      s.bytes_received, s.flops};
 }
-RankSummary unpack(const double* v) { return {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9]}; }
+RankSummary decode_summary(const double* v) { return {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9]}; }
 
 // Every rank's launch start times ([rank][launch id], -1 for none), then the wait attribution.
 void attribute(const Plan& plan, ExecutionResult& result, Communicator& comm) {
@@ -60,10 +60,10 @@ RankSummary median_summary(const std::vector<RankSummary>& runs) {
   for (std::size_t f = 0; f < kSummaryFields; ++f) {
     std::vector<double> values;
     values.reserve(runs.size());
-    for (const auto& r : runs) values.push_back(pack(r)[f]);
+    for (const auto& r : runs) values.push_back(encode_summary(r)[f]);
     out[f] = median(values);
   }
-  return unpack(out.data());
+  return decode_summary(out.data());
 }
 
 // Timeline events travel as numbers: names by index into this table.
@@ -75,7 +75,7 @@ Timeline gather_timeline(const std::vector<TimelineEvent>& mine, Communicator& c
   const double count = static_cast<double>(mine.size());
   const auto counts = comm.all_gather(std::span<const double>(&count, 1));
   const auto most = static_cast<std::size_t>(*std::max_element(counts.begin(), counts.end()));
-  std::vector<double> packed(most * kEventFields, -1.0);
+  std::vector<double> encoded(most * kEventFields, -1.0);
   for (std::size_t i = 0; i < mine.size(); ++i) {
     const auto& e = mine[i];
     const auto name = std::find_if(kEventNames.begin(), kEventNames.end(), [&](const char* n) { return e.name == n; }) -
@@ -88,9 +88,9 @@ Timeline gather_timeline(const std::vector<TimelineEvent>& mine, Communicator& c
                                       e.end_s,
                                       e.bytes,
                                       e.flops};
-    std::copy(row, row + kEventFields, packed.begin() + static_cast<std::ptrdiff_t>(i * kEventFields));
+    std::copy(row, row + kEventFields, encoded.begin() + static_cast<std::ptrdiff_t>(i * kEventFields));
   }
-  const auto all = comm.all_gather(packed);
+  const auto all = comm.all_gather(encoded);
   Timeline t;
   for (std::size_t i = 0; i + kEventFields <= all.size(); i += kEventFields) {
     const double* v = &all[i];
@@ -328,7 +328,7 @@ std::array<double, 5> relative_errors(const JobConfig& config, const CompiledPla
 void gather_rank_summaries(const PassRuns& runs, Communicator& comm, JobResult& result) {
   std::vector<double> mine;
   for (const auto& s : {median_summary(runs.forward), median_summary(runs.backward)}) {
-    const auto v = pack(s);
+    const auto v = encode_summary(s);
     mine.insert(mine.end(), v.begin(), v.end());
   }
   mine.push_back(median(runs.forward_idle_s));
@@ -337,8 +337,8 @@ void gather_rank_summaries(const PassRuns& runs, Communicator& comm, JobResult& 
   const std::size_t stride = mine.size();
   for (int r = 0; r < comm.size(); ++r) {
     const double* v = &all[static_cast<std::size_t>(r) * stride];
-    result.forward.push_back(unpack(v));
-    result.backward.push_back(unpack(v + kSummaryFields));
+    result.forward.push_back(decode_summary(v));
+    result.backward.push_back(decode_summary(v + kSummaryFields));
     result.forward_idle_s.push_back(v[2 * kSummaryFields]);
     result.backward_idle_s.push_back(v[2 * kSummaryFields + 1]);
   }
