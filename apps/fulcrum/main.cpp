@@ -13,18 +13,19 @@
 #include <cstdio>
 #include <exception>
 #include <new>
+#include <optional>
 #include <vector>
 
-int main(int argc, char** argv) {
-  fulcrum::cli::tie_rank_to_launcher();  // before anything else: a rank must not outlive its mpiexec
-  CLI::App app{"Fulcrum: balancing core-attention work across ranks for long-context training"};
-  app.require_subcommand(1);
-  // Each subcommand, its action, and the options that size its work (named when memory runs out).
-  struct Command {
-    CLI::App* sub;
-    fulcrum::cli::Action action;
-    const char* sized_by;
-  };
+namespace {
+
+// A subcommand, its action, and the options that size its work (named when memory runs out).
+struct Command {
+  CLI::App* sub;
+  fulcrum::cli::Action action;
+  const char* sized_by;
+};
+
+std::vector<Command> add_commands(CLI::App& app) {
   std::vector<Command> commands;
   auto plan = fulcrum::cli::add_plan_command(app);
   commands.push_back({app.get_subcommand("plan"), plan, "ranks x tokens-per-rank, or a planner's block size"});
@@ -47,11 +48,12 @@ int main(int argc, char** argv) {
   commands.push_back({app.get_subcommand("prefill"), prefill, "model, tokens or ranks"});
   auto models = fulcrum::cli::add_models_command(app);
   commands.push_back({app.get_subcommand("models"), models, "files"});
-  app.set_version_flag("--version", fulcrum::cli::version_text,
-                       "Print the version, git revision, build type, compiler and kernel ISA, then exit");
-  fulcrum::cli::add_verbosity_flags(app);
-  fulcrum::cli::reject_out_of_range_integers(app);
-  fulcrum::cli::set_command_line(argc, argv);
+  return commands;
+}
+
+// Parses the command line and checks the flags that need no subcommand. An exit code where that ends
+// the process (help, version, a parse error), nothing where the chosen subcommand is to run.
+std::optional<int> parse(CLI::App& app, int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -78,9 +80,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "fulcrum: error: %s\n", e.what());
     return 2;
   }
+  return std::nullopt;
+}
+
+// Runs the parsed subcommand, its errors mapped to exit codes with a one-line message.
+int run_parsed(const std::vector<Command>& commands) {
   const char* sized_by = "";
   try {
-    for (auto& command : commands) {
+    for (const auto& command : commands) {
       if (!command.sub->parsed()) continue;
       sized_by = command.sized_by;
       return command.action();
@@ -97,4 +104,20 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "fulcrum: error: %s\n", e.what());
     return 1;
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  fulcrum::cli::tie_rank_to_launcher();  // before anything else: a rank must not outlive its mpiexec
+  CLI::App app{"Fulcrum: balancing core-attention work across ranks for long-context training"};
+  app.require_subcommand(1);
+  const std::vector<Command> commands = add_commands(app);
+  app.set_version_flag("--version", fulcrum::cli::version_text,
+                       "Print the version, git revision, build type, compiler and kernel ISA, then exit");
+  fulcrum::cli::add_verbosity_flags(app);
+  fulcrum::cli::reject_out_of_range_integers(app);
+  fulcrum::cli::set_command_line(argc, argv);
+  if (const auto exit_code = parse(app, argc, argv)) return *exit_code;
+  return run_parsed(commands);
 }

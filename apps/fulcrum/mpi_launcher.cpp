@@ -142,6 +142,98 @@ int pump(pid_t child, int fd, runtime::LauncherStderr& filter) {
   return *status;
 }
 
+// mpiexec's command line: this binary with this process's arguments, on `ranks` ranks.
+std::vector<std::string> mpiexec_command(int ranks) {
+  std::vector<std::string> args = {FULCRUM_MPIEXEC,   "-n",        std::to_string(ranks),
+                                   "--oversubscribe", "--bind-to", "none"};
+  if (geteuid() == 0) args.emplace_back("--allow-run-as-root");  // containers and CI run as root
+  args.push_back(std::filesystem::read_symlink("/proc/self/exe").string());
+  args.insert(args.end(), command_line().begin() + 1, command_line().end());
+  return args;
+}
+
+// Verbose (--verbose, or FULCRUM_MPI_VERBOSE set and neither empty nor 0): mpiexec's stderr passes
+// through unchanged instead of through the filter.
+bool verbose_launch() {
+  const char* verbose_text = std::getenv(kVerboseVariable);
+  return verbosity() == Verbosity::kVerbose ||
+         (verbose_text != nullptr && std::string_view(verbose_text) != "" && std::string_view(verbose_text) != "0");
+}
+
+// SIGINT, SIGTERM and SIGHUP forwarded to mpiexec while it runs. Constructed before the fork: the
+// signals stay blocked until mpiexec's pid is known (unblock), so one that comes meanwhile is forwarded,
+// not lost. restore puts back the handlers and the mask found.
+class SignalForwarding {
+ public:
+  SignalForwarding() {
+    sigset_t forwarded;
+    sigemptyset(&forwarded);
+    for (int s : kForwarded) sigaddset(&forwarded, s);
+    sigprocmask(SIG_BLOCK, &forwarded, &previous_);
+    struct sigaction action {};
+    action.sa_handler = forward_to_mpiexec;
+    sigemptyset(&action.sa_mask);
+    for (std::size_t i = 0; i < kForwarded.size(); ++i) {
+      sigaction(kForwarded[i], nullptr, &previous_actions_[i]);
+      // An ignored signal stays ignored (nohup's SIGHUP, SIGINT of a shell's background job).
+      if (previous_actions_[i].sa_handler != SIG_IGN) sigaction(kForwarded[i], &action, nullptr);
+    }
+  }
+  SignalForwarding(const SignalForwarding&) = delete;
+  SignalForwarding& operator=(const SignalForwarding&) = delete;
+  ~SignalForwarding() = default;
+
+  // The signal mask from before: mpiexec starts with it.
+  [[nodiscard]] const sigset_t& previous_mask() const { return previous_; }
+  void unblock() const { sigprocmask(SIG_SETMASK, &previous_, nullptr); }
+  void restore() const {
+    for (std::size_t i = 0; i < kForwarded.size(); ++i) sigaction(kForwarded[i], &previous_actions_[i], nullptr);
+    sigprocmask(SIG_SETMASK, &previous_, nullptr);
+  }
+
+ private:
+  sigset_t previous_{};
+  std::array<struct sigaction, kForwarded.size()> previous_actions_{};
+};
+
+// The forked child becomes mpiexec; only async-signal-safe calls from here to execv. Its own process
+// group (a Ctrl-C at the terminal reaches the launcher only), SIGTERM when the launcher dies, stderr into
+// the launcher's pipe (if any), stdin from /dev/null.
+[[noreturn]] void become_mpiexec(char* const* argv, pid_t launcher, int stderr_fd, const sigset_t& mask) {
+  setpgid(0, 0);
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (getppid() != launcher) _exit(1);  // the launcher died before the prctl
+  if (stderr_fd >= 0) dup2(stderr_fd, STDERR_FILENO);
+  const int null = open("/dev/null", O_RDONLY);  // mpiexec in a background group must never read a terminal
+  if (null >= 0) dup2(null, STDIN_FILENO);
+  sigprocmask(SIG_SETMASK, &mask, nullptr);
+  execv(argv[0], argv);
+  constexpr std::string_view kCannot = "fulcrum: error: cannot start mpiexec\n";
+  (void)!write(STDERR_FILENO, kCannot.data(), kCannot.size());
+  _exit(127);
+}
+
+// After mpiexec has ended (wait status `status`): a forwarded signal ends this process by the same
+// signal; otherwise mpiexec's exit code, with the job's failure as one line unless verbose.
+int end_of_job(int status, bool verbose, runtime::LauncherStderr& filter, const SignalForwarding& signals) {
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (g_signal != 0) {
+    const int signal = g_signal;
+    write_line("fulcrum: error: stopped by " + runtime::signal_name(signal) + ": mpiexec and its ranks were ended");
+    signals.restore();
+    std::fflush(stdout);
+    // End by the same signal, so that a shell or scheduler sees what happened (a shell script stops on SIGINT).
+    std::signal(signal, SIG_DFL);
+    std::raise(signal);
+    return 128 + signal;
+  }
+  signals.restore();
+  if (!verbose) {
+    if (auto last = filter.finish(code, WIFSIGNALED(status) ? WTERMSIG(status) : 0)) write_line(*last);
+  }
+  return code;
+}
+
 }  // namespace
 
 void set_command_line(int argc, char** argv) { command_line().assign(argv, argv + argc); }
@@ -152,89 +244,37 @@ bool started_by_mpiexec() {
 }
 
 int relaunch_under_mpiexec(int ranks) {
-  std::vector<std::string> args = {FULCRUM_MPIEXEC,   "-n",        std::to_string(ranks),
-                                   "--oversubscribe", "--bind-to", "none"};
-  if (geteuid() == 0) args.emplace_back("--allow-run-as-root");  // containers and CI run as root
-  args.push_back(std::filesystem::read_symlink("/proc/self/exe").string());
-  args.insert(args.end(), command_line().begin() + 1, command_line().end());
+  std::vector<std::string> args = mpiexec_command(ranks);
   std::vector<char*> argv;
   argv.reserve(args.size() + 1);
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
 
-  const char* verbose_text = std::getenv(kVerboseVariable);
-  const bool verbose =
-      verbosity() == Verbosity::kVerbose ||
-      (verbose_text != nullptr && std::string_view(verbose_text) != "" && std::string_view(verbose_text) != "0");
+  const bool verbose = verbose_launch();
   const pid_t launcher = getpid();
   setenv(kTieVariable, (host_name() + " " + std::to_string(launcher)).c_str(), 1);
   setenv(kStderrIsTerminal, isatty(STDERR_FILENO) != 0 ? "1" : "0", 1);
   std::array<int, 2> pipe_fds = {-1, -1};
   if (!verbose && pipe2(pipe_fds.data(), O_CLOEXEC) != 0) fail_runtime("cannot create a pipe for mpiexec's stderr");
 
-  // Signals stay blocked until mpiexec's pid is known, so one that comes meanwhile is forwarded, not lost.
-  sigset_t forwarded, previous;
-  sigemptyset(&forwarded);
-  for (int s : kForwarded) sigaddset(&forwarded, s);
-  sigprocmask(SIG_BLOCK, &forwarded, &previous);
-  struct sigaction action {};
-  action.sa_handler = forward_to_mpiexec;
-  sigemptyset(&action.sa_mask);
-  std::array<struct sigaction, kForwarded.size()> previous_actions{};
-  for (std::size_t i = 0; i < kForwarded.size(); ++i) {
-    sigaction(kForwarded[i], nullptr, &previous_actions[i]);
-    // An ignored signal stays ignored (nohup's SIGHUP, SIGINT of a shell's background job).
-    if (previous_actions[i].sa_handler != SIG_IGN) sigaction(kForwarded[i], &action, nullptr);
-  }
-  auto restore = [&] {
-    for (std::size_t i = 0; i < kForwarded.size(); ++i) sigaction(kForwarded[i], &previous_actions[i], nullptr);
-    sigprocmask(SIG_SETMASK, &previous, nullptr);
-  };
-
+  const SignalForwarding signals;
   std::fflush(stdout);
   std::fflush(stderr);
   const pid_t child = fork();
-  if (child == 0) {  // only async-signal-safe calls from here to execv
-    setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (getppid() != launcher) _exit(1);  // the launcher died before the prctl
-    if (pipe_fds[1] >= 0) dup2(pipe_fds[1], STDERR_FILENO);
-    const int null = open("/dev/null", O_RDONLY);  // mpiexec in a background group must never read a terminal
-    if (null >= 0) dup2(null, STDIN_FILENO);
-    sigprocmask(SIG_SETMASK, &previous, nullptr);
-    execv(argv[0], argv.data());
-    constexpr std::string_view kCannot = "fulcrum: error: cannot start mpiexec\n";
-    (void)!write(STDERR_FILENO, kCannot.data(), kCannot.size());
-    _exit(127);
-  }
+  if (child == 0) become_mpiexec(argv.data(), launcher, pipe_fds[1], signals.previous_mask());
   if (pipe_fds[1] >= 0) close(pipe_fds[1]);
   if (child < 0) {
     if (pipe_fds[0] >= 0) close(pipe_fds[0]);
-    restore();
+    signals.restore();
     fail_runtime("cannot fork to start mpiexec");
   }
   g_mpiexec = child;
-  sigprocmask(SIG_SETMASK, &previous, nullptr);  // a signal that came meanwhile is forwarded now
+  signals.unblock();  // a signal that came meanwhile is forwarded now
 
   runtime::LauncherStderr filter;
   const int status = pump(child, pipe_fds[0], filter);
   g_mpiexec = 0;
-  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  if (g_signal != 0) {
-    const int signal = g_signal;
-    write_line("fulcrum: error: stopped by " + runtime::signal_name(signal) + ": mpiexec and its ranks were ended");
-    restore();
-    std::fflush(stdout);
-    // End by the same signal, so that a shell or scheduler sees what happened (a shell script stops on SIGINT).
-    std::signal(signal, SIG_DFL);
-    std::raise(signal);
-    return 128 + signal;
-  }
-  restore();
-  if (!verbose) {
-    if (auto last = filter.finish(code, WIFSIGNALED(status) ? WTERMSIG(status) : 0)) write_line(*last);
-  }
-  return code;
+  return end_of_job(status, verbose, filter, signals);
 }
 
 void tie_rank_to_launcher() {

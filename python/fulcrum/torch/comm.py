@@ -7,7 +7,7 @@ between the two overlaps the traffic. Plan rank r is group rank r; torch's P2P A
 peers are mapped once per group.
 
 A transfer of one slice sends or receives the buffer's rows in place (a row range of a token-major
-buffer is contiguous). A transfer of several slices is packed: the sender concatenates their bytes, the
+buffer is contiguous). A transfer of several slices is gathered: the sender concatenates their bytes, the
 receiver receives into a staging tensor and scatters it into the slices when the wait returns.
 
 Two Programs may be in flight at once on one group (fulcrum.torch.PingPong runs two nano-batches' plans
@@ -16,7 +16,7 @@ tag is ``tag * lanes + lane``, and messages of concurrent runs on different lane
 other under gloo or MPI (NCCL matches by posting order, which the schedule keeps identical on every rank).
 
 The **staged** transport (``transport="staged"``, off by default) moves CUDA tensors over a gloo group: every
-transfer is packed through host memory (pinned where CUDA is up), sent from it and received into it, and a
+transfer is gathered through host memory (pinned where CUDA is up), sent from it and received into it, and a
 receive is copied onto the device when its wait returns. NCCL refuses two ranks on one GPU and gloo cannot
 send CUDA tensors point to point, so this is how several processes sharing one GPU run the real CUDA
 kernels with real messages (tests, and bench/gpu_acceptance.sh); it costs a device-to-host copy per send.
@@ -78,19 +78,20 @@ def measure_waits() -> Iterator[WaitTime]:
 @dataclass
 class PendingLaunch:
     works: list[dist.Work]
-    # Packed receives to scatter when the wait returns: (staging bytes, destination views).
-    unpack: list[tuple[torch.Tensor, list[torch.Tensor]]] = field(default_factory=list)
-    # Send tensors packed for this launch: kept alive until the wait, as the backend may read them until then.
+    # Receives that land in a staging tensor, to scatter into their views when the wait returns: (staging
+    # bytes, destination views).
+    to_scatter: list[tuple[torch.Tensor, list[torch.Tensor]]] = field(default_factory=list)
+    # Send tensors gathered for this launch: kept alive until the wait, as the backend may read them until then.
     keep: list[torch.Tensor] = field(default_factory=list)
 
     def wait(self) -> None:
-        # Only the blocking part is timed: the unpacking below is a copy (compute), not waiting.
+        # Only the blocking part is timed: the scattering below is a copy (compute), not waiting.
         start = time.perf_counter()
         for work in self.works:
             work.wait()
         WAIT_CLOCK.seconds += time.perf_counter() - start
         WAIT_CLOCK.waits += 1
-        for staging, views in self.unpack:
+        for staging, views in self.to_scatter:
             offset = 0
             for view in views:  # a strided (head-sliced) view is written through, element by element
                 n = view.numel() * view.element_size()
@@ -108,7 +109,7 @@ def _host_bytes(n: int) -> torch.Tensor:
     return torch.empty(n, dtype=torch.uint8, pin_memory=torch.cuda.is_available())
 
 
-def _pack_into(host: torch.Tensor, views: Sequence[torch.Tensor]) -> None:
+def _gather_into(host: torch.Tensor, views: Sequence[torch.Tensor]) -> None:
     """The views' bytes, one after another, into ``host``; returns once they are there (gloo reads it at once)."""
     offset = 0
     for view in views:
@@ -155,10 +156,10 @@ class GroupComm:
             if self.staged:
                 tensor = _host_bytes(sum(v.numel() * v.element_size() for v in views))
                 if t.send:
-                    _pack_into(tensor, views)
+                    _gather_into(tensor, views)
                     pending.keep.append(tensor)
                 else:
-                    pending.unpack.append((tensor, views))
+                    pending.to_scatter.append((tensor, views))
             elif len(views) == 1 and views[0].is_contiguous():
                 tensor = views[0]  # whole rows: sent from, or received into, the buffer itself
             elif t.send:
@@ -167,7 +168,7 @@ class GroupComm:
             else:
                 tensor = torch.empty(sum(v.numel() * v.element_size() for v in views), dtype=torch.uint8,
                                      device=views[0].device)
-                pending.unpack.append((tensor, views))
+                pending.to_scatter.append((tensor, views))
             op = dist.isend if t.send else dist.irecv
             ops.append(dist.P2POp(op, tensor, self._global[t.peer], self.group, t.tag * self.lanes + self.lane))
         if ops:

@@ -20,6 +20,56 @@ struct RowEntry {
   std::size_t task;
 };
 
+// What the transfers deliver and the ranks hold, for check_traffic: token sets per q head cell (one cell
+// for every head unless some task or transfer cuts the heads).
+struct Delivery {
+  using Key = std::tuple<int, int, TensorKind>;  // (rank, doc, kind) received
+  int q_heads = 0;
+  int tracked = 1;  // head cells
+  std::map<Key, std::vector<RangeSet>> received;
+  // (doc, kind) broadcast: every rank but the sender receives it. A rank lacks only tokens it does not
+  // own, and a broadcast comes from the tokens' owner (checked by record_transfer), so one set per
+  // document serves every rank.
+  std::map<std::pair<int, TensorKind>, std::vector<RangeSet>> broadcast;
+  std::map<std::tuple<int, int, int>, std::vector<RangeSet>> outputs;  // (server, owner, doc) O+LSE sent back
+  std::map<std::pair<int, int>, RangeSet> owned;
+  std::map<std::pair<int, int>, RangeSet> computed_rows;  // (server, doc) rows computed there
+
+  [[nodiscard]] std::pair<int, int> head_cells(HeadRange h) const {
+    return tracked == 1 ? std::pair{0, 1} : std::pair{h.first(), h.last(q_heads)};
+  }
+
+  template <class Map, class K>
+  std::vector<RangeSet>& per_head(Map& map, const K& key) {
+    auto& sets = map[key];
+    sets.resize(static_cast<std::size_t>(tracked));
+    return sets;
+  }
+
+  // The first of `heads` for which `sets` (together with `also`, if given) lack some of `gaps`, or -1.
+  int first_missing(std::vector<RangeSet>& sets, const std::vector<RangeSet>* also, HeadRange heads,
+                    const std::vector<Range>& gaps) const {
+    const auto [h0, h1] = head_cells(heads);
+    for (int h = h0; h < h1; ++h) {
+      for (const auto& gap : gaps) {
+        for (const auto& lack : sets[h].missing(gap)) {
+          if (also == nullptr || !(*also)[h].covers(lack)) return tracked == 1 ? heads.first() : h;
+        }
+      }
+    }
+    return -1;
+  }
+
+  // The first of `heads` for which `rank` neither owns nor receives all of `r` of `kind`, or -1.
+  int missing_head(int rank, int doc, TensorKind kind, Range r, HeadRange heads) {
+    const auto gaps = owned[{rank, doc}].missing(r);
+    if (gaps.empty()) return -1;
+    const auto b = broadcast.find({doc, kind});
+    return first_missing(per_head(received, Key{rank, doc, kind}), b == broadcast.end() ? nullptr : &b->second, heads,
+                         gaps);
+  }
+};
+
 class Checker {
  public:
   Checker(const Assignment& a, bool traffic) : a_(a), traffic_(traffic) {}
@@ -238,108 +288,79 @@ class Checker {
     bool cut = false;
     for (const auto& t : a_.tasks) cut = cut || !t.heads.all();
     for (const auto& t : a_.transfers) cut = cut || !t.heads.all();
-    const int q_heads = a_.q_heads;
-    const int tracked = cut && q_heads > 0 ? q_heads : 1;
-    auto head_cells = [&](HeadRange h) {
-      return tracked == 1 ? std::pair{0, 1} : std::pair{h.first(), h.last(q_heads)};
-    };
-    using Key = std::tuple<int, int, TensorKind>;  // (rank, doc, kind) received
-    std::map<Key, std::vector<RangeSet>> received;
-    // (doc, kind) broadcast: every rank but the sender receives it. A rank lacks only tokens it does not
-    // own, and a broadcast comes from the tokens' owner (checked below), so one set per document serves
-    // every rank.
-    std::map<std::pair<int, TensorKind>, std::vector<RangeSet>> broadcast;
-    std::map<std::tuple<int, int, int>, std::vector<RangeSet>> outputs;  // (server, owner, doc) O+LSE sent back
-    auto per_head = [&](auto& map, const auto& key) -> std::vector<RangeSet>& {
-      auto& sets = map[key];
-      sets.resize(static_cast<std::size_t>(tracked));
-      return sets;
-    };
-    std::map<std::pair<int, int>, RangeSet> owned;
-    std::map<std::pair<int, int>, RangeSet> computed_rows;  // (server, doc) rows computed there
-    for (const auto& s : a_.batch.segments) owned[{s.rank, s.doc}].add(s.tokens);
+    Delivery delivery;
+    delivery.q_heads = a_.q_heads;
+    delivery.tracked = cut && a_.q_heads > 0 ? a_.q_heads : 1;
+    for (const auto& s : a_.batch.segments) delivery.owned[{s.rank, s.doc}].add(s.tokens);
     for (const auto& t : a_.tasks) {
-      for (const auto& q : t.query_ranges()) computed_rows[{t.server, t.doc}].add(q);
+      for (const auto& q : t.query_ranges()) delivery.computed_rows[{t.server, t.doc}].add(q);
     }
-    for (std::size_t i = 0; i < a_.transfers.size(); ++i) {
-      const auto& t = a_.transfers[i];
-      const bool valid_ranks =
-          t.src >= 0 && t.src < a_.batch.ranks && (t.broadcast() || (t.dst >= 0 && t.dst < a_.batch.ranks));
-      if (!valid_ranks || t.doc < 0 || t.doc >= static_cast<int>(a_.batch.documents.size()) || t.tokens.empty()) {
-        error("transfer {}: bad ranks {} -> {}, document {} or empty range", i, t.src, t.dst, t.doc);
-        continue;
+    for (std::size_t i = 0; i < a_.transfers.size(); ++i) record_transfer(i, delivery);
+    for (std::size_t i = 0; i < a_.tasks.size(); ++i) check_task_traffic(i, delivery);
+  }
+
+  // Transfer i into `delivery`, unless it is malformed or sends what its sender may not.
+  void record_transfer(std::size_t i, Delivery& delivery) {
+    const auto& t = a_.transfers[i];
+    const int q_heads = delivery.q_heads;
+    const bool valid_ranks =
+        t.src >= 0 && t.src < a_.batch.ranks && (t.broadcast() || (t.dst >= 0 && t.dst < a_.batch.ranks));
+    if (!valid_ranks || t.doc < 0 || t.doc >= static_cast<int>(a_.batch.documents.size()) || t.tokens.empty()) {
+      error("transfer {}: bad ranks {} -> {}, document {} or empty range", i, t.src, t.dst, t.doc);
+      return;
+    }
+    if (!t.heads.all() &&
+        (q_heads == 0 || t.heads.begin < 0 || t.heads.begin >= t.heads.end || t.heads.end > q_heads)) {
+      error("transfer {}: heads [{}, {}) are empty or leave the model's {} q heads", i, t.heads.begin, t.heads.end,
+            q_heads);
+      return;
+    }
+    const auto [h0, h1] = delivery.head_cells(t.heads);
+    if (t.broadcast() && t.kind == TensorKind::kOut) {
+      error("transfer {}: O of document {} [{}, {}) from rank {} to every rank: O returns to its owner only", i, t.doc,
+            t.tokens.begin, t.tokens.end, t.src);
+    } else if (t.kind == TensorKind::kOut) {
+      if (!delivery.computed_rows[{t.src, t.doc}].covers(t.tokens) ||
+          !delivery.owned[{t.dst, t.doc}].covers(t.tokens)) {
+        error("transfer {}: O of document {} [{}, {}) from rank {} to {}: not computed there or not owned there", i,
+              t.doc, t.tokens.begin, t.tokens.end, t.src, t.dst);
       }
-      if (!t.heads.all() &&
-          (q_heads == 0 || t.heads.begin < 0 || t.heads.begin >= t.heads.end || t.heads.end > q_heads)) {
-        error("transfer {}: heads [{}, {}) are empty or leave the model's {} q heads", i, t.heads.begin, t.heads.end,
-              q_heads);
-        continue;
-      }
-      const auto [h0, h1] = head_cells(t.heads);
-      if (t.broadcast() && t.kind == TensorKind::kOut) {
-        error("transfer {}: O of document {} [{}, {}) from rank {} to every rank: O returns to its owner only", i,
+      auto& sets = delivery.per_head(delivery.outputs, std::tuple{t.src, t.dst, t.doc});
+      for (int h = h0; h < h1; ++h) sets[h].add(t.tokens);
+    } else {
+      if (!delivery.owned[{t.src, t.doc}].covers(t.tokens)) {
+        error("transfer {}: {} of document {} [{}, {}) sent by rank {}, which does not own it", i, to_string(t.kind),
               t.doc, t.tokens.begin, t.tokens.end, t.src);
-      } else if (t.kind == TensorKind::kOut) {
-        if (!computed_rows[{t.src, t.doc}].covers(t.tokens) || !owned[{t.dst, t.doc}].covers(t.tokens)) {
-          error("transfer {}: O of document {} [{}, {}) from rank {} to {}: not computed there or not owned there", i,
-                t.doc, t.tokens.begin, t.tokens.end, t.src, t.dst);
-        }
-        auto& sets = per_head(outputs, std::tuple{t.src, t.dst, t.doc});
-        for (int h = h0; h < h1; ++h) sets[h].add(t.tokens);
-      } else {
-        if (!owned[{t.src, t.doc}].covers(t.tokens)) {
-          error("transfer {}: {} of document {} [{}, {}) sent by rank {}, which does not own it", i, to_string(t.kind),
-                t.doc, t.tokens.begin, t.tokens.end, t.src);
-        }
-        auto& sets = t.broadcast() ? per_head(broadcast, std::pair{t.doc, t.kind})
-                                   : per_head(received, Key{t.dst, t.doc, t.kind});
-        for (int h = h0; h < h1; ++h) sets[h].add(t.tokens);
       }
+      auto& sets = t.broadcast() ? delivery.per_head(delivery.broadcast, std::pair{t.doc, t.kind})
+                                 : delivery.per_head(delivery.received, Delivery::Key{t.dst, t.doc, t.kind});
+      for (int h = h0; h < h1; ++h) sets[h].add(t.tokens);
     }
-    // The first of `heads` for which `sets` (together with `also`, if given) lack some of `gaps`, or -1.
-    auto first_missing = [&](std::vector<RangeSet>& sets, const std::vector<RangeSet>* also, HeadRange heads,
-                             const std::vector<Range>& gaps) {
-      const auto [h0, h1] = head_cells(heads);
-      for (int h = h0; h < h1; ++h) {
-        for (const auto& gap : gaps) {
-          for (const auto& lack : sets[h].missing(gap)) {
-            if (also == nullptr || !(*also)[h].covers(lack)) return tracked == 1 ? heads.first() : h;
-          }
+  }
+
+  // Task i's Q rows and the K/V they see reach its server, and its O rows return to their owners.
+  void check_task_traffic(std::size_t i, Delivery& delivery) {
+    const auto& t = a_.tasks[i];
+    const auto& doc = a_.batch.documents[t.doc];
+    for (const auto& q : t.query_ranges()) {
+      if (const int h = delivery.missing_head(t.server, t.doc, TensorKind::kQ, q, t.heads); h >= 0) {
+        error("task {}: Q rows [{}, {}) of document {} (head {}) never reach server {}", i, q.begin, q.end, t.doc, h,
+              t.server);
+      }
+      const auto runs = mask_runs(doc.mask, doc.head_masks, t.heads);
+      for (const auto& k : keys_needed(runs, q, t.keys, doc.length)) {
+        if (const int h = delivery.missing_head(t.server, t.doc, TensorKind::kKV, k, t.heads); h >= 0) {
+          error("task {}: K/V [{}, {}) of document {} (for q head {}) never reach server {}", i, k.begin, k.end, t.doc,
+                h, t.server);
         }
       }
-      return -1;
-    };
-    auto missing_head = [&](int rank, int doc, TensorKind kind, Range r, HeadRange heads) {
-      const auto gaps = owned[{rank, doc}].missing(r);
-      if (gaps.empty()) return -1;
-      const auto b = broadcast.find({doc, kind});
-      return first_missing(per_head(received, Key{rank, doc, kind}), b == broadcast.end() ? nullptr : &b->second, heads,
-                           gaps);
-    };
-    for (std::size_t i = 0; i < a_.tasks.size(); ++i) {
-      const auto& t = a_.tasks[i];
-      const auto& doc = a_.batch.documents[t.doc];
-      for (const auto& q : t.query_ranges()) {
-        if (const int h = missing_head(t.server, t.doc, TensorKind::kQ, q, t.heads); h >= 0) {
-          error("task {}: Q rows [{}, {}) of document {} (head {}) never reach server {}", i, q.begin, q.end, t.doc, h,
-                t.server);
-        }
-        const auto runs = mask_runs(doc.mask, doc.head_masks, t.heads);
-        for (const auto& k : keys_needed(runs, q, t.keys, doc.length)) {
-          if (const int h = missing_head(t.server, t.doc, TensorKind::kKV, k, t.heads); h >= 0) {
-            error("task {}: K/V [{}, {}) of document {} (for q head {}) never reach server {}", i, k.begin, k.end,
-                  t.doc, h, t.server);
-          }
-        }
-        for (const auto& s : a_.batch.segments_overlapping(t.doc, q)) {
-          const Range rows = intersect(s.tokens, q);
-          if (rows.empty() || s.rank == t.server) continue;
-          if (const int h =
-                  first_missing(per_head(outputs, std::tuple{t.server, s.rank, t.doc}), nullptr, t.heads, {rows});
-              h >= 0) {
-            error("task {}: O of rows [{}, {}) of document {} (head {}) never returns from server {} to owner {}", i,
-                  rows.begin, rows.end, t.doc, h, t.server, s.rank);
-          }
+      for (const auto& s : a_.batch.segments_overlapping(t.doc, q)) {
+        const Range rows = intersect(s.tokens, q);
+        if (rows.empty() || s.rank == t.server) continue;
+        auto& returned = delivery.per_head(delivery.outputs, std::tuple{t.server, s.rank, t.doc});
+        if (const int h = delivery.first_missing(returned, nullptr, t.heads, {rows}); h >= 0) {
+          error("task {}: O of rows [{}, {}) of document {} (head {}) never returns from server {} to owner {}", i,
+                rows.begin, rows.end, t.doc, h, t.server, s.rank);
         }
       }
     }

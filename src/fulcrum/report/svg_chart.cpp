@@ -124,6 +124,305 @@ struct Canvas {
   }
 };
 
+// Panels too wide for a row continue in the next.
+std::vector<Cell> split_into_cells(const BarChart& chart, const Shape& shape) {
+  const auto per_row = static_cast<std::size_t>(std::max(1.0, std::floor(kMaxPlotWidth / shape.group_width)));
+  std::vector<Cell> cells;
+  for (const auto& panel : chart.panels) {
+    for (std::size_t at = 0; at < panel.groups.size(); at += per_row) {
+      const std::string title = at == 0 || panel.title.empty() ? panel.title : panel.title + " (cont.)";
+      cells.push_back({title, panel.groups.data() + at, std::min(per_row, panel.groups.size() - at)});
+    }
+  }
+  return cells;
+}
+
+// The value scale, shared by every panel: nice ticks up to the tallest bar.
+std::vector<double> value_ticks(const BarChart& chart) {
+  double max_value = 0;
+  for (const auto& panel : chart.panels) {
+    for (const auto& group : panel.groups) {
+      for (const auto& bar : group.bars) {
+        double sum = 0;
+        for (double v : bar) sum += v;
+        max_value = std::max(max_value, sum);
+      }
+    }
+  }
+  return nice_ticks(max_value);
+}
+
+// Every size the drawing needs, decided before anything is drawn: the cells of the grid are all alike, so
+// the panels line up, and the room under each axis fits the tallest bar and group labels of any cell.
+struct Layout {
+  Shape shape;
+  std::vector<double> ticks;
+  double axis_width = 0;  // the tick labels left of a plot, and their gap
+  double plot_width = 0, plot_height = 0;
+  double cell_width = 0, cell_height = 0;
+  std::size_t columns = 1, rows = 1;
+  double slot = 0;  // horizontal room per bar
+  bool bar_labels = false;
+  bool vertical_bar_labels = false;
+  double bar_label_height = 0;
+  double wrap_width = 0;  // of a wrapped group label
+  double panel_title_height = 0;
+  double plot_offset = 0;  // a cell's top to its plot's top
+};
+
+// Widths: every cell alike, as wide as the most groups of any cell or the widest panel title.
+double plot_width_of(const std::vector<Cell>& cells, const Shape& shape) {
+  double plot_width = cells.size() == 1 ? kMinPlotWidth : 0;
+  for (const auto& cell : cells) {
+    plot_width = std::max(plot_width, static_cast<double>(cell.count) * shape.group_width);
+    if (!cell.title.empty()) {
+      const TextBox box =
+          text_box({"panel-title", {cell.title}, 0, 0, TextAlign::kStart, false, kPanelTitleFont, true});
+      plot_width = std::max(plot_width, box.x1 - box.x0 + kGroupPad);
+    }
+  }
+  return plot_width;
+}
+
+// The room group labels take under the bar labels: the longest label standing, or the most lines of any
+// label wrapped, or one line.
+double group_label_height(const std::vector<Cell>& cells, const Shape& shape, double wrap_width) {
+  std::size_t label_lines = 1;
+  double longest_label = 0;
+  for (const auto& cell : cells) {
+    for (std::size_t g = 0; g < cell.count; ++g) {
+      label_lines = std::max(label_lines, wrap(cell.groups[g].label, wrap_width, kFont).size());
+      longest_label = std::max(longest_label, text_width(cell.groups[g].label, kFont));
+    }
+  }
+  return shape.form == LabelForm::kVertical  ? longest_label
+         : shape.form == LabelForm::kWrapped ? static_cast<double>(label_lines) * line_height(kFont)
+                                             : line_height(kFont);
+}
+
+Layout lay_out(const BarChart& chart, const Shape& shape, const std::vector<Cell>& cells) {
+  Layout layout;
+  layout.shape = shape;
+  layout.ticks = value_ticks(chart);
+  double tick_width = 0;
+  for (double t : layout.ticks) tick_width = std::max(tick_width, text_width(fmt::format("{:g}", t), kFont));
+
+  // The grid: as many cells side by side as fit kMaxGridWidth; lower plots when there are several rows.
+  layout.plot_width = plot_width_of(cells, shape);
+  layout.axis_width = tick_width + kGap;
+  layout.cell_width = layout.axis_width + layout.plot_width;
+  layout.columns = std::clamp<std::size_t>(
+      static_cast<std::size_t>(std::floor((kMaxGridWidth + kPanelGap) / (layout.cell_width + kPanelGap))), 1,
+      cells.size());
+  layout.rows = (cells.size() + layout.columns - 1) / layout.columns;
+  layout.plot_height = layout.rows > 1 ? kRowPlotHeight : kPlotHeight;
+
+  // Heights under the axis: bar labels (stacked charts only: their colours name the segments), standing
+  // when the longest bar name is wider than a bar's slot; then group labels.
+  const auto n_bars = static_cast<double>(chart.bar_names.size());
+  layout.slot = std::clamp((shape.group_width - kGroupPad) / n_bars, shape.slot, kMaxSlot);
+  double bar_name_width = 0;
+  for (const auto& name : chart.bar_names) bar_name_width = std::max(bar_name_width, text_width(name, kBarLabelFont));
+  layout.bar_labels = chart.stacked();
+  layout.vertical_bar_labels = bar_name_width > layout.slot - 2;
+  layout.bar_label_height =
+      !layout.bar_labels ? 0 : (layout.vertical_bar_labels ? bar_name_width : line_height(kBarLabelFont)) + kGap;
+  layout.wrap_width = shape.group_width - kGroupPad;
+  const bool any_panel_title = std::any_of(cells.begin(), cells.end(), [](const Cell& c) { return !c.title.empty(); });
+  layout.panel_title_height = any_panel_title ? line_height(kPanelTitleFont) + kGap : 0;
+  layout.plot_offset = layout.panel_title_height + line_height(kFont) / 2;  // the top tick label's upper half
+  layout.cell_height = layout.plot_offset + layout.plot_height + kGap + layout.bar_label_height +
+                       group_label_height(cells, shape, layout.wrap_width);
+  return layout;
+}
+
+// Where the grid of cells sits on the canvas, and how far the drawing reaches so far.
+struct Grid {
+  double top = 0, left = 0, width = 0, height = 0;
+  double right = 0, bottom = 0;
+};
+
+Grid place_grid(const BarChart& chart, const Layout& layout) {
+  Grid grid;
+  const double title_height = chart.title.empty() ? 0 : line_height(kTitleFont) + 2 * kGap;
+  grid.top = kPad + title_height;
+  grid.left = kPad + (chart.y_label.empty() ? 0 : line_height(kFont) + kGap);
+  const auto columns = static_cast<double>(layout.columns), rows = static_cast<double>(layout.rows);
+  grid.width = columns * layout.cell_width + static_cast<double>(layout.columns - 1) * kPanelGap;
+  grid.height = rows * layout.cell_height + static_cast<double>(layout.rows - 1) * kPanelGap;
+  grid.bottom = grid.top + grid.height;
+  grid.right = grid.left + grid.width;
+  return grid;
+}
+
+// The y label stands left of the grid, the x label sits under it; either may push the canvas's extent.
+void draw_axis_labels(Canvas& canvas, const BarChart& chart, Grid& grid) {
+  if (!chart.y_label.empty()) {
+    const double span = std::max(grid.height, text_width(chart.y_label, kFont));
+    canvas.text({"y-label",
+                 {chart.y_label},
+                 kPad + line_height(kFont) / 2,
+                 grid.top + span / 2,
+                 TextAlign::kMiddle,
+                 true,
+                 kFont,
+                 false});
+    grid.bottom = std::max(grid.bottom, grid.top + span);
+  }
+  if (!chart.x_label.empty()) {
+    const double half = text_width(chart.x_label, kFont) / 2;
+    canvas.text({"x-label",
+                 {chart.x_label},
+                 std::max(grid.left + grid.width / 2, kPad + half),
+                 grid.bottom + kGap,
+                 TextAlign::kMiddle,
+                 false,
+                 kFont,
+                 false});
+    grid.bottom += kGap + line_height(kFont);
+    grid.right = std::max(grid.right, std::max(grid.left + grid.width / 2, kPad + half) + half);
+  }
+}
+
+// One cell's plot on the canvas: value v is drawn at height y_of(v).
+struct Plot {
+  double left = 0, top = 0, base = 0;
+  double width = 0, height = 0;
+  double y_max = 0;
+  [[nodiscard]] double y_of(double value) const { return base - value / y_max * height; }
+};
+
+// A group's bars side by side around `centre`, each a stack of its segments, with its bar labels; then the
+// group's label under them.
+void draw_group(Canvas& canvas, const BarChart& chart, const Layout& layout, const Plot& plot, const BarGroup& group,
+                double centre) {
+  const bool stacked = chart.stacked();
+  const double slot = layout.slot;
+  const double bar_width = slot - (layout.bar_labels ? kBarLabelRoom : 1);
+  const double first = centre - static_cast<double>(chart.bar_names.size()) * slot / 2;
+  for (std::size_t b = 0; b < group.bars.size(); ++b) {
+    const double x = first + static_cast<double>(b) * slot + (slot - bar_width) / 2;
+    double level = 0;
+    for (std::size_t s = 0; s < group.bars[b].size(); ++s) {
+      const double value = group.bars[b][s];
+      const std::string tooltip =
+          stacked ? fmt::format("{}, {}, {}: {:g}", chart.segment_names[s], chart.bar_names[b], group.label, value)
+                  : fmt::format("{}, {}: {:g}", chart.bar_names[b], group.label, value);
+      canvas.rect(fmt::format("class=\"bar\" data-group=\"{}\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" "
+                              "fill=\"{}\"",
+                              xml_escape(group.label), num(x), num(plot.y_of(level + value)), num(bar_width),
+                              num(plot.y_of(level) - plot.y_of(level + value)), kPalette[stacked ? s : b]),
+                  tooltip);
+      level += value;
+    }
+    if (layout.bar_labels) {
+      canvas.text({"bar-label",
+                   {chart.bar_names[b]},
+                   x + bar_width / 2,
+                   plot.base + kGap,
+                   layout.vertical_bar_labels ? TextAlign::kStart : TextAlign::kMiddle,
+                   layout.vertical_bar_labels,
+                   kBarLabelFont,
+                   false});
+    }
+  }
+  const double label_top = plot.base + kGap + layout.bar_label_height;
+  if (layout.shape.form == LabelForm::kVertical) {
+    canvas.text({"group", {group.label}, centre, label_top, TextAlign::kStart, true, kFont, false});
+  } else {
+    const auto lines = layout.shape.form == LabelForm::kWrapped ? wrap(group.label, layout.wrap_width, kFont)
+                                                                : std::vector<std::string>{group.label};
+    canvas.text({"group", lines, centre, label_top, TextAlign::kMiddle, false, kFont, false});
+  }
+}
+
+// A cell whose top left corner is (cell_x, cell_y): its panel title, gridlines and tick labels, the groups
+// spread over the plot, the axes.
+void draw_cell(Canvas& canvas, const BarChart& chart, const Layout& layout, const Cell& cell, double cell_x,
+               double cell_y) {
+  Plot plot;
+  plot.left = cell_x + layout.axis_width;
+  plot.top = cell_y + layout.plot_offset;
+  plot.base = plot.top + layout.plot_height;
+  plot.width = layout.plot_width;
+  plot.height = layout.plot_height;
+  plot.y_max = layout.ticks.back();
+
+  if (!cell.title.empty()) {
+    canvas.text({"panel-title",
+                 {cell.title},
+                 plot.left + plot.width / 2,
+                 cell_y,
+                 TextAlign::kMiddle,
+                 false,
+                 kPanelTitleFont,
+                 true});
+  }
+  for (double t : layout.ticks) {
+    canvas.line("grid", plot.left, plot.y_of(t), plot.left + plot.width, plot.y_of(t), "#dddddd");
+    canvas.text({"tick",
+                 {fmt::format("{:g}", t)},
+                 plot.left - kGap,
+                 plot.y_of(t) - line_height(kFont) / 2,
+                 TextAlign::kEnd,
+                 false,
+                 kFont,
+                 false});
+  }
+  const double group_width = plot.width / static_cast<double>(cell.count);
+  for (std::size_t g = 0; g < cell.count; ++g) {
+    draw_group(canvas, chart, layout, plot, cell.groups[g], plot.left + (static_cast<double>(g) + 0.5) * group_width);
+  }
+  // Axes after the bars so zero-height bars do not hide the baseline.
+  canvas.line("axis", plot.left, plot.top, plot.left, plot.base, "black");
+  canvas.line("axis", plot.left, plot.base, plot.left + plot.width, plot.base, "black");
+}
+
+// The legend right of the grid names the colours; for stacks top segment first, as they are drawn. It
+// sets the canvas's right edge and may push its bottom.
+void draw_legend(Canvas& canvas, const BarChart& chart, const Layout& layout, Grid& grid) {
+  const bool stacked = chart.stacked();
+  const std::vector<std::string>& names = stacked ? chart.segment_names : chart.bar_names;
+  const double legend_x = grid.right + kLegendGap;
+  const double legend_top = grid.top + layout.panel_title_height;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const std::size_t colour = stacked ? names.size() - 1 - i : i;
+    const double y = legend_top + static_cast<double>(i) * kLegendRow;
+    canvas.rect(fmt::format("class=\"legend-swatch\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"",
+                            num(legend_x), num(y + (kLegendRow - kSwatch) / 2), num(kSwatch), num(kSwatch),
+                            kPalette[colour]));
+    canvas.text({"legend",
+                 {names[colour]},
+                 legend_x + kSwatch + kGap,
+                 y + (kLegendRow - line_height(kFont)) / 2,
+                 TextAlign::kStart,
+                 false,
+                 kFont,
+                 false});
+  }
+  double legend_width = 0;
+  for (const auto& name : names) legend_width = std::max(legend_width, text_width(name, kFont));
+  grid.right = legend_x + kSwatch + kGap + legend_width;
+  grid.bottom = std::max(grid.bottom, legend_top + static_cast<double>(names.size()) * kLegendRow);
+}
+
+// The title last, centred on the canvas it now knows the width of; the document around the body.
+RenderedChart finish(Canvas canvas, const BarChart& chart, const Grid& grid) {
+  RenderedChart out;
+  out.width = std::ceil(std::max(grid.right + kPad, text_width(chart.title, kTitleFont) + 2 * kPad));
+  out.height = std::ceil(grid.bottom + kPad);
+  if (!chart.title.empty()) {
+    canvas.text({"title", {chart.title}, out.width / 2, kPad, TextAlign::kMiddle, false, kTitleFont, false});
+  }
+  out.svg = fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
+      "font-family=\"sans-serif\" font-size=\"{2:g}\">\n"
+      "<rect class=\"background\" width=\"100%\" height=\"100%\" fill=\"white\"/>\n{3}</svg>",
+      out.width, out.height, kFont, canvas.body);
+  out.labels = std::move(canvas.labels);
+  return out;
+}
+
 }  // namespace
 
 void BarChart::validate() const {
@@ -190,232 +489,22 @@ std::vector<double> nice_ticks(double max_value, int target_intervals) {
 
 RenderedChart render_bar_chart(const BarChart& chart) {
   chart.validate();
-  const bool stacked = chart.stacked();
-  const bool bar_labels = stacked;
-  const auto n_bars = static_cast<double>(chart.bar_names.size());
   const Shape shape = choose_shape(chart);
-
-  // Panels too wide for a row continue in the next.
-  const auto per_row = static_cast<std::size_t>(std::max(1.0, std::floor(kMaxPlotWidth / shape.group_width)));
-  std::vector<Cell> cells;
-  for (const auto& panel : chart.panels) {
-    for (std::size_t at = 0; at < panel.groups.size(); at += per_row) {
-      const std::string title = at == 0 || panel.title.empty() ? panel.title : panel.title + " (cont.)";
-      cells.push_back({title, panel.groups.data() + at, std::min(per_row, panel.groups.size() - at)});
-    }
-  }
-
-  // The value scale, shared by every panel.
-  double max_value = 0;
-  for (const auto& panel : chart.panels) {
-    for (const auto& group : panel.groups) {
-      for (const auto& bar : group.bars) {
-        double sum = 0;
-        for (double v : bar) sum += v;
-        max_value = std::max(max_value, sum);
-      }
-    }
-  }
-  const std::vector<double> ticks = nice_ticks(max_value);
-  double tick_width = 0;
-  for (double t : ticks) tick_width = std::max(tick_width, text_width(fmt::format("{:g}", t), kFont));
-
-  // Widths: every cell alike, so the panels line up.
-  bool any_panel_title = false;
-  double plot_width = cells.size() == 1 ? kMinPlotWidth : 0;
-  for (const auto& cell : cells) {
-    plot_width = std::max(plot_width, static_cast<double>(cell.count) * shape.group_width);
-    if (!cell.title.empty()) {
-      any_panel_title = true;
-      const TextBox box =
-          text_box({"panel-title", {cell.title}, 0, 0, TextAlign::kStart, false, kPanelTitleFont, true});
-      plot_width = std::max(plot_width, box.x1 - box.x0 + kGroupPad);
-    }
-  }
-  const double axis_width = tick_width + kGap;
-  const double cell_width = axis_width + plot_width;
-  const std::size_t columns = std::clamp<std::size_t>(
-      static_cast<std::size_t>(std::floor((kMaxGridWidth + kPanelGap) / (cell_width + kPanelGap))), 1, cells.size());
-  const std::size_t rows = (cells.size() + columns - 1) / columns;
-  const double plot_height = rows > 1 ? kRowPlotHeight : kPlotHeight;
-
-  // Heights under the axis: bar labels, then group labels.
-  const double slot = std::clamp((shape.group_width - kGroupPad) / n_bars, shape.slot, kMaxSlot);
-  double bar_name_width = 0;
-  for (const auto& name : chart.bar_names) bar_name_width = std::max(bar_name_width, text_width(name, kBarLabelFont));
-  const bool vertical_bar_labels = bar_name_width > slot - 2;
-  const double bar_label_height =
-      !bar_labels ? 0 : (vertical_bar_labels ? bar_name_width : line_height(kBarLabelFont)) + kGap;
-  const double wrap_width = shape.group_width - kGroupPad;
-  std::size_t label_lines = 1;
-  double longest_label = 0;
-  for (const auto& cell : cells) {
-    for (std::size_t g = 0; g < cell.count; ++g) {
-      label_lines = std::max(label_lines, wrap(cell.groups[g].label, wrap_width, kFont).size());
-      longest_label = std::max(longest_label, text_width(cell.groups[g].label, kFont));
-    }
-  }
-  const double group_label_height = shape.form == LabelForm::kVertical ? longest_label
-                                    : shape.form == LabelForm::kWrapped
-                                        ? static_cast<double>(label_lines) * line_height(kFont)
-                                        : line_height(kFont);
-  const double panel_title_height = any_panel_title ? line_height(kPanelTitleFont) + kGap : 0;
-  const double plot_offset = panel_title_height + line_height(kFont) / 2;  // the top tick label's upper half
-  const double cell_height = plot_offset + plot_height + kGap + bar_label_height + group_label_height;
+  const std::vector<Cell> cells = split_into_cells(chart, shape);
+  const Layout layout = lay_out(chart, shape, cells);
 
   // The canvas: title, y label, the grid of cells, x label, legend.
   Canvas canvas;
-  const double title_height = chart.title.empty() ? 0 : line_height(kTitleFont) + 2 * kGap;
-  const double grid_top = kPad + title_height;
-  const double grid_left = kPad + (chart.y_label.empty() ? 0 : line_height(kFont) + kGap);
-  const double grid_width = static_cast<double>(columns) * cell_width + static_cast<double>(columns - 1) * kPanelGap;
-  const double grid_height = static_cast<double>(rows) * cell_height + static_cast<double>(rows - 1) * kPanelGap;
-  double bottom = grid_top + grid_height;
-  double right = grid_left + grid_width;
-
-  if (!chart.y_label.empty()) {
-    const double span = std::max(grid_height, text_width(chart.y_label, kFont));
-    canvas.text({"y-label",
-                 {chart.y_label},
-                 kPad + line_height(kFont) / 2,
-                 grid_top + span / 2,
-                 TextAlign::kMiddle,
-                 true,
-                 kFont,
-                 false});
-    bottom = std::max(bottom, grid_top + span);
-  }
-  if (!chart.x_label.empty()) {
-    const double half = text_width(chart.x_label, kFont) / 2;
-    canvas.text({"x-label",
-                 {chart.x_label},
-                 std::max(grid_left + grid_width / 2, kPad + half),
-                 bottom + kGap,
-                 TextAlign::kMiddle,
-                 false,
-                 kFont,
-                 false});
-    bottom += kGap + line_height(kFont);
-    right = std::max(right, std::max(grid_left + grid_width / 2, kPad + half) + half);
-  }
-
-  const double y_max = ticks.back();
+  Grid grid = place_grid(chart, layout);
+  draw_axis_labels(canvas, chart, grid);
   for (std::size_t c = 0; c < cells.size(); ++c) {
-    const Cell& cell = cells[c];
-    const std::size_t row = c / columns;  // whole rows: integer division meant
-    const double cell_x = grid_left + static_cast<double>(c % columns) * (cell_width + kPanelGap);
-    const double cell_y = grid_top + static_cast<double>(row) * (cell_height + kPanelGap);
-    const double left = cell_x + axis_width;
-    const double top = cell_y + plot_offset;
-    const double base = top + plot_height;
-    auto y_of = [&](double value) { return base - value / y_max * plot_height; };
-
-    if (!cell.title.empty()) {
-      canvas.text({"panel-title",
-                   {cell.title},
-                   left + plot_width / 2,
-                   cell_y,
-                   TextAlign::kMiddle,
-                   false,
-                   kPanelTitleFont,
-                   true});
-    }
-    for (double t : ticks) {
-      canvas.line("grid", left, y_of(t), left + plot_width, y_of(t), "#dddddd");
-      canvas.text({"tick",
-                   {fmt::format("{:g}", t)},
-                   left - kGap,
-                   y_of(t) - line_height(kFont) / 2,
-                   TextAlign::kEnd,
-                   false,
-                   kFont,
-                   false});
-    }
-
-    // Groups spread over the plot; a group's bars side by side in its middle.
-    const double group_width = plot_width / static_cast<double>(cell.count);
-    const double bar_width = slot - (bar_labels ? kBarLabelRoom : 1);
-    for (std::size_t g = 0; g < cell.count; ++g) {
-      const BarGroup& group = cell.groups[g];
-      const double centre = left + (static_cast<double>(g) + 0.5) * group_width;
-      const double first = centre - n_bars * slot / 2;
-      for (std::size_t b = 0; b < group.bars.size(); ++b) {
-        const double x = first + static_cast<double>(b) * slot + (slot - bar_width) / 2;
-        double level = 0;
-        for (std::size_t s = 0; s < group.bars[b].size(); ++s) {
-          const double value = group.bars[b][s];
-          const std::string tooltip =
-              stacked ? fmt::format("{}, {}, {}: {:g}", chart.segment_names[s], chart.bar_names[b], group.label, value)
-                      : fmt::format("{}, {}: {:g}", chart.bar_names[b], group.label, value);
-          canvas.rect(fmt::format("class=\"bar\" data-group=\"{}\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" "
-                                  "fill=\"{}\"",
-                                  xml_escape(group.label), num(x), num(y_of(level + value)), num(bar_width),
-                                  num(y_of(level) - y_of(level + value)), kPalette[stacked ? s : b]),
-                      tooltip);
-          level += value;
-        }
-        if (bar_labels) {
-          canvas.text({"bar-label",
-                       {chart.bar_names[b]},
-                       x + bar_width / 2,
-                       base + kGap,
-                       vertical_bar_labels ? TextAlign::kStart : TextAlign::kMiddle,
-                       vertical_bar_labels,
-                       kBarLabelFont,
-                       false});
-        }
-      }
-      const double label_top = base + kGap + bar_label_height;
-      if (shape.form == LabelForm::kVertical) {
-        canvas.text({"group", {group.label}, centre, label_top, TextAlign::kStart, true, kFont, false});
-      } else {
-        const auto lines = shape.form == LabelForm::kWrapped ? wrap(group.label, wrap_width, kFont)
-                                                             : std::vector<std::string>{group.label};
-        canvas.text({"group", lines, centre, label_top, TextAlign::kMiddle, false, kFont, false});
-      }
-    }
-    // Axes after the bars so zero-height bars do not hide the baseline.
-    canvas.line("axis", left, top, left, base, "black");
-    canvas.line("axis", left, base, left + plot_width, base, "black");
+    const std::size_t row = c / layout.columns;  // whole rows: integer division meant
+    const double cell_x = grid.left + static_cast<double>(c % layout.columns) * (layout.cell_width + kPanelGap);
+    const double cell_y = grid.top + static_cast<double>(row) * (layout.cell_height + kPanelGap);
+    draw_cell(canvas, chart, layout, cells[c], cell_x, cell_y);
   }
-
-  // The legend names the colours; for stacks top segment first, as they are drawn.
-  const std::vector<std::string>& names = stacked ? chart.segment_names : chart.bar_names;
-  const double legend_x = right + kLegendGap;
-  const double legend_top = grid_top + panel_title_height;
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    const std::size_t colour = stacked ? names.size() - 1 - i : i;
-    const double y = legend_top + static_cast<double>(i) * kLegendRow;
-    canvas.rect(fmt::format("class=\"legend-swatch\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"",
-                            num(legend_x), num(y + (kLegendRow - kSwatch) / 2), num(kSwatch), num(kSwatch),
-                            kPalette[colour]));
-    canvas.text({"legend",
-                 {names[colour]},
-                 legend_x + kSwatch + kGap,
-                 y + (kLegendRow - line_height(kFont)) / 2,
-                 TextAlign::kStart,
-                 false,
-                 kFont,
-                 false});
-  }
-  double legend_width = 0;
-  for (const auto& name : names) legend_width = std::max(legend_width, text_width(name, kFont));
-  right = legend_x + kSwatch + kGap + legend_width;
-  bottom = std::max(bottom, legend_top + static_cast<double>(names.size()) * kLegendRow);
-
-  RenderedChart out;
-  out.width = std::ceil(std::max(right + kPad, text_width(chart.title, kTitleFont) + 2 * kPad));
-  out.height = std::ceil(bottom + kPad);
-  if (!chart.title.empty()) {
-    canvas.text({"title", {chart.title}, out.width / 2, kPad, TextAlign::kMiddle, false, kTitleFont, false});
-  }
-  out.svg = fmt::format(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
-      "font-family=\"sans-serif\" font-size=\"{2:g}\">\n"
-      "<rect class=\"background\" width=\"100%\" height=\"100%\" fill=\"white\"/>\n{3}</svg>",
-      out.width, out.height, kFont, canvas.body);
-  out.labels = std::move(canvas.labels);
-  return out;
+  draw_legend(canvas, chart, layout, grid);
+  return finish(std::move(canvas), chart, grid);
 }
 
 std::string bar_chart_svg(const BarChart& chart) { return render_bar_chart(chart).svg; }

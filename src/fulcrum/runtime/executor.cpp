@@ -43,7 +43,7 @@ struct Launch {
   int stream = 0;
   int handle = 0;
   std::vector<std::vector<std::byte>> staging;
-  std::vector<std::pair<Slice, std::size_t>> unpack;  // a receive's slice and its staging block
+  std::vector<std::pair<Slice, std::size_t>> to_scatter;  // a receive's slice and its staging block
 };
 
 template <class T>
@@ -141,8 +141,8 @@ class Runner {
       auto& lse_scratch = scratch.back();
       kernels::merge_partials<T>(parts, buffers_.dense_view<T>(r.out, out_scratch),
                                  buffers_.dense_view<float>(r.out_lse, lse_scratch));
-      if (!out_scratch.empty()) buffers_.unpack(r.out, out_scratch.data());
-      if (!lse_scratch.empty()) buffers_.unpack(r.out_lse, lse_scratch.data());
+      if (!out_scratch.empty()) buffers_.scatter(r.out, out_scratch.data());
+      if (!lse_scratch.empty()) buffers_.scatter(r.out_lse, lse_scratch.data());
     } else {
       const auto out = buffers_.runs(r.out);
       const std::size_t n = out.run_bytes / sizeof(float);
@@ -167,8 +167,8 @@ class Runner {
   }
 
   // The wire form of a launch's messages. A whole-row slice is sent from (or received into) the buffer
-  // itself; a slice of some heads goes through a contiguous staging block of the launch: packed now for a
-  // send, unpacked when the wait returns for a receive.
+  // itself; a slice of some heads goes through a contiguous staging block of the launch: gathered into it now
+  // for a send, scattered from it when the wait returns for a receive.
   std::vector<WireMessage> wire(const std::vector<Message>& messages, bool send, Launch& state, double& total_bytes) {
     std::vector<WireMessage> out;
     out.reserve(messages.size());
@@ -179,9 +179,9 @@ class Runner {
       if (moves_data(plan_.mode) && !runs.contiguous()) {
         auto& block = state.staging.emplace_back(bytes);  // its heap block stays put as the list grows
         if (send) {
-          buffers_.pack(m.slice, block.data());
+          buffers_.gather(m.slice, block.data());
         } else {
-          state.unpack.emplace_back(m.slice, state.staging.size() - 1);
+          state.to_scatter.emplace_back(m.slice, state.staging.size() - 1);
         }
         data = block.data();
       }
@@ -207,7 +207,7 @@ class Runner {
     FULCRUM_CHECK(it != launches_.end(), "rank {}: wait for launch {} that was never started", comm_.rank(), w.launch);
     const double t0 = Communicator::now_s();
     const LaunchTimes times = comm_.wait(it->second.handle);
-    for (const auto& [slice, block] : it->second.unpack) buffers_.unpack(slice, it->second.staging[block].data());
+    for (const auto& [slice, block] : it->second.to_scatter) buffers_.scatter(slice, it->second.staging[block].data());
     const double t1 = Communicator::now_s();
     result_.launches.push_back({w.launch, times.launched_s, t0, t1, times.completed_s});
     record(Track::kCompute, "wait", t0, t1, 0, 0);

@@ -46,7 +46,7 @@ RankBuffers::Runs RankBuffers::runs(const Slice& s) {
           static_cast<std::size_t>(heads_.row_bytes(field, s.heads)), row_bytes(s.buffer), s.rows};
 }
 
-void RankBuffers::pack(const Slice& slice, std::byte* out) {
+void RankBuffers::gather(const Slice& slice, std::byte* out) {
   const Runs r = runs(slice);
   if (r.contiguous()) {
     if (r.rows > 0) std::memcpy(out, r.first, r.run_bytes * static_cast<std::size_t>(r.rows));
@@ -56,7 +56,7 @@ void RankBuffers::pack(const Slice& slice, std::byte* out) {
     std::memcpy(out + static_cast<std::size_t>(i) * r.run_bytes, r.at(i), r.run_bytes);
 }
 
-void RankBuffers::unpack(const Slice& slice, const std::byte* in) {
+void RankBuffers::scatter(const Slice& slice, const std::byte* in) {
   const Runs r = runs(slice);
   if (r.contiguous()) {
     if (r.rows > 0) std::memcpy(r.first, in, r.run_bytes * static_cast<std::size_t>(r.rows));

@@ -2,7 +2,7 @@
 // says (zero, -inf, or zero-filled for inputs and undefined rows, so a bug reads zeros, not garbage).
 //
 // A slice over some heads (Slice::heads) is a contiguous part of each of its rows, so it is `rows`
-// strided runs; `pack` and `unpack` turn it into and out of one contiguous block (a message's bytes,
+// strided runs; `gather` and `scatter` copy it into and out of one contiguous block (a message's bytes,
 // or a dense tensor for a merge). Whole-row slices are one block and are used in place.
 #pragma once
 
@@ -36,9 +36,9 @@ class RankBuffers {
     std::byte* at(Tokens i) const { return first + static_cast<std::size_t>(i) * stride; }
   };
   Runs runs(const Slice& slice);
-  /// Copies the slice's bytes to `out` (bytes(slice) of them), row after row; unpack is the reverse.
-  void pack(const Slice& slice, std::byte* out);
-  void unpack(const Slice& slice, const std::byte* in);
+  /// Copies the slice's bytes to `out` (bytes(slice) of them), row after row; scatter is the reverse.
+  void gather(const Slice& slice, std::byte* out);
+  void scatter(const Slice& slice, const std::byte* in);
 
   /// A token-major view of a buffer (or of whole rows of it) as `heads` x `dim` of T.
   template <class T>
@@ -52,14 +52,14 @@ class RankBuffers {
     return {reinterpret_cast<T*>(row(s)), s.rows, heads_.heads_of(b.field), heads_.head_values(b.field)};
   }
   /// A slice as a contiguous [rows][its heads][dim] tensor: the buffer itself for whole rows, else the
-  /// slice packed into `scratch` (an output must then be unpacked from `scratch` afterwards).
+  /// slice gathered into `scratch` (an output must then be scattered back from `scratch` afterwards).
   template <class T>
   kernels::HeadTensor<T> dense_view(const Slice& s, std::vector<std::byte>& scratch) {
     const Buffer& b = program_->buffers[s.buffer];
     const int heads = s.heads.count(heads_.heads_of(b.field));
     if (heads == heads_.heads_of(b.field)) return view<T>(s);
     scratch.resize(bytes(s));
-    pack(s, scratch.data());
+    gather(s, scratch.data());
     return {reinterpret_cast<T*>(scratch.data()), s.rows, heads, heads_.head_values(b.field)};
   }
 

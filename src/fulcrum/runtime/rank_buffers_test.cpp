@@ -1,4 +1,4 @@
-// RankBuffers: a slice of some heads is `rows` strided runs, packed into and unpacked out of one block
+// RankBuffers: a slice of some heads is `rows` strided runs, gathered into and scattered out of one block
 // exactly (the executor's messages and merges of head-sliced slices), at any row count.
 #include "fulcrum/runtime/rank_buffers.hpp"
 
@@ -21,7 +21,7 @@ void fill(RankBuffers& buffers, const Program& p) {
   }
 }
 
-TEST(RankBuffers, HeadSlicesPackAndUnpackTheirHeadsOnly) {
+TEST(RankBuffers, HeadSlicesGatherAndScatterTheirHeadsOnly) {
   const HeadLayout heads{8, 2, 4, 4};  // Q rows: 8 heads x 4 values; K rows 2 x 4; LSE rows 8 x 1
   Program p;
   p.buffers = {{"q", Field::kQ, 3, BufferInit::kInput, false},
@@ -31,7 +31,7 @@ TEST(RankBuffers, HeadSlicesPackAndUnpackTheirHeadsOnly) {
   fill(buffers, p);
   struct Case {
     Slice slice;
-    std::vector<float> want;  // the packed values
+    std::vector<float> want;  // the gathered values
   };
   const std::vector<Case> cases = {
       // Q heads [2, 4) of rows 1-2: values 8..15 of each row.
@@ -46,24 +46,24 @@ TEST(RankBuffers, HeadSlicesPackAndUnpackTheirHeadsOnly) {
   };
   for (const auto& c : cases) {
     ASSERT_EQ(buffers.bytes(c.slice), c.want.size() * sizeof(float));
-    std::vector<float> packed(c.want.size());
-    buffers.pack(c.slice, reinterpret_cast<std::byte*>(packed.data()));
-    EXPECT_EQ(packed, c.want) << "buffer " << c.slice.buffer;
-    // Unpacking negated values changes exactly the slice's bytes.
+    std::vector<float> gathered(c.want.size());
+    buffers.gather(c.slice, reinterpret_cast<std::byte*>(gathered.data()));
+    EXPECT_EQ(gathered, c.want) << "buffer " << c.slice.buffer;
+    // Scattering negated values changes exactly the slice's bytes.
     std::vector<float> before(buffers.row_bytes(c.slice.buffer) / sizeof(float) * 3);
     std::memcpy(before.data(), buffers.row({c.slice.buffer, 0, 3}), before.size() * sizeof(float));
-    std::vector<float> negated = packed;
+    std::vector<float> negated = gathered;
     for (auto& x : negated) x = -x;
-    buffers.unpack(c.slice, reinterpret_cast<const std::byte*>(negated.data()));
+    buffers.scatter(c.slice, reinterpret_cast<const std::byte*>(negated.data()));
     const auto* after = reinterpret_cast<const float*>(buffers.row({c.slice.buffer, 0, 3}));
     std::size_t changed = 0;
     for (std::size_t i = 0; i < before.size(); ++i) changed += after[i] != before[i] ? 1 : 0;
     EXPECT_EQ(changed, c.want.size()) << "buffer " << c.slice.buffer;
-    buffers.pack(c.slice, reinterpret_cast<std::byte*>(packed.data()));
-    EXPECT_EQ(packed, negated);
-    buffers.unpack(c.slice, reinterpret_cast<const std::byte*>(c.want.data()));
+    buffers.gather(c.slice, reinterpret_cast<std::byte*>(gathered.data()));
+    EXPECT_EQ(gathered, negated);
+    buffers.scatter(c.slice, reinterpret_cast<const std::byte*>(c.want.data()));
   }
-  // A dense view of a head slice is the packed slice, [rows][its heads][dim]; of whole rows, the buffer.
+  // A dense view of a head slice is the gathered slice, [rows][its heads][dim]; of whole rows, the buffer.
   std::vector<std::byte> scratch;
   const auto dense = buffers.dense_view<float>({0, 1, 2, {2, 4}}, scratch);
   EXPECT_EQ(dense.rows, 2);

@@ -105,22 +105,14 @@ std::vector<float> transposed_q(const std::vector<float>& q, const EstimatorShap
 #define FULCRUM_ISA_INCLUDE "fulcrum/sparse/estimator_logits-inl.hpp"
 #include "fulcrum/core/simd_foreach_isa.hpp"
 
-}  // namespace
-
-void EstimatorShape::validate() const {
-  if (q_heads < 1) fail("q_heads = {}: must be >= 1", q_heads);
-  if (kv_heads < 1) fail("kv_heads = {}: must be >= 1", kv_heads);
-  if (q_heads % kv_heads != 0) fail("q_heads = {}: must be a multiple of kv_heads ({})", q_heads, kv_heads);
-  if (head_dim < 1) fail("head_dim = {}: must be >= 1", head_dim);
-}
-
-VerticalSlashEstimate estimate_vertical_slash(const EstimatorShape& shape, Tokens doc_len, std::span<const float> q_obs,
-                                              const KeyRows& keys, const VerticalSlashOptions& options,
-                                              EstimatorReduce& reduce) {
+// Fails naming the field unless the inputs are one document's observation rows (or none) and a set of
+// its keys.
+void validate_inputs(const EstimatorShape& shape, Tokens doc_len, std::span<const float> q_obs, const KeyRows& keys,
+                     const VerticalSlashOptions& options) {
   shape.validate();
   if (doc_len < 1) fail("doc_len = {}: must be >= 1", doc_len);
   options.validate(doc_len);
-  const Tokens window = options.window, first_row = doc_len - window, dim = shape.head_dim;
+  const Tokens window = options.window, dim = shape.head_dim;
   const auto n = static_cast<Tokens>(keys.positions.size());
   const auto q_size = static_cast<std::size_t>(window * shape.q_heads * dim);
   if (keys.k.size() != static_cast<std::size_t>(n * shape.kv_heads * dim)) {
@@ -133,31 +125,60 @@ VerticalSlashEstimate estimate_vertical_slash(const EstimatorShape& shape, Token
     fail("q_obs: {} values, want {} (window {} x q_heads {} x head_dim {}) or none", q_obs.size(), q_size, window,
          shape.q_heads, dim);
   }
+}
 
-  // 1. The observation rows, from the last rank; every rank's logits against its own keys.
-  std::vector<float> q(q_size, 0.0f);
-  std::copy(q_obs.begin(), q_obs.end(), q.begin());
-  reduce.broadcast_from_last(q);
-  const int heads = shape.q_heads;
-  const Tokens rows = (window + kRowBlock - 1) / kRowBlock * kRowBlock;
-  const Tokens row_vecs = rows / kLanes, row_units = rows / kUnitLanes;
-  const auto head_cells = static_cast<std::size_t>(n * rows);
-  float* const buffer = thread_workspace(static_cast<std::size_t>(heads) * head_cells);
-  const auto scale = static_cast<float>(1.0 / (std::sqrt(static_cast<double>(dim)) * std::log(2.0)));
-  const auto keys_of = [&](int h) { return buffer + static_cast<std::size_t>(h) * head_cells; };
+// What every pass of one estimate shares: the sizes, and the logit buffer the first pass fills and the
+// later ones stream. Per q head the buffer holds the local keys' columns (key-major), each of `rows`
+// floats: the window padded to whole row blocks.
+struct Estimation {
+  const EstimatorShape& shape;
+  const KeyRows& keys;
+  Tokens window = 0, first_row = 0;
+  Tokens n = 0;  // local keys
+  int heads = 0;
+  Tokens rows = 0, row_vecs = 0, row_units = 0;
+  std::size_t head_cells = 0;  // one q head's part of the buffer
+  float* buffer = nullptr;
+
+  Estimation(const EstimatorShape& s, Tokens doc_len, const KeyRows& k, Tokens w)
+      : shape(s),
+        keys(k),
+        window(w),
+        first_row(doc_len - w),
+        n(static_cast<Tokens>(k.positions.size())),
+        heads(s.q_heads),
+        rows((w + kRowBlock - 1) / kRowBlock * kRowBlock),
+        row_vecs(rows / kLanes),
+        row_units(rows / kUnitLanes),
+        head_cells(static_cast<std::size_t>(n * rows)),
+        buffer(thread_workspace(static_cast<std::size_t>(heads) * head_cells)) {}
+
+  [[nodiscard]] float* keys_of(int h) const { return buffer + static_cast<std::size_t>(h) * head_cells; }
+};
+
+// 1. Every q head's logits against the local keys, into the buffer. Returns each observation row's
+// local maximum, [head][window].
+std::vector<double> observation_logits(const Estimation& e, const std::vector<float>& q) {
+  const int heads = e.heads;
+  const Tokens window = e.window, rows = e.rows;
+  const auto scale = static_cast<float>(1.0 / (std::sqrt(static_cast<double>(e.shape.head_dim)) * std::log(2.0)));
   std::vector<double> row_max(static_cast<std::size_t>(heads * window));
   const simd::Isa isa = simd::active_isa();
 #pragma omp parallel for schedule(dynamic)
   for (int h = 0; h < heads; ++h) {
-    const std::vector<float> qt = transposed_q(q, shape, h, window, rows);
-    FULCRUM_DISPATCH(isa, head_logits(shape, keys, h, qt, window, rows, first_row, scale, keys_of(h),
+    const std::vector<float> qt = transposed_q(q, e.shape, h, window, rows);
+    FULCRUM_DISPATCH(isa, head_logits(e.shape, e.keys, h, qt, window, rows, e.first_row, scale, e.keys_of(h),
                                       row_max.data() + static_cast<std::size_t>(h * window)));
   }
+  return row_max;
+}
 
-  // 2. Global row maxima, then exp values (kept in place of the logits) and the global row sums: each exp
-  // value rounded down to a multiple of 2^-bits, added as integer units.
-  reduce.max(row_max);
-  const int sum_bits = exp_sum_bits(doc_len);
+// 2. Every logit becomes its exp value against the global row maximum, in place. Returns the local row
+// sums, [head][window], then the local key count: each exp value rounded down to a multiple of
+// 2^-sum_bits and added as integer units, so the sums over ranks are exact.
+std::vector<double> exp_row_sums(const Estimation& e, const std::vector<double>& row_max, int sum_bits) {
+  const int heads = e.heads;
+  const Tokens window = e.window, n = e.n, rows = e.rows, row_vecs = e.row_vecs, row_units = e.row_units;
   std::vector<double> row_sum(static_cast<std::size_t>(heads * window) + 1, 0.0);
   row_sum.back() = static_cast<double>(n);  // the key count: every position must be held once
 #pragma omp parallel for schedule(dynamic)
@@ -169,12 +190,12 @@ VerticalSlashEstimate estimate_vertical_slash(const EstimatorShape& shape, Token
     std::vector<Units> sums(static_cast<std::size_t>(row_units), Units{});
     const Vec units = splat<Vec>(std::ldexp(1.0f, sum_bits));
     for (Tokens j = 0; j < n; ++j) {
-      float* column = keys_of(h) + j * rows;
+      float* column = e.keys_of(h) + j * rows;
       for (Tokens v = 0; v < row_vecs; ++v) {
-        const Vec e = simd::exp2_bounded(load<Vec>(column + v * kLanes) - load<Vec>(maxima.data() + v * kLanes));
-        store(column + v * kLanes, e);
+        const Vec x = simd::exp2_bounded(load<Vec>(column + v * kLanes) - load<Vec>(maxima.data() + v * kLanes));
+        store(column + v * kLanes, x);
         Units u[2];
-        floor_units(e, units, u);
+        floor_units(x, units, u);
         sums[static_cast<std::size_t>(2 * v)] += u[0];
         sums[static_cast<std::size_t>(2 * v + 1)] += u[1];
       }
@@ -184,33 +205,48 @@ VerticalSlashEstimate estimate_vertical_slash(const EstimatorShape& shape, Token
           std::ldexp(static_cast<double>(sums[static_cast<std::size_t>(i / kUnitLanes)][i % kUnitLanes]), -sum_bits);
     }
   }
-  reduce.sum(row_sum);
-  if (row_sum.back() != static_cast<double>(doc_len)) {
-    fail("keys: the ranks hold {} key rows in all; the document has {} positions, each to be held once", row_sum.back(),
-         doc_len);
-  }
-  // An entry of A in units of 2^-50: floor(exp value x factor), an fp32 product, with the row's factor
-  // 2^50 / (row sum x window) rounded to fp32 once per row from the global sum, so it is the same on
-  // every rank; zero on padding rows.
-  std::vector<float> mass_factor(static_cast<std::size_t>(heads * rows), 0.0f);
-  for (int h = 0; h < heads; ++h) {
-    for (Tokens i = 0; i < window; ++i) {
-      mass_factor[static_cast<std::size_t>(h * rows + i)] =
-          static_cast<float>(std::ldexp(1.0, kMassBits) /
-                             (row_sum[static_cast<std::size_t>(h * window + i)] * static_cast<double>(window)));
+  return row_sum;
+}
+
+double to_mass(std::int64_t units) { return std::ldexp(static_cast<double>(units), -kMassBits); }
+
+// The entries of A, from the exp values in the buffer and the global row sums. An entry is in units of
+// 2^-50: floor(exp value x factor), an fp32 product, with the row's factor 2^50 / (row sum x window)
+// rounded to fp32 once per row from the global sum, so it is the same on every rank; zero on padding rows.
+class AttentionMass {
+ public:
+  AttentionMass(const Estimation& e, const std::vector<double>& row_sum)
+      : e_(e), factor_(static_cast<std::size_t>(e.heads * e.rows), 0.0f) {
+    const Tokens window = e.window, rows = e.rows;
+    for (int h = 0; h < e.heads; ++h) {
+      for (Tokens i = 0; i < window; ++i) {
+        factor_[static_cast<std::size_t>(h * rows + i)] =
+            static_cast<float>(std::ldexp(1.0, kMassBits) /
+                               (row_sum[static_cast<std::size_t>(h * window + i)] * static_cast<double>(window)));
+      }
     }
   }
+
   // Key j's entries of A for every row of head h, in units: row_units vectors into `out`.
-  const auto mass_units = [&](int h, Tokens j, Units* out) {
-    const float* column = keys_of(h) + j * rows;
-    const float* factor = mass_factor.data() + static_cast<std::size_t>(h * rows);
+  void units(int h, Tokens j, Units* out) const {
+    const Tokens rows = e_.rows, row_vecs = e_.row_vecs;
+    const float* column = e_.keys_of(h) + j * rows;
+    const float* factor = factor_.data() + static_cast<std::size_t>(h * rows);
     for (Tokens v = 0; v < row_vecs; ++v)
       floor_units(load<Vec>(column + v * kLanes), load<Vec>(factor + v * kLanes), out + 2 * v);
-  };
-  const auto to_mass = [](std::int64_t units) { return std::ldexp(static_cast<double>(units), -kMassBits); };
+  }
 
-  // 3. Token-level scores: [head][vertical | slash][doc_len]. Key k's entries add to vertical[k] and, row
-  // i to slash[first_row + i - k]: a contiguous run of slash entries, whatever the positions.
+ private:
+  const Estimation& e_;
+  std::vector<float> factor_;  // [head][rows]
+};
+
+// 3. The local keys' token-level scores, [head][vertical | slash][doc_len]. Key k's entries add to
+// vertical[k] and, row i to slash[first_row + i - k]: a contiguous run of slash entries, whatever the
+// positions.
+std::vector<double> token_scores(const Estimation& e, const AttentionMass& mass, Tokens doc_len) {
+  const int heads = e.heads;
+  const Tokens n = e.n, rows = e.rows, row_units = e.row_units, first_row = e.first_row;
   const auto len = static_cast<std::size_t>(doc_len);
   std::vector<double> scores(static_cast<std::size_t>(heads) * 2 * len, 0.0);
 #pragma omp parallel for schedule(dynamic)
@@ -221,9 +257,9 @@ VerticalSlashEstimate estimate_vertical_slash(const EstimatorShape& shape, Token
     std::vector<std::int64_t> slash(len + 2 * static_cast<std::size_t>(rows), 0);
     std::vector<Units> a(static_cast<std::size_t>(row_units));
     for (Tokens j = 0; j < n; ++j) {
-      const Tokens k = keys.positions[static_cast<std::size_t>(j)];
+      const Tokens k = e.keys.positions[static_cast<std::size_t>(j)];
       std::int64_t* diagonal = slash.data() + (first_row - k + rows);
-      mass_units(h, j, a.data());
+      mass.units(h, j, a.data());
       Units total{};
       for (Tokens u = 0; u < row_units; ++u) {
         const Units& au = a[static_cast<std::size_t>(u)];
@@ -238,27 +274,71 @@ VerticalSlashEstimate estimate_vertical_slash(const EstimatorShape& shape, Token
       out[len + t] = to_mass(slash[t + static_cast<std::size_t>(rows)]);
     }
   }
-  reduce.sum(scores);
+  return scores;
+}
 
-  // 4.-5. The same index on every rank; then the mass it keeps. The rows of one query block keep the same
-  // key blocks, so per key the kept rows are the union of whole groups of rows.
-  VerticalSlashEstimate out;
-  out.heads.resize(static_cast<std::size_t>(heads));
-  out.scores.resize(static_cast<std::size_t>(heads));
-  std::vector<double> kept(static_cast<std::size_t>(heads), 0.0);
-  const Tokens g = options.block;
-  struct RowGroup {
-    Tokens query_block;
-    std::vector<Units> lanes;  // all ones on the group's rows
-  };
+// The observation rows of one query block: the rows of a block keep the same key blocks, so per key the
+// kept rows are the union of whole groups of rows.
+struct RowGroup {
+  Tokens query_block;
+  std::vector<Units> lanes;  // all ones on the group's rows
+};
+
+std::vector<RowGroup> row_groups(const Estimation& e, Tokens g) {
   std::vector<RowGroup> groups;
-  for (Tokens i = 0; i < window; ++i) {
-    const Tokens qb = (first_row + i) / g;
+  for (Tokens i = 0; i < e.window; ++i) {
+    const Tokens qb = (e.first_row + i) / g;
     if (groups.empty() || groups.back().query_block != qb) {
-      groups.push_back({qb, std::vector<Units>(static_cast<std::size_t>(row_units), Units{})});
+      groups.push_back({qb, std::vector<Units>(static_cast<std::size_t>(e.row_units), Units{})});
     }
     groups.back().lanes[static_cast<std::size_t>(i / kUnitLanes)][i % kUnitLanes] = -1;
   }
+  return groups;
+}
+
+// 5. The mass of A in head h's local keys that `index` keeps, in units: a key's whole column where it is
+// a vertical, else the rows whose query block is on one of the index's block diagonals from the key's.
+std::int64_t kept_units(const Estimation& e, const AttentionMass& mass, const std::vector<RowGroup>& groups,
+                        const VerticalSlashIndex& index, int h, Tokens doc_len, Tokens g) {
+  const auto len = static_cast<std::size_t>(doc_len);
+  std::vector<char> diagonal(static_cast<std::size_t>((doc_len + g - 1) / g + 1), 0), column(len, 0);
+  for (const Tokens o : index.block_offsets) diagonal[static_cast<std::size_t>(o)] = 1;
+  for (const Tokens k : index.verticals) column[static_cast<std::size_t>(k)] = 1;
+  // The rows a key's block keeps through the diagonals, rebuilt when the block changes.
+  const auto units = static_cast<std::size_t>(e.row_units);
+  std::vector<Units> block_rows(units), sum(units, Units{}), a(units);
+  Tokens rows_block = -1;
+  const Units all_rows = Units{} - 1;
+  for (Tokens j = 0; j < e.n; ++j) {
+    const Tokens k = e.keys.positions[static_cast<std::size_t>(j)], kb = k / g;
+    if (kb != rows_block) {
+      std::fill(block_rows.begin(), block_rows.end(), Units{});
+      // A group's block before the key's (a negative offset) holds rows before the key: zero mass.
+      for (const auto& group : groups) {
+        if (group.query_block < kb || diagonal[static_cast<std::size_t>(group.query_block - kb)] == 0) continue;
+        for (std::size_t u = 0; u < units; ++u) block_rows[u] |= group.lanes[u];
+      }
+      rows_block = kb;
+    }
+    const bool vertical = column[static_cast<std::size_t>(k)] != 0;
+    mass.units(h, j, a.data());
+    for (std::size_t u = 0; u < units; ++u) sum[u] += a[u] & (vertical ? all_rows : block_rows[u]);
+  }
+  std::int64_t kept = 0;
+  for (const Units& u : sum) kept += lane_sum(u);
+  return kept;
+}
+
+// 4.-5. Every head's index from the global scores, so the same on every rank; then the mass it keeps of
+// the local keys' entries of A, into `kept` ([head]), for the caller to sum over the ranks.
+VerticalSlashEstimate select_indices(const Estimation& e, const AttentionMass& mass, const std::vector<double>& scores,
+                                     Tokens doc_len, const VerticalSlashOptions& options, std::vector<double>& kept) {
+  const int heads = e.heads;
+  const auto len = static_cast<std::size_t>(doc_len);
+  VerticalSlashEstimate out;
+  out.heads.resize(static_cast<std::size_t>(heads));
+  out.scores.resize(static_cast<std::size_t>(heads));
+  const std::vector<RowGroup> groups = row_groups(e, options.block);
 #pragma omp parallel for schedule(dynamic)
   for (int h = 0; h < heads; ++h) {
     auto& sc = out.scores[static_cast<std::size_t>(h)];
@@ -267,35 +347,52 @@ VerticalSlashEstimate estimate_vertical_slash(const EstimatorShape& shape, Token
     sc.slash.assign(score + len, score + 2 * len);
     auto& index = out.heads[static_cast<std::size_t>(h)];
     index = index_from_scores(sc, options);
-    std::vector<char> diagonal(static_cast<std::size_t>((doc_len + g - 1) / g + 1), 0), column(len, 0);
-    for (const Tokens o : index.block_offsets) diagonal[static_cast<std::size_t>(o)] = 1;
-    for (const Tokens k : index.verticals) column[static_cast<std::size_t>(k)] = 1;
-    // The rows a key's block keeps through the diagonals, rebuilt when the block changes.
-    const auto units = static_cast<std::size_t>(row_units);
-    std::vector<Units> block_rows(units), sum(units, Units{}), a(units);
-    Tokens rows_block = -1;
-    const Units all_rows = Units{} - 1;
-    for (Tokens j = 0; j < n; ++j) {
-      const Tokens k = keys.positions[static_cast<std::size_t>(j)], kb = k / g;
-      if (kb != rows_block) {
-        std::fill(block_rows.begin(), block_rows.end(), Units{});
-        // A group's block before the key's (a negative offset) holds rows before the key: zero mass.
-        for (const auto& group : groups) {
-          if (group.query_block < kb || diagonal[static_cast<std::size_t>(group.query_block - kb)] == 0) continue;
-          for (std::size_t u = 0; u < units; ++u) block_rows[u] |= group.lanes[u];
-        }
-        rows_block = kb;
-      }
-      const bool vertical = column[static_cast<std::size_t>(k)] != 0;
-      mass_units(h, j, a.data());
-      for (std::size_t u = 0; u < units; ++u) sum[u] += a[u] & (vertical ? all_rows : block_rows[u]);
-    }
-    std::int64_t kept_units = 0;
-    for (const Units& u : sum) kept_units += lane_sum(u);
-    kept[static_cast<std::size_t>(h)] = to_mass(kept_units);
+    kept[static_cast<std::size_t>(h)] = to_mass(kept_units(e, mass, groups, index, h, doc_len, options.block));
   }
+  return out;
+}
+
+}  // namespace
+
+void EstimatorShape::validate() const {
+  if (q_heads < 1) fail("q_heads = {}: must be >= 1", q_heads);
+  if (kv_heads < 1) fail("kv_heads = {}: must be >= 1", kv_heads);
+  if (q_heads % kv_heads != 0) fail("q_heads = {}: must be a multiple of kv_heads ({})", q_heads, kv_heads);
+  if (head_dim < 1) fail("head_dim = {}: must be >= 1", head_dim);
+}
+
+VerticalSlashEstimate estimate_vertical_slash(const EstimatorShape& shape, Tokens doc_len, std::span<const float> q_obs,
+                                              const KeyRows& keys, const VerticalSlashOptions& options,
+                                              EstimatorReduce& reduce) {
+  validate_inputs(shape, doc_len, q_obs, keys, options);
+
+  // 1. The observation rows, from the last rank; every rank's logits against its own keys.
+  std::vector<float> q(static_cast<std::size_t>(options.window * shape.q_heads * shape.head_dim), 0.0f);
+  std::copy(q_obs.begin(), q_obs.end(), q.begin());
+  reduce.broadcast_from_last(q);
+  const Estimation e(shape, doc_len, keys, options.window);
+  std::vector<double> row_max = observation_logits(e, q);
+
+  // 2. Global row maxima, then exp values (kept in place of the logits) and the global row sums.
+  reduce.max(row_max);
+  const int sum_bits = exp_sum_bits(doc_len);
+  std::vector<double> row_sum = exp_row_sums(e, row_max, sum_bits);
+  reduce.sum(row_sum);
+  if (row_sum.back() != static_cast<double>(doc_len)) {
+    fail("keys: the ranks hold {} key rows in all; the document has {} positions, each to be held once", row_sum.back(),
+         doc_len);
+  }
+  const AttentionMass mass(e, row_sum);
+
+  // 3. Token-level scores, summed over the ranks.
+  std::vector<double> scores = token_scores(e, mass, doc_len);
+  reduce.sum(scores);
+
+  // 4.-5. The same index on every rank; then the mass it keeps, summed over the ranks.
+  std::vector<double> kept(static_cast<std::size_t>(e.heads), 0.0);
+  VerticalSlashEstimate out = select_indices(e, mass, scores, doc_len, options, kept);
   reduce.sum(kept);
-  for (int h = 0; h < heads; ++h) out.heads[static_cast<std::size_t>(h)].recall = kept[static_cast<std::size_t>(h)];
+  for (int h = 0; h < e.heads; ++h) out.heads[static_cast<std::size_t>(h)].recall = kept[static_cast<std::size_t>(h)];
   return out;
 }
 

@@ -31,11 +31,11 @@ namespace {
 
 // RankSummary as numbers, for medians and all_gather; the order is the struct's.
 constexpr std::size_t kSummaryFields = 10;
-std::array<double, kSummaryFields> pack(const RankSummary& s) {
+std::array<double, kSummaryFields> encode_summary(const RankSummary& s) {
   return {s.attention_s, s.attention_cpu_s, s.other_compute_s, s.comm_s,         s.exposed_comm_s,
           s.peer_wait_s, s.total_s,         s.bytes_sent,      s.bytes_received, s.flops};
 }
-RankSummary unpack(const double* v) { return {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9]}; }
+RankSummary decode_summary(const double* v) { return {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9]}; }
 
 // Every rank's launch start times ([rank][launch id], -1 for none), then the wait attribution.
 void attribute(const Plan& plan, ExecutionResult& result, Communicator& comm) {
@@ -60,10 +60,10 @@ RankSummary median_summary(const std::vector<RankSummary>& runs) {
   for (std::size_t f = 0; f < kSummaryFields; ++f) {
     std::vector<double> values;
     values.reserve(runs.size());
-    for (const auto& r : runs) values.push_back(pack(r)[f]);
+    for (const auto& r : runs) values.push_back(encode_summary(r)[f]);
     out[f] = median(values);
   }
-  return unpack(out.data());
+  return decode_summary(out.data());
 }
 
 // Timeline events travel as numbers: names by index into this table.
@@ -75,7 +75,7 @@ Timeline gather_timeline(const std::vector<TimelineEvent>& mine, Communicator& c
   const double count = static_cast<double>(mine.size());
   const auto counts = comm.all_gather(std::span<const double>(&count, 1));
   const auto most = static_cast<std::size_t>(*std::max_element(counts.begin(), counts.end()));
-  std::vector<double> packed(most * kEventFields, -1.0);
+  std::vector<double> encoded(most * kEventFields, -1.0);
   for (std::size_t i = 0; i < mine.size(); ++i) {
     const auto& e = mine[i];
     const auto name = std::find_if(kEventNames.begin(), kEventNames.end(), [&](const char* n) { return e.name == n; }) -
@@ -88,9 +88,9 @@ Timeline gather_timeline(const std::vector<TimelineEvent>& mine, Communicator& c
                                       e.end_s,
                                       e.bytes,
                                       e.flops};
-    std::copy(row, row + kEventFields, packed.begin() + static_cast<std::ptrdiff_t>(i * kEventFields));
+    std::copy(row, row + kEventFields, encoded.begin() + static_cast<std::ptrdiff_t>(i * kEventFields));
   }
-  const auto all = comm.all_gather(packed);
+  const auto all = comm.all_gather(encoded);
   Timeline t;
   for (std::size_t i = 0; i + kEventFields <= all.size(); i += kEventFields) {
     const double* v = &all[i];
@@ -185,34 +185,44 @@ void add_step_tables(JobResult& result, const Plan& forward, const Plan& backwar
 
 double JobResult::max_error() const { return *std::max_element(relative_error.begin(), relative_error.end()); }
 
-JobResult run_attention_job(const JobConfig& config, Communicator& comm) {
-  config.validate(comm.size());
-  const int rank = comm.rank();
-  const ScopedKernelThreads threads(config.threads > 0 ? config.threads
-                                                       : std::max(1, omp_get_num_procs() / comm.size()));
+namespace {
 
-  const PlannerOptions options = config.planner_options();
+// What every rank draws alike from the seed: the batch (with its estimated masks for a dynamic mask),
+// the head layout, and the token data its Q/K/V/dO come from.
+struct JobInputs {
+  Batch batch;
+  HeadLayout heads;
+  std::unique_ptr<TokenData> data;
+  std::optional<DynamicMaskStats> dynamic_stats;
+};
+
+JobInputs draw_inputs(const JobConfig& config, const PlannerOptions& options, Communicator& comm) {
   auto source = make_length_source(config.dataset, config.seed, config.tokens_per_rank);
   const auto dynamic = parse_dynamic_mask(config.mask);
   BatchStream stream([&] { return source->next(); }, comm.size(), config.tokens_per_rank,
                      dynamic ? MaskSpec::causal() : MaskSpec::parse(config.mask), config.boundary_split);
-  Batch batch = stream.next();
+  JobInputs in{stream.next(), head_layout(options.model, 4), nullptr, std::nullopt};
+  Batch& batch = in.batch;
   if (!dynamic) {
     Tokens longest = 0;
     for (const auto& d : batch.documents) longest = std::max(longest, d.length);
     check_mask_reach(MaskSpec::parse(config.mask), longest, "mask");
   }
-  const HeadLayout heads = head_layout(options.model, 4);
-  std::unique_ptr<TokenData> data;
+  // A dynamic mask is estimated from the attention itself, so its data must have a pattern to find.
   if (dynamic) {
-    data = std::make_unique<SyntheticTokenData>(config.seed, heads, batch);
+    in.data = std::make_unique<SyntheticTokenData>(config.seed, in.heads, batch);
   } else {
-    data = std::make_unique<HashedTokenData>(config.seed);
+    in.data = std::make_unique<HashedTokenData>(config.seed);
   }
-  std::optional<DynamicMaskStats> dynamic_stats;
-  if (dynamic) dynamic_stats = estimate_dynamic_masks(batch, heads, *data, *dynamic, comm);
+  if (dynamic) in.dynamic_stats = estimate_dynamic_masks(batch, in.heads, *in.data, *dynamic, comm);
+  return in;
+}
+
+// The batch's Assignment: the named planner's, verified, or for auto the candidate whose plan simulates
+// fastest (recorded in `auto_choice`).
+Assignment plan_batch(const JobConfig& config, const PlannerOptions& options, const Batch& batch,
+                      std::optional<sim::AutoChoice>& auto_choice) {
   Assignment a;
-  std::optional<sim::AutoChoice> auto_choice;
   if (is_meta_planner(config.planner)) {
     // Every rank chooses the same way: the simulation is deterministic.
     sim::BatchChoice choice = sim::choose_plan(batch, config.candidates, options,
@@ -223,65 +233,82 @@ JobResult run_attention_job(const JobConfig& config, Communicator& comm) {
     auto planner = make_planner(config.planner, options);
     a = plan_verified(*planner, batch);
   }
+  return a;
+}
 
-  const Plan forward = compile(a, heads, Pass::kForward, config.mode);
-  const Plan backward = compile(a, heads, Pass::kBackward, config.mode);
+struct CompiledPlans {
+  Plan forward, backward;
+};
+
+CompiledPlans compile_and_check(const JobConfig& config, const Assignment& a, const HeadLayout& heads,
+                                const Communicator& comm) {
+  CompiledPlans plans{compile(a, heads, Pass::kForward, config.mode), compile(a, heads, Pass::kBackward, config.mode)};
   // Every rank compiled the same plans, so one check is enough; a failure there aborts the job, and the
   // others wait for it at the barrier before the first pass.
   if (comm.rank() == 0) {
-    check_plan(forward, a.batch);
-    check_plan(backward, a.batch);
+    check_plan(plans.forward, a.batch);
+    check_plan(plans.backward, a.batch);
   }
-  if (!config.save_plans.empty() && comm.rank() == 0) save_plans(config, forward, backward);
+  if (!config.save_plans.empty() && comm.rank() == 0) save_plans(config, plans.forward, plans.backward);
+  return plans;
+}
 
-  JobResult result;
-  result.config = config;
-  result.ranks = comm.size();
-  result.planned_imbalance = compute_stats(a, options.model).imbalance;
-  result.packed_imbalance = placement_imbalance(batch, options.model);
-  result.tasks = a.tasks.size();
-  result.auto_choice = std::move(auto_choice);
-  result.dynamic_masks = dynamic_stats;
-  result.messages = count_messages(forward) + count_messages(backward);
-
+// One pass on filled buffers, between barriers so that every rank starts together; how long a rank then
+// waits for the slowest goes to `idle_s`.
+ExecutionResult timed_pass(const Plan& plan, RankBuffers& buffers, Communicator& comm, const ExecuteOptions& exec,
+                           std::vector<double>& idle_s) {
   comm.barrier();
+  auto result = execute(plan, buffers, comm, exec);
+  const double done = Communicator::now_s();
+  comm.barrier();
+  attribute(plan, result, comm);
+  idle_s.push_back(Communicator::now_s() - done);
+  return result;
+}
+
+// This rank's measurements over the repetitions, and the buffers of the last one (for the reference).
+struct PassRuns {
+  std::vector<RankSummary> forward, backward;
+  std::vector<double> forward_idle_s, backward_idle_s;
+  std::vector<TimelineEvent> events;  // the last repetition's, forward then backward
+  std::optional<RankBuffers> forward_buffers, backward_buffers;
+};
+
+PassRuns run_passes(const JobConfig& config, const CompiledPlans& plans, const JobInputs& in, const Batch& batch,
+                    Communicator& comm) {
+  const int rank = comm.rank();
   const ExecuteOptions exec{Communicator::now_s(), config.deterministic};
-  std::vector<RankSummary> f_runs, b_runs;
-  std::vector<double> f_idle, b_idle;
-  std::vector<TimelineEvent> events;
-  std::optional<RankBuffers> fb, bb;
+  PassRuns runs;
+  auto& fb = runs.forward_buffers;
+  auto& bb = runs.backward_buffers;
   for (int rep = 0; rep < config.repeats; ++rep) {
-    fb.emplace(forward.programs[rank], heads);
-    fill_inputs(forward, a.batch, *data, *fb);
-    comm.barrier();
-    auto fr = execute(forward, *fb, comm, exec);
-    double done = Communicator::now_s();
-    comm.barrier();
-    attribute(forward, fr, comm);
-    f_idle.push_back(Communicator::now_s() - done);
+    fb.emplace(plans.forward.programs[rank], in.heads);
+    fill_inputs(plans.forward, batch, *in.data, *fb);
+    auto fr = timed_pass(plans.forward, *fb, comm, exec, runs.forward_idle_s);
 
-    bb.emplace(backward.programs[rank], heads);
-    fill_inputs(backward, a.batch, *data, *bb);
+    bb.emplace(plans.backward.programs[rank], in.heads);
+    fill_inputs(plans.backward, batch, *in.data, *bb);
     for (const char* name : {"o", "lse"}) bb->copy_from(*fb, name);  // forward outputs, backward inputs
-    comm.barrier();
-    auto br = execute(backward, *bb, comm, exec);
-    done = Communicator::now_s();
-    comm.barrier();
-    attribute(backward, br, comm);
-    b_idle.push_back(Communicator::now_s() - done);
+    auto br = timed_pass(plans.backward, *bb, comm, exec, runs.backward_idle_s);
 
-    f_runs.push_back(fr.summary);
-    b_runs.push_back(br.summary);
+    runs.forward.push_back(fr.summary);
+    runs.backward.push_back(br.summary);
     if (rep + 1 == config.repeats) {
-      events = std::move(fr.events);
-      events.insert(events.end(), br.events.begin(), br.events.end());
+      runs.events = std::move(fr.events);
+      runs.events.insert(runs.events.end(), br.events.begin(), br.events.end());
     }
   }
+  return runs;
+}
 
-  // Errors: the largest difference and reference value per tensor over all ranks.
-  result.relative_error.fill(-1);
+// Errors: the largest difference and reference value per tensor over all ranks; -1 where not checked.
+std::array<double, 5> relative_errors(const JobConfig& config, const CompiledPlans& plans, PassRuns& runs,
+                                      const Batch& batch, const TokenData& data, Communicator& comm) {
+  std::array<double, 5> relative_error{};
+  relative_error.fill(-1);
   if (moves_data(config.mode) && config.reference != ReferenceKind::kNone) {
-    const auto parts = compare_with_reference(forward, *fb, backward, *bb, a.batch, *data, config.reference);
+    const auto parts = compare_with_reference(plans.forward, *runs.forward_buffers, plans.backward,
+                                              *runs.backward_buffers, batch, data, config.reference);
     std::vector<double> mine(parts.max_diff.begin(), parts.max_diff.end());
     mine.insert(mine.end(), parts.max_ref.begin(), parts.max_ref.end());
     const auto all = comm.all_gather(mine);
@@ -291,31 +318,63 @@ JobResult run_attention_job(const JobConfig& config, Communicator& comm) {
         diff = std::max(diff, all[r * 10 + t]);
         ref = std::max(ref, all[r * 10 + 5 + t]);
       }
-      result.relative_error[t] = ref > 0 ? diff / ref : diff;
+      relative_error[t] = ref > 0 ? diff / ref : diff;
     }
   }
+  return relative_error;
+}
 
-  // Every rank's medians and idle times.
+// Every rank's medians and idle times, into `result` on every rank.
+void gather_rank_summaries(const PassRuns& runs, Communicator& comm, JobResult& result) {
   std::vector<double> mine;
-  for (const auto& s : {median_summary(f_runs), median_summary(b_runs)}) {
-    const auto v = pack(s);
+  for (const auto& s : {median_summary(runs.forward), median_summary(runs.backward)}) {
+    const auto v = encode_summary(s);
     mine.insert(mine.end(), v.begin(), v.end());
   }
-  mine.push_back(median(f_idle));
-  mine.push_back(median(b_idle));
+  mine.push_back(median(runs.forward_idle_s));
+  mine.push_back(median(runs.backward_idle_s));
   const auto all = comm.all_gather(mine);
   const std::size_t stride = mine.size();
   for (int r = 0; r < comm.size(); ++r) {
     const double* v = &all[static_cast<std::size_t>(r) * stride];
-    result.forward.push_back(unpack(v));
-    result.backward.push_back(unpack(v + kSummaryFields));
+    result.forward.push_back(decode_summary(v));
+    result.backward.push_back(decode_summary(v + kSummaryFields));
     result.forward_idle_s.push_back(v[2 * kSummaryFields]);
     result.backward_idle_s.push_back(v[2 * kSummaryFields + 1]);
   }
-  result.timeline = gather_timeline(events, comm);
-  add_step_tables(result, forward, backward);
-  result.forward_plan = forward;
-  result.backward_plan = backward;
+}
+
+}  // namespace
+
+JobResult run_attention_job(const JobConfig& config, Communicator& comm) {
+  config.validate(comm.size());
+  const ScopedKernelThreads threads(config.threads > 0 ? config.threads
+                                                       : std::max(1, omp_get_num_procs() / comm.size()));
+
+  const PlannerOptions options = config.planner_options();
+  const JobInputs in = draw_inputs(config, options, comm);
+  std::optional<sim::AutoChoice> auto_choice;
+  const Assignment a = plan_batch(config, options, in.batch, auto_choice);
+  const CompiledPlans plans = compile_and_check(config, a, in.heads, comm);
+
+  JobResult result;
+  result.config = config;
+  result.ranks = comm.size();
+  result.planned_imbalance = compute_stats(a, options.model).imbalance;
+  result.packed_imbalance = placement_imbalance(in.batch, options.model);
+  result.tasks = a.tasks.size();
+  result.auto_choice = std::move(auto_choice);
+  result.dynamic_masks = in.dynamic_stats;
+  result.messages = count_messages(plans.forward) + count_messages(plans.backward);
+
+  comm.barrier();
+  PassRuns runs = run_passes(config, plans, in, a.batch, comm);
+  result.relative_error = relative_errors(config, plans, runs, a.batch, *in.data, comm);
+  gather_rank_summaries(runs, comm, result);
+  result.timeline = gather_timeline(runs.events, comm);
+  add_step_tables(result, plans.forward, plans.backward);
+  result.forward_plan = plans.forward;
+  result.backward_plan = plans.backward;
   return result;
 }
 

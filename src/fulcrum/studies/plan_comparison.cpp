@@ -38,11 +38,10 @@ PlannerOptions PlanConfig::planner_options() const {
   return o;
 }
 
-PlanComparison compare_planners(const PlanConfig& config) {
-  config.validate();
-  const PlannerOptions options = config.planner_options();
-  const MaskSpec mask = MaskSpec::parse(config.mask);
+namespace {
 
+// The batches every planner plans: drawn once, so all plan the same ones.
+std::vector<Batch> draw_batches(const PlanConfig& config, const MaskSpec& mask) {
   auto source = make_length_source(config.dataset, config.seed, config.tokens_per_rank);
   BatchStream stream([&] { return source->next(); }, config.ranks, config.tokens_per_rank, mask, config.boundary_split);
   std::vector<Batch> batches;
@@ -53,14 +52,14 @@ PlanComparison compare_planners(const PlanConfig& config) {
     for (const auto& d : batch.documents) longest = std::max(longest, d.length);
   }
   check_mask_reach(mask, longest, "mask");
+  return batches;
+}
 
-  PlanComparison out;
-  out.config = config;
-  for (const auto& batch : batches) out.packed_imbalance += placement_imbalance(batch, options.model);
-  out.packed_imbalance /= static_cast<double>(batches.size());
-
-  // Every planner checks every batch before any plans: a refusal (a batch beyond a planner's size)
-  // comes before the work, not after the other planners'. (auto's candidates sit out what they refuse.)
+// The planners, in the config's order (null for auto). Every planner checks every batch before any
+// plans: a refusal (a batch beyond a planner's size) comes before the work, not after the other
+// planners'. (auto's candidates sit out what they refuse.)
+std::vector<std::unique_ptr<Planner>> make_checked_planners(const PlanConfig& config, const PlannerOptions& options,
+                                                            const std::vector<Batch>& batches) {
   std::vector<std::unique_ptr<Planner>> planners;
   for (const auto& name : config.planners) {
     if (is_meta_planner(name)) {
@@ -70,55 +69,85 @@ PlanComparison compare_planners(const PlanConfig& config) {
     planners.push_back(make_planner(name, options));
     for (const auto& batch : batches) planners.back()->check_batch(batch);
   }
+  return planners;
+}
+
+void add_stats(PlannerSummary& summary, const AssignmentStats& stats) {
+  summary.imbalance += stats.imbalance;
+  summary.memory_imbalance += stats.memory_imbalance;
+  summary.comm_bytes_total += stats.comm_bytes_total;
+  summary.comm_bytes_max_rank += stats.comm_bytes_max_rank;
+  summary.remote_tokens_max_rank += stats.remote_tokens_max_rank;
+  summary.traffic_imbalance += stats.traffic_imbalance;
+  summary.tasks += static_cast<double>(stats.tasks);
+}
+
+// The sums of add_stats over n batches into means.
+void average_stats(PlannerSummary& summary, double n) {
+  summary.imbalance /= n;
+  summary.memory_imbalance /= n;
+  summary.comm_bytes_total /= n;
+  summary.comm_bytes_max_rank /= n;
+  summary.remote_tokens_max_rank /= n;
+  summary.traffic_imbalance /= n;
+  summary.tasks /= n;
+}
+
+// One planner (null: auto, simulating on `setup`) over every batch: whether every plan verifies (else the
+// first problem), the plans' stats averaged over the batches, and the median planning time.
+PlannerSummary summarise_planner(const std::string& name, Planner* planner, const std::vector<Batch>& batches,
+                                 const PlanConfig& config, const PlannerOptions& options,
+                                 const std::optional<sim::LayerSetup>& setup) {
+  PlannerSummary summary;
+  summary.name = name;
+  std::vector<double> times;
+  for (const auto& batch : batches) {
+    Assignment a;
+    if (planner) {
+      const auto start = std::chrono::steady_clock::now();
+      a = planner->plan(batch);
+      times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    } else {
+      sim::BatchChoice choice = sim::choose_plan(batch, config.candidates, options, *setup);
+      times.push_back(1e3 * std::accumulate(choice.planning_s.begin(), choice.planning_s.end(), 0.0));
+      if (!summary.auto_choice) summary.auto_choice.emplace();
+      summary.auto_choice->record(choice);
+      a = std::move(choice.assignment);
+    }
+    const auto report = !planner || planner->capabilities().keeps_documents ? verify(a, batch) : verify(a);
+    if (!report.ok() && summary.valid) {
+      summary.valid = false;
+      summary.first_problem = report.errors.front();
+    }
+    add_stats(summary, compute_stats(a, options.model));
+  }
+  average_stats(summary, static_cast<double>(batches.size()));
+  std::sort(times.begin(), times.end());
+  summary.plan_ms = times[times.size() / 2];
+  return summary;
+}
+
+}  // namespace
+
+PlanComparison compare_planners(const PlanConfig& config) {
+  config.validate();
+  const PlannerOptions options = config.planner_options();
+  const MaskSpec mask = MaskSpec::parse(config.mask);
+  const std::vector<Batch> batches = draw_batches(config, mask);
+
+  PlanComparison out;
+  out.config = config;
+  for (const auto& batch : batches) out.packed_imbalance += placement_imbalance(batch, options.model);
+  out.packed_imbalance /= static_cast<double>(batches.size());
+
+  const std::vector<std::unique_ptr<Planner>> planners = make_checked_planners(config, options, batches);
   // auto's simulated layer (the hardware is read only when auto runs).
   std::optional<sim::LayerSetup> setup;
   if (names_meta_planner(config.planners)) {
     setup = sim::gpu_per_rank(options.model, config.hardware, CommMode::kPingPong);
   }
   for (std::size_t p = 0; p < planners.size(); ++p) {
-    const auto& name = config.planners[p];
-    auto& planner = planners[p];
-    PlannerSummary summary;
-    summary.name = name;
-    std::vector<double> times;
-    for (const auto& batch : batches) {
-      Assignment a;
-      if (planner) {
-        const auto start = std::chrono::steady_clock::now();
-        a = planner->plan(batch);
-        times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-      } else {
-        sim::BatchChoice choice = sim::choose_plan(batch, config.candidates, options, *setup);
-        times.push_back(1e3 * std::accumulate(choice.planning_s.begin(), choice.planning_s.end(), 0.0));
-        if (!summary.auto_choice) summary.auto_choice.emplace();
-        summary.auto_choice->record(choice);
-        a = std::move(choice.assignment);
-      }
-      const auto report = !planner || planner->capabilities().keeps_documents ? verify(a, batch) : verify(a);
-      if (!report.ok() && summary.valid) {
-        summary.valid = false;
-        summary.first_problem = report.errors.front();
-      }
-      const auto stats = compute_stats(a, options.model);
-      summary.imbalance += stats.imbalance;
-      summary.memory_imbalance += stats.memory_imbalance;
-      summary.comm_bytes_total += stats.comm_bytes_total;
-      summary.comm_bytes_max_rank += stats.comm_bytes_max_rank;
-      summary.remote_tokens_max_rank += stats.remote_tokens_max_rank;
-      summary.traffic_imbalance += stats.traffic_imbalance;
-      summary.tasks += static_cast<double>(stats.tasks);
-    }
-    const auto n = static_cast<double>(batches.size());
-    summary.imbalance /= n;
-    summary.memory_imbalance /= n;
-    summary.comm_bytes_total /= n;
-    summary.comm_bytes_max_rank /= n;
-    summary.remote_tokens_max_rank /= n;
-    summary.traffic_imbalance /= n;
-    summary.tasks /= n;
-    std::sort(times.begin(), times.end());
-    summary.plan_ms = times[times.size() / 2];
-    out.planners.push_back(summary);
+    out.planners.push_back(summarise_planner(config.planners[p], planners[p].get(), batches, config, options, setup));
   }
   return out;
 }

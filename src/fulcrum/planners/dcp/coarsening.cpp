@@ -15,19 +15,18 @@ std::vector<int> parts_on_level(const CoarseLevel& level, const std::vector<int>
   return coarse;
 }
 
-}  // namespace
-
-CoarseLevel coarsen_once(const Hypergraph& h, const std::vector<double>& max_cluster_weight, std::uint64_t seed,
-                         std::span<const int> parts) {
+// Clustering (KaHyPar's ml_style): a vertex still on its own joins the neighbouring cluster it shares
+// the most rated net weight with, if the cluster stays under the weight cap; clusters grow past pairs
+// within one level, so a row or column of tiles can contract at once. Vertices are visited in a seeded
+// random order; returns each vertex's cluster leader.
+std::vector<int> cluster_leaders(const Hypergraph& h, const std::vector<double>& max_cluster_weight, std::uint64_t seed,
+                                 std::span<const int> parts) {
   const int n = h.vertices();
   const int constraints = h.constraints();
   std::vector<int> order(static_cast<std::size_t>(n));
   std::iota(order.begin(), order.end(), 0);
   Rng rng(seed);
   rng.shuffle(order);
-  // Clustering (KaHyPar's ml_style): a vertex still on its own joins the neighbouring cluster it
-  // shares the most rated net weight with, if the cluster stays under the weight cap; clusters grow past
-  // pairs within one level, so a row or column of tiles can contract at once.
   std::vector<int> leader(static_cast<std::size_t>(n));
   std::iota(leader.begin(), leader.end(), 0);
   std::vector<int> size(static_cast<std::size_t>(n), 1);
@@ -75,7 +74,14 @@ CoarseLevel coarsen_once(const Hypergraph& h, const std::vector<double>& max_clu
     for (int c = 0; c < constraints; ++c)
       cluster_weight[static_cast<std::size_t>(best) * constraints + c] += h.weight(u, c);
   }
+  return leader;
+}
 
+// The coarser level: a vertex per cluster with the cluster's weights, each net over the clusters of its
+// pins.
+CoarseLevel contract(const Hypergraph& h, const std::vector<int>& leader) {
+  const int n = h.vertices();
+  const int constraints = h.constraints();
   CoarseLevel level;
   level.fine_to_coarse.assign(static_cast<std::size_t>(n), -1);
   std::vector<int> id(static_cast<std::size_t>(n), -1);
@@ -102,6 +108,13 @@ CoarseLevel coarsen_once(const Hypergraph& h, const std::vector<double>& max_clu
   }
   level.graph = Hypergraph(constraints, std::move(weights), std::move(net_weights), nets);
   return level;
+}
+
+}  // namespace
+
+CoarseLevel coarsen_once(const Hypergraph& h, const std::vector<double>& max_cluster_weight, std::uint64_t seed,
+                         std::span<const int> parts) {
+  return contract(h, cluster_leaders(h, max_cluster_weight, seed, parts));
 }
 
 std::vector<CoarseLevel> coarsen(const Hypergraph& h, int target_vertices,
