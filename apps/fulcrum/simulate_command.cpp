@@ -84,8 +84,7 @@ void add_workload_options(CLI::App& cmd, studies::StudySpec& spec) {
 // options in the order they are added.)
 void add_planner_options(CLI::App& cmd, SimulateArgs& a) {
   auto& c = a.spec.base;
-  auto* planners = cmd.add_option("--planners", a.planners,
-                                  "comma-separated planners, compared: " + planner_list())
+  auto* planners = cmd.add_option("--planners", a.planners, "comma-separated planners, compared: " + planner_list())
                        ->capture_default_str();
   add_auto_options(cmd, a.candidates, nullptr);
   add_deprecated_alias(cmd, "--systems", planners, a.planners);

@@ -2,7 +2,8 @@
 // (core/simd_foreach_isa.hpp), inside that ISA's namespace and target region, so that they are compiled
 // for it: GCC lowers vector code in the function it is written in, before inlining, so a helper compiled
 // for the baseline would hand an AVX2 kernel element-by-element broadcasts and split loads (measured:
-// 2.3x slower, docs/decisions/0004-simd-three-isas.md). core/simd.hpp includes them once more for code outside dispatch.
+// 2.3x slower, docs/decisions/0004-simd-three-isas.md). core/simd.hpp includes them once more for code outside
+// dispatch.
 
 template <class V>
 FULCRUM_INLINE V load(const float* p) {

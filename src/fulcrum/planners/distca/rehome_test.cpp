@@ -103,8 +103,8 @@ TEST(DistcaRehome, TakesTheBusiestRanksTrafficDownOnANaturalBatch) {
 }
 
 TEST(DistcaRehome, ABytesBudgetLetsItTakeTheBusiestRankFurtherDown) {
-  // 512 ranks, seed 1, ε 0.02 (docs/results/2026-11-distca-traffic.md): without a budget the busiest rank stays where the loop
-  // left it (2.27x the mean); with 1% more bytes allowed it falls to 2.02x, and the total rises 0.1%.
+  // 512 ranks, seed 1, ε 0.02 (docs/results/2026-11-distca-traffic.md): without a budget the busiest rank stays where
+  // the loop left it (2.27x the mean); with 1% more bytes allowed it falls to 2.02x, and the total rises 0.1%.
   const Rehomed none = rehome_natural(512, 1, 0.02, 0);
   const Rehomed some = rehome_natural(512, 1, 0.02, 0.01);
   EXPECT_LT(some.after.stats.traffic_imbalance, 0.95 * none.after.stats.traffic_imbalance);

@@ -145,8 +145,8 @@ TEST(DistcaScheduler, OvershootSendsLongDocumentsToFewerServersAndMovesFewerByte
 TEST(DistcaScheduler, BusiestFirstShedsLongDocumentsInFewerSlivers) {
   // A natural pretrain batch at 128 ranks, ε 0.02: taking only the best FLOPs per byte leaves long
   // documents' owners a surplus that the last, small deficits take as slivers of 0.02-0.08 of the mean,
-  // each needing nearly the document's K/V. Measured on this batch (docs/results/2026-11-distca-traffic.md): the busiest
-  // rank moves 2.06 GB with the paper's choice and 1.27 GB with busiest-first 0.5, in fewer total bytes.
+  // each needing nearly the document's K/V. Measured on this batch (docs/results/2026-11-distca-traffic.md): the
+  // busiest rank moves 2.06 GB with the paper's choice and 1.27 GB with busiest-first 0.5, in fewer total bytes.
   const auto model = model_shape_preset("llama3-8b");
   auto source = make_length_source("pretrain", 2, 65536);
   const Batch batch = BatchStream([&] { return source->next(); }, 128, 65536).next();
