@@ -145,9 +145,10 @@ def exposed_seconds(rank: int, events_by_rank: list[list[tuple[float, str]]], st
         mine = next(i for i in plan.programs[rank].instructions if type(i).__name__ == "Launch" and i.id == int(launch))
         ready = started[label, launch]
         # A transfer this rank sends is received by the peer's launch that receives it, and the reverse.
-        for t in mine.transfers:
-            peer_launch = indexes[nano][pass_, "receive" if t.send else "send", t.peer, rank, t.tag]
-            ready = max(ready, posted[t.peer][f"{label} launch {peer_launch}"])
+        for transfer in mine.transfers:
+            side = "receive" if transfer.send else "send"
+            peer_launch = indexes[nano][pass_, side, transfer.peer, rank, transfer.tag]
+            ready = max(ready, posted[transfer.peer][f"{label} launch {peer_launch}"])
         total += max(0.0, t - ready)
     return total
 

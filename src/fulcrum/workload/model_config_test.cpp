@@ -14,7 +14,12 @@ namespace {
 class ConfigFile {
  public:
   explicit ConfigFile(const std::string& text)
-      : path_((std::filesystem::temp_directory_path() / "fulcrum-model-config-test" / "config.json").string()) {
+      // A folder per test: ctest runs the tests of this file as parallel processes. The config's own folder
+      // keeps one name, which names the model.
+      : path_((std::filesystem::temp_directory_path() /
+               ("fulcrum-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name())) /
+               "fulcrum-model-config-test" / "config.json")
+                  .string()) {
     std::filesystem::create_directories(std::filesystem::path(path_).parent_path());
     std::ofstream(path_) << text;
   }
