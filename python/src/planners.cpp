@@ -81,10 +81,8 @@ void bind_planners(py::module_& m) {
           "kind", [](const OptionSpec& s) { return kind_name(s.kind); },
           "'real', 'integer' or 'flag' (True/False in Python, 0/1 on the command line)")
       .def_property_readonly("default", [](const OptionSpec& s) { return typed_value(s, s.default_value); })
-      .def_property_readonly(
-          "min", [](const OptionSpec& s) { return typed_value(s, s.kind == OptionKind::kFlag ? 0 : s.min); })
-      .def_property_readonly(
-          "max", [](const OptionSpec& s) { return typed_value(s, s.kind == OptionKind::kFlag ? 1 : s.max); })
+      .def_property_readonly("min", [](const OptionSpec& s) { return typed_value(s, s.lowest()); })
+      .def_property_readonly("max", [](const OptionSpec& s) { return typed_value(s, s.highest()); })
       .def("__repr__", [](const OptionSpec& s) {
         return fmt::format("OptionSpec({}, default {}, {})", s.name, s.default_text(), s.range_text());
       });

@@ -8,7 +8,7 @@
 namespace fulcrum {
 
 void OptionSpec::check(double value) const {
-  const bool in_range = kind == OptionKind::kFlag ? value == 0 || value == 1 : value >= min && value <= max;
+  const bool in_range = value >= lowest() && value <= highest();
   const bool is_whole = !whole() || std::floor(value) == value;
   if (!in_range || !is_whole) fail("{} = {}: must be {}", name, value, range_text());
 }

@@ -29,13 +29,16 @@ struct OptionSpec {
   std::string_view help;
   OptionKind kind = OptionKind::kReal;
   double default_value = 0;
-  double min = 0, max = 0;  // inclusive; a flag's are 0 and 1 whatever is written here
+  double min = 0, max = 0;  // as declared; read the range through lowest() and highest()
   /// Also at most a rank's tokens (a size that cuts a rank's rows): checked against each batch by
   /// Planner::plan, and clamped to a rank's tokens by the simulator, whose layout search varies them.
   bool at_most_tokens_per_rank = false;
 
   /// Whether its values are whole numbers (integers and flags).
   bool whole() const { return kind != OptionKind::kReal; }
+  /// The inclusive range every reader uses (check, --help, the schema, Python): a flag's is [0, 1].
+  double lowest() const { return kind == OptionKind::kFlag ? 0 : min; }
+  double highest() const { return kind == OptionKind::kFlag ? 1 : max; }
   /// Throws a bad-input Error "NAME = VALUE: must be ..." when `value` is out of range or not whole.
   void check(double value) const;
   /// "in [0, 10]", "a whole number in [1, 64]", "0 (off) or 1 (on)", and ", at most tokens-per-rank" where

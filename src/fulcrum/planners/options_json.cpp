@@ -40,11 +40,10 @@ nlohmann::json planner_options_schema() {
   nlohmann::json properties = nlohmann::json::object();
   nlohmann::json required = nlohmann::json::array();
   for (const auto& spec : planner_option_specs()) {
-    const bool flag = spec.kind == OptionKind::kFlag;
     const std::string key = option_json_key(spec.name);
     properties[key] = {{"type", spec.whole() ? "integer" : "number"},
-                       {"minimum", bound(spec, flag ? 0 : spec.min)},
-                       {"maximum", bound(spec, flag ? 1 : spec.max)},
+                       {"minimum", bound(spec, spec.lowest())},
+                       {"maximum", bound(spec, spec.highest())},
                        {"default", bound(spec, spec.default_value)},
                        {"description", std::string(spec.help)}};
     required.push_back(key);

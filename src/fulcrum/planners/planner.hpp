@@ -106,10 +106,6 @@ struct MetaPlannerRegistration {
   std::string_view name;
   std::string_view summary;          // one line, for --help and docs
   std::string_view candidates_help;  // what --candidates means for it
-  /// The CP degree it is given means "each candidate its own" when 0 (the simulator's layout search).
-  bool cp_per_candidate = true;
-  /// Some of its candidates order their own work to overlap traffic (PlannerCapabilities::overlaps_traffic).
-  bool overlaps_traffic = true;
 };
 /// Every registered meta-planner (auto).
 const std::vector<MetaPlannerRegistration>& meta_planner_registry();
