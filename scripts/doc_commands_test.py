@@ -76,6 +76,7 @@ BINARY_SMALL = {
 # Commands run elsewhere, by the first words: which test runs them.
 COVERED = {
     "bash scripts/demo.sh": "its build is scripts/test.sh's (CI); `fulcrum demo` runs in ctest cli_charts_render",
+    "fulcrum demo --out": "ctest cli_charts_render (`fulcrum demo --out DIR`, at 128 tokens per rank)",
     "bash scripts/test.sh": "CI (.ci/run) runs it first",
     "torchrun": "ctest python.torch_training (train_llama.py's planners on 2 and 4 gloo ranks)",
     "python3 python/examples/train_llama.py": "CI's package step (scripts/test_python_package.sh)",
@@ -163,6 +164,21 @@ def binary_small(name, args):
     return [os.path.join(BIN, name), *out]
 
 
+def as_parsed(argv):
+    """A benchmark script's command line as argparse reads it (an option's last value wins, positionals in
+    order), so two documented invocations that shrink to the same run are run once."""
+    positionals, options, i = [], {}, 0
+    while i < len(argv):
+        word = argv[i]
+        takes_value = word.startswith("--") and i + 1 < len(argv) and not argv[i + 1].startswith("--")
+        if word.startswith("--"):
+            options[word] = argv[i + 1] if takes_value else None
+        else:
+            positionals.append(word)
+        i += 2 if takes_value else 1
+    return tuple(positionals), tuple(sorted(options.items()))
+
+
 def shrunk(words, variables):
     words = [variables.get(w.split("/")[0], w.split("/")[0]) + w[len(w.split("/")[0]):] for w in words]
     subcommand = " ".join(words[1:3]) if words[1] == "bench" else words[1]
@@ -238,7 +254,8 @@ for doc in DOCS:
             else:
                 failures.append(f"{where}: `{command[:80]}` is neither run here nor COVERED by another test")
                 continue
-        key = (tuple(argv), stdin, tuple(sorted(run_env.items())))
+        script = len(argv) > 1 and os.path.relpath(argv[1], ROOT) in BENCH_SMALL
+        key = (as_parsed(argv) if script else tuple(argv), stdin, tuple(sorted(run_env.items())))
         if key in already:
             print(f"same     {where}: as {already[key]}")
             continue
