@@ -35,13 +35,19 @@ def speedup_table(name, reference):
         cells = []
         for s in planners:
             r = at[s]
-            speedups[s].append(float(r["speedup"]))
-            cells.append(f"{float(r['speedup']):.2f}" + (" (OOM)" if r["out_of_memory"] == "true" else ""))
+            if r["speedup"]:  # empty where the row or the reference does not fit in memory
+                speedups[s].append(float(r["speedup"]))
+                cells.append(f"{float(r['speedup']):.2f}")
+            else:
+                cells.append("OOM" if r["out_of_memory"] == "true" else "ref OOM")
         print(f"| {p} | {layout} | " + " | ".join(cells) + " |")
     for s in planners:
         v = speedups[s]
-        print(f"\n{s} over {reference}: median {statistics.median(v):.2f}x, range {min(v):.2f}-{max(v):.2f}x "
-              f"over {len(v)} points")
+        if v:
+            print(f"\n{s} over {reference}: median {statistics.median(v):.2f}x, range {min(v):.2f}-{max(v):.2f}x "
+                  f"over the {len(v)} of {len(points)} points where both fit in memory")
+        else:
+            print(f"\n{s} over {reference}: no point where both fit in memory")
 
 
 def breakdown_table(name, extra=()):

@@ -101,6 +101,18 @@ void add_planner_options(CLI::App& cmd, SimulateArgs& a) {
          "time, the model before issue 20)")
       ->type_name("TEXT")
       ->default_str("whole");
+  cmd.add_option_function<std::string>(
+         "--recompute", [&c](const std::string& text) { c.memory.recompute = sim::parse_recompute(text); },
+         "activation recomputation, for memory: none (every activation kept) | selective (core attention "
+         "recomputed) | full (every layer recomputed from its input)")
+      ->type_name("TEXT")
+      ->default_str("none");
+  cmd.add_option_function<std::string>(
+         "--zero1", [&c](const std::string& text) { c.memory.zero1 = sim::parse_zero1(text); },
+         "1: optimizer states sharded over the data-parallel groups (ZeRO-1, Megatron's distributed "
+         "optimizer); 0: whole on every GPU")
+      ->type_name("0|1")
+      ->default_str("1");
   // --cp-degree is the simulator's CP degree (TP groups per CP group) for the planners with CP groups; 0,
   // the default: perdoc-cp up to 8, wlb the least that keeps documents whole.
   add_deprecated_alias(cmd, "--cp", cmd.get_option("--cp-degree"), a.cp_alias);

@@ -297,7 +297,8 @@ def simulate_training(planner: str, model: ModelShape, hardware: HardwareModel, 
                       dataset: str = "pretrain", max_doc_len: int = 131072, tokens_per_rank: int = 0,
                       iterations: int = 16, seed: int = 0, options: dict[str, float] = ...,
                       candidates: Sequence[str] = ..., baseline_mode: str = "single-stream",
-                      layer_schedule: str = "whole") -> dict[str, Any]: ...
+                      layer_schedule: str = "whole", recompute: str = "none",
+                      zero1: bool = True) -> dict[str, Any]: ...
 
 # kernels: storage arrays are float32, or uint16 holding bf16 bits; never copied
 Storage = npt.NDArray[np.float32] | npt.NDArray[np.uint16]

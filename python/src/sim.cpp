@@ -88,9 +88,10 @@ void bind_sim(py::module_& m) {
          int cp, int microbatches, const std::string& mode, const std::string& dataset, Tokens max_doc_len,
          Tokens tokens_per_rank, int iterations, std::uint64_t seed, const py::dict& options,
          const std::vector<std::string>& candidates, const std::string& baseline_mode,
-         const std::string& layer_schedule) {
+         const std::string& layer_schedule, const std::string& recompute, bool zero1) {
         sim::TrainingConfig c;
         c.whole_layer = sim::parse_layer_schedule(layer_schedule, "layer_schedule");
+        c.memory = {sim::parse_recompute(recompute), zero1};
         c.planner = planner;
         c.parallel = {gpus, tp, pp, cp, microbatches};
         c.mode = parse_comm_mode(mode);
@@ -116,7 +117,7 @@ void bind_sim(py::module_& m) {
       py::arg("dataset") = "pretrain", py::arg("max_doc_len") = 131072, py::arg("tokens_per_rank") = 0,
       py::arg("iterations") = sim::TrainingConfig{}.iterations, py::arg("seed") = 0, py::arg("options") = py::dict(),
       py::arg("candidates") = std::vector<std::string>{}, py::arg("baseline_mode") = "single-stream",
-      py::arg("layer_schedule") = "whole",
+      py::arg("layer_schedule") = "whole", py::arg("recompute") = "none", py::arg("zero1") = true,
       "Simulates training iterations of one planner (any registered planner, or 'auto') and returns\n"
       "the result as a dict: mean_iteration_s, tokens_per_s, breakdown (linear_s, attention_s,\n"
       "exposed_comm_s, idle_s, dp_sync_s; they add up to the iteration), attention_imbalance,\n"
@@ -128,7 +129,8 @@ void bind_sim(py::module_& m) {
       "its planners that do not overlap traffic run in baseline_mode,\n"
       "cp=0 gives each its own CP degree, and result['auto'] names the choice and runner-up per iteration\n"
       "and the planning time per candidate. layer_schedule: 'whole' (ping-pong layers overlap across their\n"
-      "boundaries, DistCA's schedule) or 'per-layer' (one layer at a time).");
+      "boundaries, DistCA's schedule) or 'per-layer' (one layer at a time). recompute ('none', 'selective',\n"
+      "'full') and zero1 (optimizer states sharded over dp) set what result['memory'] counts.");
 }
 
 }  // namespace fulcrum::python

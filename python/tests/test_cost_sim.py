@@ -91,6 +91,18 @@ def test_simulate_training_layer_schedule_overlaps_distca_layers():
         fulcrum.simulate_training("distca", llama, h200, layer_schedule="overlapped")
 
 
+def test_simulate_training_memory_follows_the_recomputation_and_optimizer_policy():
+    llama, h200 = fulcrum.model_shape("llama3-8b"), fulcrum.hardware("h200-dgx")
+    common = dict(gpus=64, dataset="pretrain", max_doc_len=16384, tokens_per_rank=16384, iterations=1)
+    kept = fulcrum.simulate_training("packed", llama, h200, **common)
+    full = fulcrum.simulate_training("packed", llama, h200, recompute="full", zero1=False, **common)
+    assert (kept["recompute"], kept["zero1"], full["recompute"], full["zero1"]) == ("none", True, "full", False)
+    assert full["memory"]["activations_bytes"] < kept["memory"]["activations_bytes"] / 10
+    assert full["memory"]["optimizer_bytes"] == kept["memory"]["optimizer_bytes"] * (64 // 8)  # dp 8, unsharded
+    with pytest.raises(fulcrum.InputError, match="recompute"):
+        fulcrum.simulate_training("packed", llama, h200, recompute="some")
+
+
 def test_simulate_training_auto_takes_the_fastest_candidate_each_iteration():
     llama, h200 = fulcrum.model_shape("llama3-8b"), fulcrum.hardware("h200-dgx")
     common = dict(gpus=32, dataset="lognormal:9.5:1.5", max_doc_len=131072, tokens_per_rank=65536, iterations=3,

@@ -5,6 +5,7 @@
 #include "fulcrum/report/table.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -27,6 +28,9 @@ std::string planner_label(const sim::TrainingResult& r) {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
+// The table's and chart's mark for a row without a speedup.
+std::string short_reason(const studies::StudyRow& row) { return row.result.memory.out_of_memory() ? "OOM" : "ref OOM"; }
+
 // Past this many points a study with several sweep keys is drawn as small multiples.
 constexpr std::size_t kPointsInOnePanel = 6;
 
@@ -45,7 +49,9 @@ std::size_t index_of(std::vector<std::string>& names, const std::string& name) {
 }
 
 // The one chart layout of a study: a group per point, a bar per planner, `values(row)` the bar's segments
-// (one per chart.segment_names); a point a planner did not run at draws as zero.
+// (one per chart.segment_names); a point a planner did not run at draws as zero. A group whose point has
+// planners that do not fit in memory names them under its label ("OOM: ..."): their speedup bars are zero
+// and their time bars are what the run would take if it fitted.
 BarChart study_chart(const studies::Study& study, BarChart chart,
                      const std::function<std::vector<double>(const studies::StudyRow&)>& values) {
   std::vector<std::string> points;
@@ -70,10 +76,21 @@ BarChart study_chart(const studies::Study& study, BarChart chart,
       chart.panels.back().groups.push_back({label, std::vector<std::vector<double>>(chart.bar_names.size(), zeros)});
     }
   }
+  std::vector<std::vector<std::vector<std::string>>> out_of_memory(panel_titles.size());  // [panel][group]
+  for (std::size_t p = 0; p < panel_titles.size(); ++p) out_of_memory[p].resize(group_labels[p].size());
   for (std::size_t i = 0; i < study.rows.size(); ++i) {
     const auto& row = study.rows[i];
     const std::size_t bar = index_of(chart.bar_names, planner_label(row.result));
     chart.panels[where[i].first].groups[where[i].second].bars[bar] = values(row);
+    if (row.result.memory.out_of_memory()) {
+      out_of_memory[where[i].first][where[i].second].push_back(planner_label(row.result));
+    }
+  }
+  for (std::size_t p = 0; p < panel_titles.size(); ++p) {
+    for (std::size_t g = 0; g < group_labels[p].size(); ++g) {
+      const auto& planners = out_of_memory[p][g];
+      if (!planners.empty()) chart.panels[p].groups[g].label += fmt::format(" (OOM: {})", fmt::join(planners, ", "));
+    }
   }
   return chart;
 }
@@ -91,15 +108,17 @@ std::string study_table(const studies::Study& study) {
     const auto& b = r.breakdown;
     table.add_row(
         {point_label(row), planner_label(r), r.config.parallel.to_string(), fmt::format("{:.3f}", r.mean_iteration_s),
-         fmt::format("{:.3f}", row.speedup), fmt::format("{:.0f}", r.tokens_per_s), fmt::format("{:.3f}", b.linear_s),
-         fmt::format("{:.3f}", b.attention_s), fmt::format("{:.3f}", b.exposed_comm_s), fmt::format("{:.3f}", b.idle_s),
-         fmt::format("{:.3f}", b.dp_sync_s), fmt::format("{:.3f}", r.attention_imbalance),
-         fmt::format("{:.3f}", r.step_attention.step_sync), format_bytes(r.attention_bytes),
-         fmt::format("{:.1f} GiB", r.memory.total_bytes() / kGiB), r.memory.out_of_memory() ? "YES" : "no"});
+         row.speedup ? fmt::format("{:.3f}", *row.speedup) : short_reason(row), fmt::format("{:.0f}", r.tokens_per_s),
+         fmt::format("{:.3f}", b.linear_s), fmt::format("{:.3f}", b.attention_s),
+         fmt::format("{:.3f}", b.exposed_comm_s), fmt::format("{:.3f}", b.idle_s), fmt::format("{:.3f}", b.dp_sync_s),
+         fmt::format("{:.3f}", r.attention_imbalance), fmt::format("{:.3f}", r.step_attention.step_sync),
+         format_bytes(r.attention_bytes), fmt::format("{:.1f} GiB", r.memory.total_bytes() / kGiB),
+         r.memory.out_of_memory() ? "YES" : "no"});
   }
   return table.to_string() + fmt::format(
-                                 "speedup: the row's tokens/s over {}'s at the same point; time columns in seconds per "
-                                 "iteration for an average GPU\n",
+                                 "speedup: the row's tokens/s over {}'s at the same point (OOM: the row does not fit "
+                                 "in memory; ref OOM: the reference does not); time columns in seconds per iteration "
+                                 "for an average GPU\n",
                                  study.reference);
 }
 
@@ -144,12 +163,13 @@ std::string study_csv(const studies::Study& study) {
     const auto& c = r.config;
     const auto& b = r.breakdown;
     out += fmt::format(
-        "\"{}\",{},{},{},{},{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g}"
+        "\"{}\",{},{},{},{},{},{},{},{},{},{:.6g},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g}"
         ",{}\n",
         point_label(row), c.planner, to_string(c.mode), c.parallel.gpus, c.parallel.tp, c.parallel.dp(), c.parallel.pp,
-        c.parallel.cp, c.parallel.microbatch_count(), c.rank_tokens(), r.mean_iteration_s, row.speedup, r.tokens_per_s,
-        b.linear_s, b.attention_s, b.exposed_comm_s, b.idle_s, b.dp_sync_s, r.attention_imbalance, r.attention_bytes,
-        r.memory.total_bytes(), r.memory.out_of_memory());
+        c.parallel.cp, c.parallel.microbatch_count(), c.rank_tokens(), r.mean_iteration_s,
+        row.speedup ? fmt::format("{:.6g}", *row.speedup) : "", r.tokens_per_s, b.linear_s, b.attention_s,
+        b.exposed_comm_s, b.idle_s, b.dp_sync_s, r.attention_imbalance, r.attention_bytes, r.memory.total_bytes(),
+        r.memory.out_of_memory());
   }
   return out;
 }
@@ -159,7 +179,7 @@ nlohmann::json study_json(const studies::Study& study) {
   for (const auto& row : study.rows) {
     nlohmann::json j = row.result.to_json();
     j["point"] = point_label(row);
-    j["speedup"] = row.speedup;
+    j["speedup"] = row.speedup ? nlohmann::json(*row.speedup) : nlohmann::json(nullptr);
     rows.push_back(std::move(j));
   }
   nlohmann::json out = report_object();
@@ -177,7 +197,7 @@ BarChart study_speedup_chart(const studies::Study& study) {
                       {},
                       {"speedup"},
                       {}},
-                     [](const studies::StudyRow& row) { return std::vector<double>{row.speedup}; });
+                     [](const studies::StudyRow& row) { return std::vector<double>{row.speedup.value_or(0.0)}; });
 }
 
 BarChart study_breakdown_chart(const studies::Study& study) {

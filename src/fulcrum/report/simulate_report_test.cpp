@@ -69,6 +69,55 @@ TEST(SimulateReport, ChartsPlaceEachValueAtItsPointAndPlanner) {
   EXPECT_NO_THROW(parts.validate());
 }
 
+// A row that does not fit in memory has no speedup, and neither has any row at a point where the reference
+// does not fit: the table says which, the CSV leaves the field empty, the JSON has null, and the charts name
+// the planners out of memory under the point (a zero speedup bar).
+TEST(SimulateReport, OutOfMemoryRowsHaveNoSpeedupAndEveryOutputMarksThem) {
+  auto study = two_point_study();
+  for (auto& row : study.rows) {
+    row.result.memory.capacity_bytes = 1e9;
+    row.result.memory.weights_bytes = 5e8;
+  }
+  study.rows[1].result.memory.weights_bytes = 2e9;  // distca/signal at gpus=64
+  study.rows[1].speedup.reset();
+  study.rows[5].result.memory.weights_bytes = 2e9;  // wlb, the reference, at gpus=128
+  for (std::size_t r = 3; r < 6; ++r) study.rows[r].speedup.reset();
+  EXPECT_EQ(study.rows[1].no_speedup_reason(), "out of memory");
+  EXPECT_EQ(study.rows[3].no_speedup_reason(), "reference out of memory");
+  EXPECT_EQ(study.rows[0].no_speedup_reason(), "");
+
+  const std::string table = study_table(study);
+  EXPECT_NE(table.find(" OOM "), std::string::npos) << table;
+  EXPECT_NE(table.find(" ref OOM "), std::string::npos) << table;
+  // The speedup column (the 12th) of distca/signal at gpus=64 is empty, of distca/pingpong there 1.25.
+  const auto csv_speedup = [csv = study_csv(study)](const std::string& row_start) {
+    const std::size_t at = csv.find(row_start);
+    if (at == std::string::npos) return std::string("no row");
+    std::string field;
+    for (std::size_t i = at, commas = 0; i < csv.size() && csv[i] != '\n' && commas <= 11; ++i) {
+      if (csv[i] == ',') {
+        ++commas;
+      } else if (commas == 11) {
+        field += csv[i];
+      }
+    }
+    return field;
+  };
+  EXPECT_EQ(csv_speedup("\"gpus=64\",distca,signal,"), "");
+  EXPECT_EQ(csv_speedup("\"gpus=64\",distca,pingpong,"), "1.25");
+  const auto json = study_json(study);
+  EXPECT_TRUE(json["rows"][1]["speedup"].is_null());
+  EXPECT_TRUE(json["rows"][3]["speedup"].is_null());
+  EXPECT_EQ(json["rows"][0]["speedup"], 1.25);
+
+  const BarChart speedup = study_speedup_chart(study);
+  EXPECT_EQ(speedup.panels[0].groups[0].label, "gpus=64 (OOM: distca/signal)");
+  EXPECT_EQ(speedup.panels[0].groups[1].label, "gpus=128 (OOM: wlb)");
+  EXPECT_EQ(speedup.panels[0].groups[0].bars[1], (std::vector<double>{0.0}));
+  EXPECT_EQ(speedup.panels[0].groups[1].bars[0], (std::vector<double>{0.0}));
+  EXPECT_EQ(study_breakdown_chart(study).panels[0].groups[1].label, "gpus=128 (OOM: wlb)");
+}
+
 TEST(SimulateReport, ManyPointsOfSeveralKeysBecomeOnePanelPerFirstKeyValue) {
   studies::Study study;
   study.reference = "wlb";

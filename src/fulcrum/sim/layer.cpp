@@ -67,6 +67,20 @@ double layer_linear_backward_s(const LayerSetup& setup, Tokens tokens) {
 
 double PassTimes::makespan_s() const { return end_s.empty() ? 0 : *std::max_element(end_s.begin(), end_s.end()); }
 
+namespace {
+
+// The forward attention calls behind `rank`'s backward calls: what recomputing its core attention costs.
+double recomputed_attention_s(const Plan& backward, int rank, const HardwareModel& group) {
+  double seconds = 0;
+  for (const auto& in : backward.programs[rank].instructions) {
+    if (const auto* b = std::get_if<AttentionBackward>(&in.op))
+      seconds += attention_call_s(backward, b->items, group, false);
+  }
+  return seconds;
+}
+
+}  // namespace
+
 PassTimes simulate_pass(const Assignment& assignment, const LayerSetup& setup, Pass pass,
                         const std::vector<bool>& active) {
   const int ranks = assignment.batch.ranks;
@@ -83,7 +97,9 @@ PassTimes simulate_pass(const Assignment& assignment, const LayerSetup& setup, P
   for (int r = 0; r < ranks; ++r) {
     if (active.empty() || active[r]) {  // ranks that only serve attention do no matrix work
       linear[r] = forward ? layer_linear_forward_s(setup, t.tokens[r]) : layer_linear_backward_s(setup, t.tokens[r]);
+      if (!forward && setup.recompute == Recompute::kFull) linear[r] += layer_linear_forward_s(setup, t.tokens[r]);
     }
+    if (!forward && setup.recompute != Recompute::kNone) linear[r] += recomputed_attention_s(plan, r, setup.group);
   }
   const bool split = setup.mode == CommMode::kPingPong;
   t.timeline = simulate_plan(plan, setup.group, layer_matrix_work(plan, linear, split));

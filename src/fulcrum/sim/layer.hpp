@@ -17,6 +17,7 @@
 #include "fulcrum/plan/assignment.hpp"
 #include "fulcrum/plan/step_stats.hpp"
 #include "fulcrum/sim/engine.hpp"
+#include "fulcrum/sim/memory.hpp"
 
 #include <string_view>
 #include <vector>
@@ -30,6 +31,10 @@ struct LayerSetup {
   int tp = 1;
   CommMode mode = CommMode::kPingPong;
   bool whole_layer = true;  // ping-pong layers overlap across their boundaries (else one layer at a time)
+  // What the backward pass recomputes first, as matrix-stream work before the layer's backward: the core
+  // attention's forward calls on the rank that runs them (selective and full), and the layer's matrix
+  // forward (full).
+  Recompute recompute = Recompute::kNone;
 };
 
 /// Per rank, seconds (or bytes) of one pass of one layer.

@@ -130,7 +130,7 @@ struct IterationOutcome {
   double iteration_s = 0;  // without the gradient synchronisation
   double planning_s = 0;   // wall seconds in plan_verified
   double work = 0;         // forward FLOPs per layer (attention + linear) of the documents computed
-  double tokens = 0, bytes = 0, tokens_in_flight = 0, attention_buffers = 0;
+  double tokens = 0, bytes = 0, tokens_in_flight = 0, microbatch_tokens = 0, attention_buffers = 0;
   SlotTotals slots;
   std::vector<runtime::TimelineEvent> trace;
   StepMatrix step_flops, step_attention_s;  // the first micro-batch's layer, forward + backward (1F1B)
@@ -205,6 +205,7 @@ IterationOutcome run_1f1b(const Context& cx, Planner& planner, const std::vector
     const PipelineResult p = simulate_1f1b(work[d], cx.pp > 1 ? cx.p2p_s : 0);
     out.iteration_s = std::max(out.iteration_s, p.iteration_s);
     out.tokens_in_flight = std::max(out.tokens_in_flight, in_flight * max_tokens[d]);
+    out.microbatch_tokens = std::max(out.microbatch_tokens, max_tokens[d]);
     for (const auto& step : p.steps) {
       out.trace.push_back({step.stage * cx.dp + d, runtime::Track::kCompute, 0,
                            fmt::format("{} mb{}", step.backward ? "backward" : "forward", step.microbatch),
@@ -269,6 +270,7 @@ IterationOutcome run_phase_aligned(const Context& cx, Planner& planner, const st
   }
   out.iteration_s = now;
   out.tokens_in_flight = most_in_flight * max_tokens;
+  out.microbatch_tokens = max_tokens;
   return out;
 }
 
@@ -320,16 +322,17 @@ Runner make_runner(const TrainingConfig& config, const ModelShape& model, const 
   const ParallelConfig& par = config.parallel;
   const int stage_layers = model.layers / par.pp;  // exact: validate() requires pp to divide the layers
   const PlannerOptions options = training_planner_options(config, model, gpu);
-  Runner r{make_planner(config.planner, options),
-           {{model, gpu, tp_group_hardware(gpu, par.tp), par.tp, config.mode, config.whole_layer},
-            par.dp(),
-            par.pp,
-            par.microbatch_count(),
-            static_cast<double>(stage_layers),
-            0},
-           false,
-           config.planner,
-           options};
+  Runner r{
+      make_planner(config.planner, options),
+      {{model, gpu, tp_group_hardware(gpu, par.tp), par.tp, config.mode, config.whole_layer, config.memory.recompute},
+       par.dp(),
+       par.pp,
+       par.microbatch_count(),
+       static_cast<double>(stage_layers),
+       0},
+      false,
+      config.planner,
+      options};
   const double activation_bytes = static_cast<double>(config.rank_tokens()) * model.hidden * model.dtype_bytes / par.tp;
   r.cx.p2p_s = gpu.inter_node.transfer_s(activation_bytes);
   r.phase_aligned = r.planner->capabilities().pools_pipeline_stages && par.pp > 1;
@@ -521,7 +524,8 @@ TrainingResult simulate_training(const TrainingConfig& config, const ModelShape&
     }
     result.breakdown.dp_sync_s += dp_sync_s / n;
     result.attention_imbalance += (attention_sum > 0 ? attention_max * slots / attention_sum : 1.0) / n;
-    const MemoryUse memory = memory_per_gpu(model, gpu, par, o.tokens_in_flight, o.attention_buffers);
+    const MemoryUse memory =
+        memory_per_gpu(model, gpu, par, config.memory, {o.tokens_in_flight, o.microbatch_tokens, o.attention_buffers});
     if (it == 0 || memory.total_bytes() > result.memory.total_bytes()) result.memory = memory;
     if (it == 0) {
       result.trace = std::move(o.trace);
@@ -558,6 +562,8 @@ nlohmann::json TrainingResult::to_json() const {
       {"dataset", c.dataset},
       {"boundary_split", to_string(c.boundary_split)},
       {"layer_schedule", c.whole_layer ? "whole" : "per-layer"},
+      {"recompute", to_string(c.memory.recompute)},
+      {"zero1", c.memory.zero1},
       {"mask", c.mask},
       {"max_doc_len", c.max_doc_len},
       {"tokens_per_rank", c.rank_tokens()},

@@ -60,6 +60,7 @@ struct TrainingConfig {
   // Ping-pong layers overlap across their boundaries (sim/layer.hpp's whole-layer schedule); false: one
   // layer at a time, a stage of n layers n x one layer.
   bool whole_layer = true;
+  MemoryPolicy memory;  // recomputation and optimizer sharding: what each GPU holds (sim/memory.hpp)
 
   /// Values of planner options (any registered planner's, by name). The model, the machine size and
   /// the CP degree are not read from here: simulate_training sets them from the model, the hardware's
@@ -73,7 +74,7 @@ struct TrainingConfig {
 
 /// Where an average GPU's iteration goes; the parts add up to the iteration time.
 struct TimeBreakdown {
-  double linear_s = 0;        // matrix layers and TP all-reduces
+  double linear_s = 0;        // matrix layers and TP all-reduces, and what backward recomputes
   double attention_s = 0;     // attention kernels, merges and sums
   double exposed_comm_s = 0;  // attention traffic not hidden behind compute
   double idle_s = 0;          // waiting for stragglers and pipeline bubbles

@@ -27,8 +27,8 @@ namespace {
 
 // The sweep keys of the layout and the data; every planner option (planner_option_specs) is one too.
 const std::vector<std::string> kLayoutKeys = {
-    "gpus",    "tp",   "pp",    "cp",       "microbatches", "max-doc-len", "tokens-per-rank",
-    "dataset", "mask", "model", "hardware", "seed",         "mode",        "iterations"};
+    "gpus", "tp",    "pp",       "cp",   "microbatches", "max-doc-len", "tokens-per-rank", "dataset",
+    "mask", "model", "hardware", "seed", "mode",         "iterations",  "recompute",       "zero1"};
 
 std::vector<std::string> sweep_keys() {
   std::vector<std::string> keys = kLayoutKeys;
@@ -79,6 +79,10 @@ void apply(StudySpec& spec, const std::string& key, const std::string& value) {
     spec.modes = {parse_comm_mode(value, key)};
   else if (key == "iterations")
     c.iterations = parse_int(value, key);
+  else if (key == "recompute")
+    c.memory.recompute = sim::parse_recompute(value, key);
+  else if (key == "zero1")
+    c.memory.zero1 = sim::parse_zero1(value, key);
   else
     c.planner_options.set(key, parse_double(value, key));  // fails naming unknown keys
 }
@@ -145,15 +149,20 @@ TrainingResult search_best(const TrainingConfig& config, const ModelShape& model
     for (int cp : cps) {
       c.parallel.cp = cp;
       TrainingResult r = simulate_training(c, model, gpu);
-      const bool better =
-          !found || (best.memory.out_of_memory() && !r.memory.out_of_memory()) ||
-          (best.memory.out_of_memory() == r.memory.out_of_memory() && r.tokens_per_s > best.tokens_per_s);
+      const bool fits = !r.memory.out_of_memory(), best_fits = found && !best.memory.out_of_memory();
+      const bool better = !found || (fits && (!best_fits || r.tokens_per_s > best.tokens_per_s)) ||
+                          (!fits && !best_fits && r.memory.total_bytes() < best.memory.total_bytes());
       if (better) best = std::move(r);
       found = true;
     }
   }
   if (!found) fail("search: no pp in 1..8 divides both the {} layers and gpus / tp", model.layers);
   return best;
+}
+
+std::string StudyRow::no_speedup_reason() const {
+  if (speedup) return "";
+  return result.memory.out_of_memory() ? "out of memory" : "reference out of memory";
 }
 
 Study run_study(const StudySpec& spec, const std::function<void(int, int)>& progress) {
@@ -199,18 +208,19 @@ Study run_study(const StudySpec& spec, const std::function<void(int, int)>& prog
         c.parallel.validate_layout(gpu, model);  // cp_degree_for and search_best divide by its parts
         c.parallel.cp = cp_degree_for(c, model, gpu);
         study.rows.push_back(
-            {point, spec.search ? search_best(c, model, gpu, spec.search_pp) : simulate_training(c, model, gpu), 0});
+            {point, spec.search ? search_best(c, model, gpu, spec.search_pp) : simulate_training(c, model, gpu), {}});
         if (progress) progress(++done, total);
       }
     }
-    double reference_rate = 0;
-    for (std::size_t r = first; r < study.rows.size(); ++r) {
-      if (study.rows[r].result.config.planner == study.reference && reference_rate == 0) {
-        reference_rate = study.rows[r].result.tokens_per_s;  // DistCA as reference: its first mode
-      }
+    const StudyRow* reference = nullptr;  // DistCA as reference: its first mode
+    for (std::size_t r = first; r < study.rows.size() && !reference; ++r) {
+      if (study.rows[r].result.config.planner == study.reference) reference = &study.rows[r];
     }
     for (std::size_t r = first; r < study.rows.size(); ++r) {
-      study.rows[r].speedup = study.rows[r].result.tokens_per_s / reference_rate;
+      StudyRow& row = study.rows[r];
+      if (!row.result.memory.out_of_memory() && !reference->result.memory.out_of_memory()) {
+        row.speedup = row.result.tokens_per_s / reference->result.tokens_per_s;
+      }
     }
   }
   return study;

@@ -5,13 +5,14 @@
 // WLB-LLM's paper does for its CP/DP degrees): cp (perdoc-cp, wlb) over the powers of two that divide
 // dp and, unless pp is pinned, pp over the powers of two up to 8 that divide the layers, keeping the
 // GPUs, TP and the global batch (tokens per iteration) fixed, and skipping layouts whose micro-batches
-// (dp x tokens-per-rank) would cut documents the given layout keeps whole; layouts that run out of
-// memory lose.
+// (dp x tokens-per-rank) would cut documents the given layout keeps whole; only layouts that fit in
+// memory are chosen (where none fits, the one needing the least memory is reported, out of memory).
 #pragma once
 
 #include "fulcrum/sim/training.hpp"
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,8 +54,12 @@ struct StudySpec {
 struct StudyRow {
   std::vector<std::pair<std::string, std::string>> point;  // the sweep values of this row
   sim::TrainingResult result;
-  double speedup = 0;  // this row's tokens/s over the reference planner's, at the same point (WLB-LLM
-                       // computes fewer tokens in an iteration when it defers documents, so not time)
+  /// This row's tokens/s over the reference planner's, at the same point (WLB-LLM computes fewer tokens in
+  /// an iteration when it defers documents, so not time). None where this row or the point's reference
+  /// does not fit in memory: a configuration that cannot run has no throughput to compare.
+  std::optional<double> speedup;
+  /// Why `speedup` is none: "out of memory" (this row) or "reference out of memory"; empty when it has one.
+  [[nodiscard]] std::string no_speedup_reason() const;
 };
 
 struct Study {
@@ -67,7 +72,8 @@ struct Study {
 Study run_study(const StudySpec& spec, const std::function<void(int, int)>& progress = {});
 
 /// The configuration `search` picks for `config.planner` (exposed for tests): cp over the powers of two
-/// dividing dp (only those whose groups keep documents whole), and pp too when `search_pp`.
+/// dividing dp (only those whose groups keep documents whole), and pp too when `search_pp`; the fastest
+/// layout that fits in memory, or where none fits, the one that needs the least.
 sim::TrainingResult search_best(const sim::TrainingConfig& config, const ModelShape& model, const HardwareModel& gpu,
                                 bool search_pp = true);
 

@@ -4,6 +4,9 @@
 #include "fulcrum/sim/training_test_cases.hpp"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
 
 namespace fulcrum::studies {
 namespace {
@@ -73,6 +76,50 @@ TEST(Study, SearchKeepsTheGlobalBatchAndFindsNoWorseThanTheGivenLayout) {
   const auto& p = best.config.parallel;
   EXPECT_EQ(static_cast<double>(best.config.rank_tokens()) * p.dp() * p.microbatch_count(),
             static_cast<double>(c.rank_tokens()) * c.parallel.dp() * c.parallel.microbatch_count());
+}
+
+// --search chooses only a layout that fits: the fastest choice, made to not fit, gives way to one that does;
+// where nothing fits, the least memory is reported, out of memory.
+TEST(Study, SearchChoosesOnlyLayoutsThatFitInMemory) {
+  TrainingConfig c = small_config("perdoc-cp");  // fastest at pp 1, which needs about twice the memory of pp 2
+  c.iterations = 1;
+  HardwareModel gpu = h200();
+  const auto fastest = search_best(c, tiny(), gpu);
+  ASSERT_FALSE(fastest.memory.out_of_memory());
+  gpu.memory_bytes = fastest.memory.total_bytes() * (1 - 1e-9);
+  const auto fitting = search_best(c, tiny(), gpu);
+  EXPECT_FALSE(fitting.memory.out_of_memory()) << fitting.memory.total_bytes() << " > " << gpu.memory_bytes;
+  EXPECT_NE(fitting.config.parallel.to_string(), fastest.config.parallel.to_string());
+  gpu.memory_bytes = 1;
+  const auto least = search_best(c, tiny(), gpu);
+  EXPECT_TRUE(least.memory.out_of_memory());
+  EXPECT_LE(least.memory.total_bytes(), fitting.memory.total_bytes());
+}
+
+// A point whose reference does not fit has no speedups; a row that does not fit has none either.
+TEST(Study, OutOfMemoryRowsAndPointsHaveNoSpeedup) {
+  StudySpec spec;
+  spec.base = small_config("distca");
+  spec.base.iterations = 1;
+  spec.model = "tiny";
+  spec.planners = {"distca", "packed"};
+  spec.sweep = {parse_sweep_axis("recompute=none,full")};
+  Study fits = run_study(spec);
+  ASSERT_EQ(fits.rows.size(), 4u);
+  for (const auto& row : fits.rows) EXPECT_TRUE(row.speedup.has_value());
+  // Between the two: none's activations do not fit, full's do.
+  const double none = fits.rows[0].result.memory.total_bytes(), full = fits.rows[2].result.memory.total_bytes();
+  ASSERT_LT(full, none);
+  HardwareModel gpu = h200();
+  gpu.memory_bytes = (none + full) / 2;
+  const std::string path = ::testing::TempDir() + "study_memory_hardware.json";
+  std::ofstream(path) << gpu.to_json().dump();
+  spec.hardware = path;
+  const Study study = run_study(spec);
+  EXPECT_EQ(study.rows[0].no_speedup_reason(), "out of memory");  // distca, recompute none: the reference
+  EXPECT_FALSE(study.rows[1].speedup.has_value());
+  EXPECT_TRUE(study.rows[2].speedup.has_value());
+  EXPECT_TRUE(study.rows[3].speedup.has_value());
 }
 
 }  // namespace
