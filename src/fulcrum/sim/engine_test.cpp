@@ -5,9 +5,12 @@
 #include "fulcrum/plan/plan_test_cases.hpp"
 #include "fulcrum/plan/program_verify.hpp"
 #include "fulcrum/plan/serialize.hpp"
+#include "fulcrum/planners/planner.hpp"
+#include "fulcrum/workload/model_shape.hpp"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace fulcrum::sim {
@@ -258,6 +261,53 @@ TEST(SimEngine, HeadSlicedMessagesCountOnlyTheirHeads) {
 // Plans from outside run only once they pass verify_plan (require_valid_plan at the entry points), and then
 // they must simulate: every single-byte change of a compiled plan's binary form that still decodes and
 // verifies simulates to a finite makespan without an error (fuzz/plan_binary_fuzz explores further).
+// The ring baseline as ring-flash-attention and TransformerEngine's CP run it: the K/V block for the next step
+// travels while the current step computes (double buffering). With free compute a layer takes its hops one
+// after another, (ranks - 1) x one hop; with free communication, the busiest rank's attention calls; with
+// both, less than their sum.
+TEST(SimEngine, RingOverlapsEachHopWithTheStepsCompute) {
+  PlannerOptions options;
+  options.model = model_shape_preset("llama3-8b");
+  constexpr int kRanks = 4;
+  constexpr Tokens kTokens = 4096;
+  const Batch batch = pack_batch({{0, kRanks * kTokens, MaskSpec::full()}}, kRanks, kTokens);
+  const Assignment a = plan_verified(*make_planner("ring", options), batch);
+  const Plan plan = compile(a, head_layout(options.model, 2), Pass::kForward, CommMode::kSingleStream);
+  constexpr double kBandwidth = 1e11, kLatency = 1e-5, kFlops = 1e14, kFree = 1e30;
+
+  const HardwareModel no_comm = flat_hardware(kFree, 0, kFlops, 1);
+  double busiest = 0;
+  for (const auto& p : plan.programs) {
+    double calls = 0;
+    for (const auto& in : p.instructions) {
+      if (const auto* call = std::get_if<Attention>(&in.op))
+        calls += attention_call_s(plan, call->items, no_comm, false);
+    }
+    busiest = std::max(busiest, calls);
+  }
+  const double compute = simulate_plan(plan, no_comm).makespan_s;
+  EXPECT_NEAR(compute, busiest, 1e-6 * busiest);  // merges and copies at 1e18 B/s: not quite free
+
+  double hop_bytes = 0;  // rank 0's first launch: its K/V block to its ring neighbour
+  for (const auto& in : plan.programs[0].instructions) {
+    if (const auto* launch = std::get_if<CommLaunch>(&in.op)) {
+      for (const auto& m : launch->sends) {
+        hop_bytes += static_cast<double>(plan.heads.bytes(plan.programs[0].buffers[m.slice.buffer].field, m.slice));
+      }
+      break;
+    }
+  }
+  ASSERT_GT(hop_bytes, 0);
+  const HardwareModel no_compute = flat_hardware(kBandwidth, kLatency, kFree, 1);  // every rank its own node
+  const double hop_s = no_compute.inter_node.transfer_s(hop_bytes);
+  const double comm = simulate_plan(plan, no_compute).makespan_s;
+  EXPECT_NEAR(comm, (kRanks - 1) * hop_s, 1e-6 * comm);
+
+  const double both = simulate_plan(plan, flat_hardware(kBandwidth, kLatency, kFlops, 1)).makespan_s;
+  EXPECT_GE(both, std::max(compute, comm) * (1 - 1e-9));
+  EXPECT_LT(both, 0.8 * (compute + comm)) << "compute " << compute << " s, communication " << comm << " s";
+}
+
 TEST(SimEngine, EveryCorruptPlanThatVerifiesSimulates) {
   Assignment a;
   a.batch = pack_batch({{0, 8, MaskSpec::causal()}, {1, 6, MaskSpec::causal()}}, 2, 7);
