@@ -4,7 +4,8 @@
     python3 bench/calibrate_cpu_local.py FULCRUM_BINARY OUT.json [--ranks 4] [--q-heads 4 --kv-heads 2 --head-dim 64]
 
 What it measures, with Fulcrum's own commands:
-  - attention throughput per shard shape with ONE kernel thread (`OMP_NUM_THREADS=1 fulcrum profile`), since
+  - attention throughput per shard shape, and the calls' fixed costs per call and per item, with ONE kernel
+    thread (`OMP_NUM_THREADS=1 fulcrum profile`), since
     `fulcrum run` gives each of its ranks one thread when ranks >= cores; one such profile runs on every
     core at once and the tables are averaged, because that is how the ranks run (sharing caches, memory
     bandwidth and clock);
@@ -49,6 +50,7 @@ table = {k: v for k, v in profile.items() if k in ("forward", "backward")}
 for k in table:
     cells = zip(*(p[k]["flops_per_s"] for p in profiles), strict=True)
     table[k]["flops_per_s"] = [sum(c) / len(profiles) for c in cells]
+overheads = {k: sum(p["overheads"][k] for p in profiles) / len(profiles) for k in profile["overheads"]}
 peak = max(max(profile["forward"]["flops_per_s"]), max(profile["backward"]["flops_per_s"]))
 link = {"bandwidth_bytes_per_s": comm["bandwidth_bytes_per_s"], "latency_s": comm["latency_s"]}
 memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -62,6 +64,7 @@ model = {
     "intra_node": link,
     "inter_node": link,
     "linear_mfu": 0.5,
+    "overheads": overheads,
     "attention": table,
 }
 with open(args.out, "w") as f:

@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -182,6 +183,20 @@ LinkSpec link_from_json(const JsonValue& link) {
           link.at("latency_s").number(0, kMaxLatency)};
 }
 
+// CallOverheads' fields by their JSON names.
+std::array<std::pair<const char*, double&>, 4> overhead_fields(CallOverheads& o) {
+  return {{{"call_s", o.call_s},
+           {"item_s", o.item_s},
+           {"backward_call_s", o.backward_call_s},
+           {"backward_item_s", o.backward_item_s}}};
+}
+std::array<std::pair<const char*, double>, 4> overhead_fields(const CallOverheads& o) {
+  return {{{"call_s", o.call_s},
+           {"item_s", o.item_s},
+           {"backward_call_s", o.backward_call_s},
+           {"backward_item_s", o.backward_item_s}}};
+}
+
 nlohmann::json link_to_json(const LinkSpec& link) {
   return {{"bandwidth_bytes_per_s", link.bandwidth_bytes_per_s}, {"latency_s", link.latency_s}};
 }
@@ -199,6 +214,11 @@ void HardwareModel::validate() const {
   if (has_host_link()) check_link("host_link", host_link);
   if (!(linear_mfu > 0 && linear_mfu <= 1)) fail("hardware.linear_mfu = {}: must be in (0, 1]", linear_mfu);
   if (compute_slots_per_node < 0) fail("hardware.compute_slots_per_node = {}: must be >= 0", compute_slots_per_node);
+  for (const auto& [field, seconds] : overhead_fields(overheads)) {
+    if (!(seconds >= 0 && seconds <= kMaxLatency)) {
+      fail("hardware.overheads.{} = {}: must be in [0, {}]", field, seconds, kMaxLatency);
+    }
+  }
   attention.forward().validate("hardware.attention.forward");
   attention.backward().validate("hardware.attention.backward");
 }
@@ -220,12 +240,15 @@ nlohmann::json HardwareModel::to_json() const {
                          {"compute_slots_per_node", compute_slots_per_node},
                          {"attention", attention.to_json()}};
   if (has_host_link()) json["host_link"] = link_to_json(host_link);
+  if (overheads.given()) {
+    for (const auto& [field, seconds] : overhead_fields(overheads)) json["overheads"][field] = seconds;
+  }
   return json;
 }
 
 HardwareModel HardwareModel::from_json(const JsonValue& json) {
   json.only_keys({"name", "devices_per_node", "peak_flops", "memory_bytes", "memory_bandwidth", "intra_node",
-                  "inter_node", "host_link", "linear_mfu", "compute_slots_per_node", "attention"});
+                  "inter_node", "host_link", "linear_mfu", "compute_slots_per_node", "overheads", "attention"});
   HardwareModel hw;
   hw.name = json.at("name").string();
   if (hw.name.empty()) json.at("name").fail_must("a non-empty string");
@@ -241,6 +264,11 @@ HardwareModel HardwareModel::from_json(const JsonValue& json) {
   hw.linear_mfu = mfu.number();
   if (!(hw.linear_mfu > 0 && hw.linear_mfu <= 1)) mfu.fail_must("in (0, 1]");
   hw.compute_slots_per_node = json.at("compute_slots_per_node").integer<int>(0, kMaxComputeSlots);
+  if (json.has("overheads")) {  // optional: {0, 0}, not given
+    const JsonValue overheads = json.at("overheads");
+    overheads.only_keys({"call_s", "item_s", "backward_call_s", "backward_item_s"});
+    for (auto& [field, seconds] : overhead_fields(hw.overheads)) seconds = overheads.at(field).number(0, kMaxLatency);
+  }
   hw.attention = ProfileTable::from_json(json.at("attention"));
   // A machine's kernel rates, like its peak (a profile table alone may be in any unit).
   for (const char* pass : {"forward", "backward"}) {

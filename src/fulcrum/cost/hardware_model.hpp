@@ -15,13 +15,15 @@
 //     "inter_node": {"bandwidth_bytes_per_s": 1e10, "latency_s": 1e-6},  // CPU-local: same as intra
 //     "host_link": {"bandwidth_bytes_per_s": 3.2e10, "latency_s": 0},    // optional: host memory to device
 //     "linear_mfu": 0.5,                      // fraction of peak the QKV/O/MLP matrices achieve
+//     "overheads": {"call_s": 4e-6, "item_s": 7e-6, "backward_call_s": 1e-5, "backward_item_s": 2e-5},
+//                                             // optional: fixed costs per call and per item (CallOverheads)
 //     "attention": {"forward": GRID, "backward": GRID}  // ProfileTable JSON, as `fulcrum profile` writes
 //   }
 //   GRID = {"query_lengths": [...], "key_lengths": [...], "flops_per_s": [row-major q x k]}
-// `HardwareModel::to_json` writes exactly this, so `from_json(to_json())` is the identity. The one optional
-// field, host_link (what the prefill simulator streams weights over), stays {0, 0} ("not given") when absent,
-// and to_json then leaves it out; the prefill simulator reads such a machine's weights at memory_bandwidth
-// (a CPU box whose "device" memory is host memory).
+// `HardwareModel::to_json` writes exactly this, so `from_json(to_json())` is the identity. The two optional
+// fields stay 0 ("not given") when absent, and to_json then leaves them out: host_link (what the prefill
+// simulator streams weights over; without it, it reads a machine's weights at memory_bandwidth, a CPU box
+// whose "device" memory is host memory) and overheads (without them, a call costs only its work).
 #pragma once
 
 #include "fulcrum/core/interval.hpp"
@@ -35,6 +37,20 @@
 #include <vector>
 
 namespace fulcrum {
+
+/// Fixed costs of a compute call apart from its work: per call (a kernel launch and the framework's per-call
+/// work; copies and reductions pay the forward one) and per attention item (a document's piece inside a fused
+/// call: its task's setup and its first tile, whatever its size), for forward and backward calls. All 0: not
+/// given (the GPU presets: no measured source).
+struct CallOverheads {
+  double call_s = 0, item_s = 0;
+  double backward_call_s = 0, backward_item_s = 0;
+  double attention_call_s(std::size_t items, bool backward) const {
+    return backward ? backward_call_s + static_cast<double>(items) * backward_item_s
+                    : call_s + static_cast<double>(items) * item_s;
+  }
+  bool given() const { return call_s != 0 || item_s != 0 || backward_call_s != 0 || backward_item_s != 0; }
+};
 
 /// One direction of one device's port: a message of b bytes takes latency_s + b / bandwidth_bytes_per_s.
 struct LinkSpec {
@@ -56,7 +72,8 @@ struct HardwareModel {
   /// 0: every device computes on its own (GPUs). n > 0: the devices of a node share n compute units, so
   /// k busy devices each run at min(1, n / k) of their speed (MPI ranks oversubscribing a CPU's cores).
   int compute_slots_per_node = 0;
-  ProfileTable attention;  // core-attention throughput per (query length, key length), fwd and bwd
+  CallOverheads overheads;  // measured by `fulcrum profile`; all 0: not given
+  ProfileTable attention;   // core-attention throughput per (query length, key length), fwd and bwd
 
   /// Throws fulcrum::Error naming the field ("hardware.inter_node.bandwidth_bytes_per_s = -1: ...").
   void validate() const;

@@ -167,6 +167,16 @@ TEST(HardwareModel, JsonRoundTripsThroughObjectsAndFiles) {
   const HardwareModel linked = HardwareModel::from_json(with_link);
   EXPECT_DOUBLE_EQ(linked.host_link.bandwidth_bytes_per_s, 3.2e10);
   EXPECT_EQ(linked.to_json(), with_link);
+  // overheads likewise: absent, every fixed cost 0 (none of the presets has a measured one).
+  EXPECT_FALSE(loaded.overheads.given());
+  nlohmann::json with_overheads = cpu_local_json();
+  with_overheads["overheads"] = {
+      {"call_s", 4e-6}, {"item_s", 7e-6}, {"backward_call_s", 1e-5}, {"backward_item_s", 2e-5}};
+  const HardwareModel costly = HardwareModel::from_json(with_overheads);
+  EXPECT_DOUBLE_EQ(costly.overheads.attention_call_s(10, false), 4e-6 + 10 * 7e-6);
+  EXPECT_DOUBLE_EQ(costly.overheads.attention_call_s(10, true), 1e-5 + 10 * 2e-5);
+  EXPECT_EQ(costly.to_json(), with_overheads);
+  for (const auto& name : hardware_preset_names()) EXPECT_FALSE(hardware_preset(name).overheads.given()) << name;
   EXPECT_EQ(load_hardware("a100-p4de").to_json(), hardware_preset("a100-p4de").to_json());
 
   const auto garbage = (dir / "garbage.json").string();
@@ -215,6 +225,12 @@ TEST(HardwareModel, BadFieldsAreNamed) {
       },
       "hardware.host_link.bandwidth_bytes_per_s = 0");
   expect_error([](J& j) { j["name"] = ""; }, "hardware.name = \"\": must be a non-empty string");
+  expect_error(
+      [](J& j) {
+        j["overheads"] = {{"call_s", 0.0}, {"item_s", -1e-6}, {"backward_call_s", 0.0}, {"backward_item_s", 0.0}};
+      },
+      "hardware.overheads.item_s = -1e-06: must be in [0, 10]");
+  expect_error([](J& j) { j["overheads"] = {{"call_s", 0.0}}; }, "hardware.overheads.item_s: missing");
   expect_error(
       [](J& j) {
         j["attention"]["forward"]["flops_per_s"] = {1.0, 2.0};

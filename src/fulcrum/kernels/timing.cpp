@@ -124,6 +124,22 @@ double measured_call_bytes(const AttentionShape& shape, Tokens q_rows, Tokens kv
                 static_cast<double>(kv_rows) * shape.kv_heads * 4 * d);
 }
 
+CallOverheads measure_call_overheads(const AttentionShape& shape, DType dtype, int repeats) {
+  constexpr Tokens kItems = 64;
+  const auto one_token_documents = [](Tokens n) {
+    std::vector<AttentionTask> tasks;
+    for (Tokens i = 0; i < n; ++i)
+      tasks.push_back({{0, {RowSpan{i, 0, 1}, RowSpan{}}, {i, 0, 1}}, 1, MaskSpec::full()});
+    return tasks;
+  };
+  const auto one = time_attention(one_token_documents(1), shape, 1, 1, dtype, repeats, true);
+  const auto many = time_attention(one_token_documents(kItems), shape, kItems, kItems, dtype, repeats, true);
+  const double per_item = 1.0 / static_cast<double>(kItems - 1);
+  const double item = std::max(0.0, (many.forward_s - one.forward_s) * per_item);
+  const double backward_item = std::max(0.0, (many.backward_s - one.backward_s) * per_item);
+  return {std::max(0.0, one.forward_s - item), item, std::max(0.0, one.backward_s - backward_item), backward_item};
+}
+
 std::vector<AttentionTask> sharded_document(Tokens doc_len, Tokens shard, const MaskSpec& mask) {
   if (doc_len < 1) fail("length = {}: must be >= 1", doc_len);
   if (shard < 1) fail("shard = {}: must be >= 1", shard);

@@ -2,6 +2,7 @@
 // random data. Used by `fulcrum bench kernels` and `fulcrum profile`; timings are medians of repeats.
 #pragma once
 
+#include "fulcrum/cost/hardware_model.hpp"
 #include "fulcrum/kernels/attention_task.hpp"
 
 #include <span>
@@ -38,6 +39,12 @@ struct AttentionTiming {
 /// `min_seconds` is repeated until the batch of calls takes that long, and divided).
 AttentionTiming time_attention(std::span<const AttentionTask> tasks, const AttentionShape& shape, Tokens q_rows,
                                Tokens kv_rows, DType dtype, int repeats, bool backward, double min_seconds = 0.05);
+
+/// The fixed costs of an attention call on this machine, forward and backward, apart from its work (the
+/// simulator's HardwareModel::overheads): calls over 1 and 64 one-token documents (a query row against its
+/// key row, no work to speak of) give the per-item cost (their difference / 63) and the rest of the one-item
+/// call.
+CallOverheads measure_call_overheads(const AttentionShape& shape, DType dtype, int repeats);
 
 /// One document of doc_len tokens under `mask`, its query rows cut into shards of `shard` tokens,
 /// each shard one task against all keys: the same total work whatever the shard size.

@@ -216,11 +216,11 @@ class Engine {
       std::tie(seconds, flops) = attention_call(b->items, true);
     } else if (const auto* c = std::get_if<Copy>(&in.op)) {
       bytes = 2 * slice_bytes(r, c->src);  // read and write
-      seconds = hw_.copy_s(bytes);
+      seconds = hw_.overheads.call_s + hw_.copy_s(bytes);
     } else if (const auto* red = std::get_if<Reduce>(&in.op)) {
       bytes = slice_bytes(r, red->out) * static_cast<double>(red->parts.size() + 1);
       for (const auto& lse : red->part_lse) bytes += slice_bytes(r, lse);
-      seconds = hw_.copy_s(bytes);
+      seconds = hw_.overheads.call_s + hw_.copy_s(bytes);
     }
     if (flops > 0) {
       s.attention_cpu_s += seconds;  // the work itself; attention_s is the wall time, shared compute included
@@ -230,9 +230,9 @@ class Engine {
   }
 
   // Seconds and FLOPs of one attention call (backward: its FLOPs, 2.5x the forward's), each item's
-  // shape worked out once.
+  // shape worked out once, and the call's fixed costs.
   std::pair<double, double> attention_call(const std::vector<AttentionItem>& items, bool backward) const {
-    double seconds = 0, flops = 0;
+    double seconds = hw_.overheads.attention_call_s(items.size(), backward), flops = 0;
     for (const auto& item : items) {
       const ItemShape shape = item_shape(plan_, item);
       seconds += backward ? hw_.attention_backward_s(shape.q_len, item.keys.count, kBackwardFlopsFactor * shape.flops)
@@ -501,7 +501,7 @@ class Engine {
 
 double attention_call_s(const Plan& plan, const std::vector<AttentionItem>& items, const HardwareModel& hardware,
                         bool backward) {
-  double seconds = 0;
+  double seconds = hardware.overheads.attention_call_s(items.size(), backward);
   for (const auto& item : items) {
     const ItemShape shape = item_shape(plan, item);
     seconds += backward

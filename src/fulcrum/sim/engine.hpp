@@ -40,7 +40,8 @@ struct SimResult {
 /// Simulates one Plan (one pass). Throws a runtime Error if the programs deadlock.
 SimResult simulate_plan(const Plan& plan, const HardwareModel& hardware, const SimOptions& options = {});
 
-/// Seconds one attention call takes on `hardware`: each item at the throughput of its shape.
+/// Seconds one attention call takes on `hardware`: each item at the throughput of its shape, and the call's
+/// fixed costs (hardware.overheads).
 double attention_call_s(const Plan& plan, const std::vector<AttentionItem>& items, const HardwareModel& hardware,
                         bool backward);
 

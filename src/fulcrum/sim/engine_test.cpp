@@ -308,6 +308,46 @@ TEST(SimEngine, RingOverlapsEachHopWithTheStepsCompute) {
   EXPECT_LT(both, 0.8 * (compute + comm)) << "compute " << compute << " s, communication " << comm << " s";
 }
 
+// A launch-bound batch (many one-tile documents on one rank): every attention call pays the hardware's fixed
+// cost per call and per item, every copy and reduction the forward per-call cost, so the predicted time
+// rises by exactly their sum over the rank's calls as the fields grow.
+TEST(SimEngine, ALaunchBoundBatchPaysTheFixedCostsOfEveryCall) {
+  PlannerOptions options;
+  options.model = model_shape_preset("tiny");
+  std::vector<Document> documents;
+  for (int d = 0; d < 64; ++d) documents.push_back({d, 16, MaskSpec::causal()});
+  const Batch batch = pack_batch(documents, 1, 64 * 16);
+  const Assignment a = plan_verified(*make_planner("packed", options), batch);
+  for (Pass pass : {Pass::kForward, Pass::kBackward}) {
+    const Plan plan = compile(a, head_layout(options.model, 2), pass, CommMode::kSingleStream);
+    HardwareModel hw = flat_hardware(1e10, 1e-6, 1e12, 1);
+    const double base = simulate_plan(plan, hw).makespan_s;
+    double calls = 0, items = 0;
+    for (const auto& in : plan.programs[0].instructions) {
+      if (const auto* f = std::get_if<Attention>(&in.op)) {
+        ++calls;
+        items += static_cast<double>(f->items.size());
+      } else if (const auto* b = std::get_if<AttentionBackward>(&in.op)) {
+        ++calls;
+        items += static_cast<double>(b->items.size());
+      }
+    }
+    ASSERT_GE(items, 64) << to_string(pass);
+    double previous = base;
+    for (double scale : {1.0, 2.0, 4.0}) {
+      hw.overheads = {5e-6 * scale, 1e-6 * scale, 5e-6 * scale, 1e-6 * scale};
+      const double t = simulate_plan(plan, hw).makespan_s;
+      double copies = 0;  // copies and reductions: the forward call cost
+      for (const auto& in : plan.programs[0].instructions) {
+        copies += std::holds_alternative<Copy>(in.op) || std::holds_alternative<Reduce>(in.op);
+      }
+      EXPECT_NEAR(t - base, (calls + copies) * 5e-6 * scale + items * 1e-6 * scale, 1e-12) << to_string(pass);
+      EXPECT_GT(t, previous);
+      previous = t;
+    }
+  }
+}
+
 TEST(SimEngine, EveryCorruptPlanThatVerifiesSimulates) {
   Assignment a;
   a.batch = pack_batch({{0, 8, MaskSpec::causal()}, {1, 6, MaskSpec::causal()}}, 2, 7);
