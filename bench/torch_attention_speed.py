@@ -266,6 +266,7 @@ def main() -> int:
             if backend == "triton":
                 row["tile_flops"] = triton_tile_flops(step_plan)
             rows.append(row)
+    dist.barrier()  # every rank done with the group: gloo's threads can abort one torn down under a peer
     dist.destroy_process_group()
 
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"

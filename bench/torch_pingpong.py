@@ -217,6 +217,7 @@ def run_rank(rank: int, a: argparse.Namespace, port: int, out_dir: str) -> None:
                                     rows=[steps[0].rows(rank), steps[1].rows(rank)]))
     with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
         json.dump({"records": records, "skipped": skipped}, f)
+    dist.barrier()  # every rank done with the group: gloo's threads can abort one torn down under a peer
     dist.destroy_process_group()
 
 

@@ -116,6 +116,7 @@ def rank_main(rank, args, port, out) -> None:
     if rank == 0:
         with open(out, "w") as f:
             json.dump(results, f)
+    dist.barrier()  # every rank done with the group: gloo's threads can abort one torn down under a peer
     dist.destroy_process_group()
 
 
