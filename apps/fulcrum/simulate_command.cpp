@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <memory>
 
 namespace fulcrum::cli {
@@ -82,6 +83,12 @@ void add_workload_options(CLI::App& cmd, studies::StudySpec& spec) {
 // The planners compared and how each run goes: planners and their options, communication modes,
 // iterations, the layer schedule, the reference planner, the sweep. (In one function because --help lists
 // options in the order they are added.)
+// An option whose text `set` parses (naming the option in its errors); `shown` is its default in --help.
+void add_parsed_option(CLI::App& cmd, const std::string& name, const std::function<void(const std::string&)>& set,
+                       const std::string& help, const std::string& type, const std::string& shown) {
+  cmd.add_option_function<std::string>(name, set, help)->type_name(type)->default_str(shown);
+}
+
 void add_planner_options(CLI::App& cmd, SimulateArgs& a) {
   auto& c = a.spec.base;
   auto* planners = cmd.add_option("--planners", a.planners, "comma-separated planners, compared: " + planner_list())
@@ -95,24 +102,21 @@ void add_planner_options(CLI::App& cmd, SimulateArgs& a) {
   cmd.add_option("--seed", c.seed, "seed of the length source")->capture_default_str();
   add_planner_flags(cmd, c.planner_options);
   add_boundary_split_option(cmd, c.boundary_split);
-  cmd.add_option_function<std::string>(
-         "--layer-schedule", [&c](const std::string& text) { c.whole_layer = sim::parse_layer_schedule(text); },
-         "whole (ping-pong layers overlap across their boundaries, as DistCA runs) | per-layer (one layer at a "
-         "time, the model before issue 20)")
-      ->type_name("TEXT")
-      ->default_str("whole");
-  cmd.add_option_function<std::string>(
-         "--recompute", [&c](const std::string& text) { c.memory.recompute = sim::parse_recompute(text); },
-         "activation recomputation, for memory: none (every activation kept) | selective (core attention "
-         "recomputed) | full (every layer recomputed from its input)")
-      ->type_name("TEXT")
-      ->default_str("none");
-  cmd.add_option_function<std::string>(
-         "--zero1", [&c](const std::string& text) { c.memory.zero1 = sim::parse_zero1(text); },
-         "1: optimizer states sharded over the data-parallel groups (ZeRO-1, Megatron's distributed "
-         "optimizer); 0: whole on every GPU")
-      ->type_name("0|1")
-      ->default_str("1");
+  add_parsed_option(
+      cmd, "--layer-schedule", [&c](const std::string& text) { c.whole_layer = sim::parse_layer_schedule(text); },
+      "whole (ping-pong layers overlap across their boundaries, as DistCA runs) | per-layer (one layer at a time, "
+      "the model before issue 20)",
+      "TEXT", "whole");
+  add_parsed_option(
+      cmd, "--recompute", [&c](const std::string& text) { c.memory.recompute = sim::parse_recompute(text); },
+      "activation recomputation, for memory: none (every activation kept) | selective (core attention recomputed) "
+      "| full (every layer recomputed from its input)",
+      "TEXT", "none");
+  add_parsed_option(
+      cmd, "--zero1", [&c](const std::string& text) { c.memory.zero1 = sim::parse_zero1(text); },
+      "1: optimizer states sharded over the data-parallel groups (ZeRO-1, Megatron's distributed optimizer); 0: "
+      "whole on every GPU",
+      "0|1", "1");
   // --cp-degree is the simulator's CP degree (TP groups per CP group) for the planners with CP groups; 0,
   // the default: perdoc-cp up to 8, wlb the least that keeps documents whole.
   add_deprecated_alias(cmd, "--cp", cmd.get_option("--cp-degree"), a.cp_alias);

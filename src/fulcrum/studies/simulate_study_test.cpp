@@ -16,14 +16,20 @@ using sim::testing::h200;
 using sim::testing::small_config;
 using sim::testing::tiny;
 
-TEST(Study, SweepsEveryPointAndPlannerAgainstTheReference) {
+// One iteration of distca and packed on the tiny model, swept over `axis`.
+StudySpec distca_and_packed(const std::string& axis) {
   StudySpec spec;
   spec.base = small_config("distca");
   spec.base.iterations = 1;
   spec.model = "tiny";
   spec.planners = {"distca", "packed"};
+  spec.sweep = {parse_sweep_axis(axis)};
+  return spec;
+}
+
+TEST(Study, SweepsEveryPointAndPlannerAgainstTheReference) {
+  StudySpec spec = distca_and_packed("max-doc-len=2048,8192");
   spec.modes = {CommMode::kPingPong, CommMode::kSingleStream};
-  spec.sweep = {parse_sweep_axis("max-doc-len=2048,8192")};
   int calls = 0;
   const Study study = run_study(spec, [&](int done, int total) {
     ++calls;
@@ -98,12 +104,7 @@ TEST(Study, SearchChoosesOnlyLayoutsThatFitInMemory) {
 
 // A point whose reference does not fit has no speedups; a row that does not fit has none either.
 TEST(Study, OutOfMemoryRowsAndPointsHaveNoSpeedup) {
-  StudySpec spec;
-  spec.base = small_config("distca");
-  spec.base.iterations = 1;
-  spec.model = "tiny";
-  spec.planners = {"distca", "packed"};
-  spec.sweep = {parse_sweep_axis("recompute=none,full")};
+  StudySpec spec = distca_and_packed("recompute=none,full");
   Study fits = run_study(spec);
   ASSERT_EQ(fits.rows.size(), 4u);
   for (const auto& row : fits.rows) EXPECT_TRUE(row.speedup.has_value());
