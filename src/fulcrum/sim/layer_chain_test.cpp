@@ -257,6 +257,25 @@ TEST(LayerChain, SingleStreamLayersRunOneAfterAnother) {
   }
 }
 
+// A ring plan overlaps its hops with its steps in any mode: ping-pong's split matrix work and chained layers
+// are DistCA's nano-batches, not a ring's, so zigzag simulates the same in both modes.
+TEST(LayerChain, RingPlansRunTheSameInPingPongAsInSingleStream) {
+  PlannerOptions options;
+  options.model = model_shape_preset("llama3-8b");
+  auto lengths = make_length_source("prolong", 5, 16384);
+  const Batch batch = BatchStream([&] { return lengths->next(); }, 8, 16384).next();
+  for (const char* name : {"ring", "zigzag"}) {
+    const Assignment a = plan_verified(*make_planner(name, options), batch);
+    ASSERT_GT(a.ring_node_ranks, 0) << name;
+    for (Pass pass : {Pass::kForward, Pass::kBackward}) {
+      const PassTimes pingpong = simulate_pass(a, gpu_per_rank(options.model, "h200-dgx", CommMode::kPingPong), pass);
+      const PassTimes single = simulate_pass(a, gpu_per_rank(options.model, "h200-dgx", CommMode::kSingleStream), pass);
+      EXPECT_EQ(pingpong.end_s, single.end_s) << name;
+      EXPECT_EQ(pingpong.layers_makespan_s(16), single.layers_makespan_s(16)) << name;
+    }
+  }
+}
+
 TEST(LayerChain, RejectsBadArguments) {
   const auto all = cases(1);
   const auto& [a, setup] = all.front();
