@@ -83,10 +83,7 @@ Action add_profile_command(CLI::App& app) {
         1e6 * overheads.call_s, 1e6 * overheads.item_s, 1e6 * overheads.backward_call_s,
         1e6 * overheads.backward_item_s);
     nlohmann::json json = table.to_json();
-    json["overheads"] = {{"call_s", overheads.call_s},
-                         {"item_s", overheads.item_s},
-                         {"backward_call_s", overheads.backward_call_s},
-                         {"backward_item_s", overheads.backward_item_s}};
+    json["overheads"] = overheads.to_json();
     json["measured_with"] = {{"q_heads", config->shape.q_heads},   {"kv_heads", config->shape.kv_heads},
                              {"head_dim", config->shape.head_dim}, {"dtype", *dtype},
                              {"threads", omp_get_max_threads()},   {"repeats", config->repeats}};

@@ -183,18 +183,14 @@ LinkSpec link_from_json(const JsonValue& link) {
           link.at("latency_s").number(0, kMaxLatency)};
 }
 
-// CallOverheads' fields by their JSON names.
-std::array<std::pair<const char*, double&>, 4> overhead_fields(CallOverheads& o) {
-  return {{{"call_s", o.call_s},
-           {"item_s", o.item_s},
-           {"backward_call_s", o.backward_call_s},
-           {"backward_item_s", o.backward_item_s}}};
-}
-std::array<std::pair<const char*, double>, 4> overhead_fields(const CallOverheads& o) {
-  return {{{"call_s", o.call_s},
-           {"item_s", o.item_s},
-           {"backward_call_s", o.backward_call_s},
-           {"backward_item_s", o.backward_item_s}}};
+// CallOverheads' fields by their JSON names, as references (const ones for a const CallOverheads).
+template <typename Overheads>
+auto overhead_fields(Overheads& o) {
+  using Field = std::pair<const char*, decltype((o.call_s))>;
+  return std::array<Field, 4>{{{"call_s", o.call_s},
+                               {"item_s", o.item_s},
+                               {"backward_call_s", o.backward_call_s},
+                               {"backward_item_s", o.backward_item_s}}};
 }
 
 nlohmann::json link_to_json(const LinkSpec& link) {
@@ -223,6 +219,12 @@ void HardwareModel::validate() const {
   attention.backward().validate("hardware.attention.backward");
 }
 
+nlohmann::json CallOverheads::to_json() const {
+  nlohmann::json json = nlohmann::json::object();
+  for (const auto& [field, seconds] : overhead_fields(*this)) json[field] = seconds;
+  return json;
+}
+
 const LinkSpec& HardwareModel::link(int rank_a, int rank_b) const {
   if (rank_a < 0 || rank_b < 0) fail("link({}, {}): ranks must be >= 0", rank_a, rank_b);
   return rank_a / devices_per_node == rank_b / devices_per_node ? intra_node : inter_node;
@@ -240,9 +242,7 @@ nlohmann::json HardwareModel::to_json() const {
                          {"compute_slots_per_node", compute_slots_per_node},
                          {"attention", attention.to_json()}};
   if (has_host_link()) json["host_link"] = link_to_json(host_link);
-  if (overheads.given()) {
-    for (const auto& [field, seconds] : overhead_fields(overheads)) json["overheads"][field] = seconds;
-  }
+  if (overheads.given()) json["overheads"] = overheads.to_json();
   return json;
 }
 

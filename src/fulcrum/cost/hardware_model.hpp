@@ -50,6 +50,8 @@ struct CallOverheads {
                     : call_s + static_cast<double>(items) * item_s;
   }
   bool given() const { return call_s != 0 || item_s != 0 || backward_call_s != 0 || backward_item_s != 0; }
+  /// The hardware file's "overheads" object (what `fulcrum profile` writes too).
+  nlohmann::json to_json() const;
 };
 
 /// One direction of one device's port: a message of b bytes takes latency_s + b / bandwidth_bytes_per_s.

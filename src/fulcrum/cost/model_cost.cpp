@@ -24,7 +24,9 @@ double activation_bytes_per_token(const ModelShape& m) {
   // up outputs and the SwiGLU product (3 * ffn), in the activation dtype; plus the fp32 LSE per q head.
   const double elements = 2.0 * m.hidden + (m.q_heads + 2.0 * m.kv_heads) * m.head_dim +
                           static_cast<double>(m.q_heads) * m.head_dim + 3.0 * m.ffn_hidden;
-  return elements * m.dtype_bytes + 4.0 * m.q_heads;
+  return elements * m.dtype_bytes + lse_bytes_per_token(m);
 }
+
+double lse_bytes_per_token(const ModelShape& m) { return 4.0 * m.q_heads; }
 
 }  // namespace fulcrum

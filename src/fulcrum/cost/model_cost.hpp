@@ -13,5 +13,7 @@ double linear_forward_flops_per_token(const ModelShape& model);
 double document_forward_flops(const ModelShape& model, const Document& doc);
 /// Activation bytes stored per token per layer for the backward pass (no recomputation).
 double activation_bytes_per_token(const ModelShape& model);
+/// Of those, the fp32 LSE per q head (what recomputing core attention frees).
+double lse_bytes_per_token(const ModelShape& model);
 
 }  // namespace fulcrum

@@ -28,9 +28,6 @@ std::string planner_label(const sim::TrainingResult& r) {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-// The table's and chart's mark for a row without a speedup.
-std::string short_reason(const studies::StudyRow& row) { return row.result.memory.out_of_memory() ? "OOM" : "ref OOM"; }
-
 // Past this many points a study with several sweep keys is drawn as small multiples.
 constexpr std::size_t kPointsInOnePanel = 6;
 
@@ -108,8 +105,8 @@ std::string study_table(const studies::Study& study) {
     const auto& b = r.breakdown;
     table.add_row(
         {point_label(row), planner_label(r), r.config.parallel.to_string(), fmt::format("{:.3f}", r.mean_iteration_s),
-         row.speedup ? fmt::format("{:.3f}", *row.speedup) : short_reason(row), fmt::format("{:.0f}", r.tokens_per_s),
-         fmt::format("{:.3f}", b.linear_s), fmt::format("{:.3f}", b.attention_s),
+         row.speedup ? fmt::format("{:.3f}", *row.speedup) : row.no_speedup_reason(),
+         fmt::format("{:.0f}", r.tokens_per_s), fmt::format("{:.3f}", b.linear_s), fmt::format("{:.3f}", b.attention_s),
          fmt::format("{:.3f}", b.exposed_comm_s), fmt::format("{:.3f}", b.idle_s), fmt::format("{:.3f}", b.dp_sync_s),
          fmt::format("{:.3f}", r.attention_imbalance), fmt::format("{:.3f}", r.step_attention.step_sync),
          format_bytes(r.attention_bytes), fmt::format("{:.1f} GiB", r.memory.total_bytes() / kGiB),

@@ -82,8 +82,8 @@ TEST(SimulateReport, OutOfMemoryRowsHaveNoSpeedupAndEveryOutputMarksThem) {
   study.rows[1].speedup.reset();
   study.rows[5].result.memory.weights_bytes = 2e9;  // wlb, the reference, at gpus=128
   for (std::size_t r = 3; r < 6; ++r) study.rows[r].speedup.reset();
-  EXPECT_EQ(study.rows[1].no_speedup_reason(), "out of memory");
-  EXPECT_EQ(study.rows[3].no_speedup_reason(), "reference out of memory");
+  EXPECT_EQ(study.rows[1].no_speedup_reason(), "OOM");
+  EXPECT_EQ(study.rows[3].no_speedup_reason(), "ref OOM");
   EXPECT_EQ(study.rows[0].no_speedup_reason(), "");
 
   const std::string table = study_table(study);

@@ -50,8 +50,7 @@ double layer_parameters(const ModelShape& model) {
 double kept_activation_bytes_per_token(const ModelShape& model, Recompute recompute) {
   switch (recompute) {
     case Recompute::kNone: return activation_bytes_per_token(model);
-    case Recompute::kSelective:
-      return activation_bytes_per_token(model) - 4.0 * model.q_heads;                     // the fp32 LSE per q head
+    case Recompute::kSelective: return activation_bytes_per_token(model) - lse_bytes_per_token(model);
     case Recompute::kFull: return static_cast<double>(model.hidden) * model.dtype_bytes;  // the layer's input
   }
   return 0;

@@ -162,7 +162,7 @@ TrainingResult search_best(const TrainingConfig& config, const ModelShape& model
 
 std::string StudyRow::no_speedup_reason() const {
   if (speedup) return "";
-  return result.memory.out_of_memory() ? "out of memory" : "reference out of memory";
+  return result.memory.out_of_memory() ? "OOM" : "ref OOM";
 }
 
 Study run_study(const StudySpec& spec, const std::function<void(int, int)>& progress) {

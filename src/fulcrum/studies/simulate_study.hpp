@@ -58,7 +58,8 @@ struct StudyRow {
   /// an iteration when it defers documents, so not time). None where this row or the point's reference
   /// does not fit in memory: a configuration that cannot run has no throughput to compare.
   std::optional<double> speedup;
-  /// Why `speedup` is none: "out of memory" (this row) or "reference out of memory"; empty when it has one.
+  /// Why `speedup` is none, as tables print it: "OOM" (this row does not fit) or "ref OOM" (the point's
+  /// reference does not); empty when it has one.
   [[nodiscard]] std::string no_speedup_reason() const;
 };
 

@@ -117,7 +117,7 @@ TEST(Study, OutOfMemoryRowsAndPointsHaveNoSpeedup) {
   std::ofstream(path) << gpu.to_json().dump();
   spec.hardware = path;
   const Study study = run_study(spec);
-  EXPECT_EQ(study.rows[0].no_speedup_reason(), "out of memory");  // distca, recompute none: the reference
+  EXPECT_EQ(study.rows[0].no_speedup_reason(), "OOM");  // distca, recompute none: the reference
   EXPECT_FALSE(study.rows[1].speedup.has_value());
   EXPECT_TRUE(study.rows[2].speedup.has_value());
   EXPECT_TRUE(study.rows[3].speedup.has_value());
