@@ -53,7 +53,7 @@ def point(rows: list[dict[str, Any]]) -> dict[str, Any]:
                      "runner_up": dict(collections.Counter(x for x in choice["runner_up"] if x).most_common()),
                      "planning_s": choice["planning_s"], "candidate_planning_s": planning,
                      "chosen_planning_s": choice["chosen_planning_s"], "simulating_s": choice["simulating_s"],
-                     "iterations": len(choice["chosen"]), "drain_iterations": a["drain_iterations"],
+                     "iterations": len(choice["chosen"]), "computed_work_share": a["computed_work_share"],
                      "mean_iteration_s": a["mean_iteration_s"]}}
 
 

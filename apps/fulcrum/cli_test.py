@@ -144,16 +144,18 @@ with tempfile.TemporaryDirectory() as tmp:
     check(open(os.path.join(tmp, "sim-breakdown.svg")).read().startswith("<svg"), "simulate breakdown chart")
     check(len(json.load(open(sim_trace))["traceEvents"]) > 0, "simulate trace is empty")
     check(all(row["iterations"] == 16 for row in data["rows"]), "simulate's default is not 16 iterations")
-    # A deferring reference's drain that dominates a short run is named on stderr, with the way out; at the
-    # defaults it is not.
+    # A deferring reference whose queue took in or gave out much of a short window's work is named on stderr,
+    # with the way out; at the defaults it is not.
     check("warning" not in result.stderr, f"simulate warned at its defaults: {result.stderr}")
     result = run("simulate", "--gpus", "64", "--planners", "wlb,packed", "--iterations", "1", "--json", sim_json)
     check(result.returncode == 0, f"simulate --iterations 1 exited {result.returncode}: {result.stderr}")
-    check(re.search(r"fulcrum: warning: wlb at base: \d+% of the run is 1 drain iteration after 1 with data .*"
-                    r"every speedup at this point \(it is the reference\); give --iterations \d+ or more",
-                    result.stderr) is not None, f"no drain warning: {result.stderr!r}")
+    check(re.search(r"fulcrum: warning: wlb at base: its queue of deferred documents (took in|gave out) \d+% of "
+                    r"the window's work over 1 iteration, .*every speedup at this point \(it is the reference\) .*; "
+                    r"give --iterations \d+ or more", result.stderr) is not None,
+          f"no queue warning: {result.stderr!r}")
     wlb = next(row for row in json.load(open(sim_json))["rows"] if row["planner"] == "wlb")
-    check(wlb["drain_iterations"] == 1 and wlb["drain_share"] > 0.1, f"wlb's drain: {wlb['drain_share']}")
+    check(abs(1 - wlb["computed_work_share"]) > 0.1 and wlb["warmup_iterations"] == 4,
+          f"wlb's window: {wlb['computed_work_share']}")
     # -q: results and errors only, wherever it goes; with -v too it is bad input.
     for quiet in (["-q", "simulate"], ["simulate", "--quiet"]):
         result = run(*quiet, "--gpus", "64", "--planners", "wlb,packed", "--iterations", "1")

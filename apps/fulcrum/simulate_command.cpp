@@ -98,7 +98,10 @@ void add_planner_options(CLI::App& cmd, SimulateArgs& a) {
   cmd.add_option("--modes", a.modes, "DistCA's: comma-separated pingpong, single-stream, signal")
       ->capture_default_str();
   cmd.add_option("--baseline-mode", a.baseline_mode, "the baselines' communication mode")->capture_default_str();
-  cmd.add_option("--iterations", c.iterations, "iterations per run (fresh data each)")->capture_default_str();
+  cmd.add_option("--iterations", c.iterations, "measured iterations per run (fresh data each)")->capture_default_str();
+  cmd.add_option("--warmup", c.warmup_iterations,
+                 "iterations before the measured ones that fill a deferring planner's queue (others skip them)")
+      ->capture_default_str();
   cmd.add_option("--seed", c.seed, "seed of the length source")->capture_default_str();
   add_planner_flags(cmd, c.planner_options);
   add_boundary_split_option(cmd, c.boundary_split);

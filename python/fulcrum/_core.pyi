@@ -295,7 +295,7 @@ def choose_plan(batch: Batch, options: PlannerOptions, hardware: HardwareModel, 
 def simulate_training(planner: str, model: ModelShape, hardware: HardwareModel, *, gpus: int = 64, tp: int = 8,
                       pp: int = 1, cp: int = 1, microbatches: int = 0, mode: str = "pingpong",
                       dataset: str = "pretrain", max_doc_len: int = 131072, tokens_per_rank: int = 0,
-                      iterations: int = 16, seed: int = 0, options: dict[str, float] = ...,
+                      iterations: int = 16, warmup: int = 4, seed: int = 0, options: dict[str, float] = ...,
                       candidates: Sequence[str] = ..., baseline_mode: str = "single-stream",
                       layer_schedule: str = "whole", recompute: str = "none",
                       zero1: bool = True) -> dict[str, Any]: ...

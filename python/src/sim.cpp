@@ -86,7 +86,7 @@ void bind_sim(py::module_& m) {
       "simulate_training",
       [](const std::string& planner, const ModelShape& model, const HardwareModel& hardware, int gpus, int tp, int pp,
          int cp, int microbatches, const std::string& mode, const std::string& dataset, Tokens max_doc_len,
-         Tokens tokens_per_rank, int iterations, std::uint64_t seed, const py::dict& options,
+         Tokens tokens_per_rank, int iterations, int warmup, std::uint64_t seed, const py::dict& options,
          const std::vector<std::string>& candidates, const std::string& baseline_mode,
          const std::string& layer_schedule, const std::string& recompute, bool zero1) {
         sim::TrainingConfig c;
@@ -101,6 +101,7 @@ void bind_sim(py::module_& m) {
         c.max_doc_len = max_doc_len;
         c.tokens_per_rank = tokens_per_rank;
         c.iterations = iterations;
+        c.warmup_iterations = warmup;
         c.seed = seed;
         for (const auto& [key, value] : options) {
           c.planner_options.set(option_name(key.cast<std::string>()), value.cast<double>());
@@ -115,7 +116,8 @@ void bind_sim(py::module_& m) {
       py::arg("planner"), py::arg("model"), py::arg("hardware"), py::kw_only(), py::arg("gpus") = 64, py::arg("tp") = 8,
       py::arg("pp") = 1, py::arg("cp") = 1, py::arg("microbatches") = 0, py::arg("mode") = "pingpong",
       py::arg("dataset") = "pretrain", py::arg("max_doc_len") = 131072, py::arg("tokens_per_rank") = 0,
-      py::arg("iterations") = sim::TrainingConfig{}.iterations, py::arg("seed") = 0, py::arg("options") = py::dict(),
+      py::arg("iterations") = sim::TrainingConfig{}.iterations,
+      py::arg("warmup") = sim::TrainingConfig{}.warmup_iterations, py::arg("seed") = 0, py::arg("options") = py::dict(),
       py::arg("candidates") = std::vector<std::string>{}, py::arg("baseline_mode") = "single-stream",
       py::arg("layer_schedule") = "whole", py::arg("recompute") = "none", py::arg("zero1") = true,
       "Simulates training iterations of one planner (any registered planner, or 'auto') and returns\n"
@@ -123,9 +125,11 @@ void bind_sim(py::module_& m) {
       "exposed_comm_s, idle_s, dp_sync_s; they add up to the iteration), attention_imbalance,\n"
       "attention_bytes, memory (per GPU, with out_of_memory) and the layout. `options`: planner options by\n"
       "name, e.g. {'tolerance': 0.05} (the model, machine size and cp come from the other arguments).\n"
+      "tokens_per_s is the steady state's: `warmup` iterations first fill a deferring planner's queue (wlb's),\n"
+      "which is carried over rather than drained, and what it carried counts at the rate the planner computed.\n"
       "'auto': each iteration every candidate (default: each planner that computes exactly its batch, and wlb,\n"
       "whose queue carries over the iterations it is chosen for) plans and is simulated, the fastest counts\n"
-      "(compared at the rate each computed; the last iteration by the time to finish the run, drain included);\n"
+      "(compared at the rate each computed);\n"
       "its planners that do not overlap traffic run in baseline_mode,\n"
       "cp=0 gives each its own CP degree, and result['auto'] names the choice and runner-up per iteration\n"
       "and the planning time per candidate. layer_schedule: 'whole' (ping-pong layers overlap across their\n"

@@ -123,18 +123,17 @@ std::vector<std::string> study_warnings(const studies::Study& study) {
   std::vector<std::string> lines;
   for (const auto& row : study.rows) {
     const auto& r = row.result;
-    const double share = r.drain_share();
-    if (share <= kDrainWarningShare) continue;
+    const double carried = 1 - r.computed_work_share;  // > 0: the queue grew
+    if (std::abs(carried) <= kCarriedWorkWarningShare) continue;
     const bool reference = r.config.planner == study.reference;
-    // The drain takes about as long whatever the run's length: n x share / (1 - share) data iterations'
-    // worth. It is at most kDrainWarningShare of a run of 9 times that many iterations.
+    // What a queue carries is bounded, so its share of the window falls as 1 / iterations.
     const int n = r.config.iterations;
-    const int enough = static_cast<int>(std::min(1000.0, std::ceil(9 * n * share / (1 - share))));
+    const int enough = static_cast<int>(std::min(1000.0, std::ceil(n * std::abs(carried) / kCarriedWorkWarningShare)));
     lines.push_back(fmt::format(
-        "{} at {}: {:.0f}% of the run is {} drain iteration{} after {} with data (it defers long documents), which "
-        "skews its tokens/s{}; give --iterations {} or more",
-        planner_label(r), point_label(row), 100 * share, r.drain_iterations, r.drain_iterations == 1 ? "" : "s", n,
-        reference ? " and every speedup at this point (it is the reference)" : "", enough));
+        "{} at {}: its queue of deferred documents {} {:.0f}% of the window's work over {} iteration{}, so its "
+        "tokens/s{} rests on a rate measured on other documents than those drawn; give --iterations {} or more",
+        planner_label(r), point_label(row), carried > 0 ? "took in" : "gave out", 100 * std::abs(carried), n,
+        n == 1 ? "" : "s", reference ? " and every speedup at this point (it is the reference)" : "", enough));
   }
   return lines;
 }

@@ -13,9 +13,10 @@
 namespace fulcrum {
 
 std::string study_table(const studies::Study& study);
-/// The drain a deferring planner (WLB-LLM) needs after the run skews its tokens/s, and every speedup over it
-/// when it is the reference: a line for each row whose drain takes more than kDrainWarningShare of its time.
-inline constexpr double kDrainWarningShare = 0.1;
+/// A deferring planner's (WLB-LLM's) rate is uncertain when its queue took in or gave out much of the window's
+/// work, and so is every speedup over it when it is the reference: a line for each row whose computed FLOPs
+/// differ from those drawn by more than kCarriedWorkWarningShare.
+inline constexpr double kCarriedWorkWarningShare = 0.1;
 std::vector<std::string> study_warnings(const studies::Study& study);
 /// A line per auto row: how often each candidate was chosen and came second, how much slower the runner-up
 /// was (median), and what choosing cost (planning every candidate, against the chosen plans alone).

@@ -34,9 +34,13 @@ void TrainingConfig::validate(const HardwareModel& gpu, const ModelShape& model)
     fail("tokens-per-rank = {}: must be in [0, {}] (0: max-doc-len)", tokens_per_rank, kMaxLength);
   }
   if (iterations < 1 || iterations > 1000) fail("iterations = {}: must be in [1, 1000]", iterations);
-  if (static_cast<std::int64_t>(parallel.microbatch_count()) * iterations > kMaxMicrobatchesPerRun) {
-    fail("microbatches = {}: {} micro-batches x {} iterations exceed the {} a run simulates", parallel.microbatches,
-         parallel.microbatch_count(), iterations, kMaxMicrobatchesPerRun);
+  if (warmup_iterations < 0 || warmup_iterations > 1000) {
+    fail("warmup = {}: must be in [0, 1000]", warmup_iterations);
+  }
+  const std::int64_t runs = iterations + warmup_iterations;
+  if (static_cast<std::int64_t>(parallel.microbatch_count()) * runs > kMaxMicrobatchesPerRun) {
+    fail("microbatches = {}: {} micro-batches x {} iterations (warm-up included) exceed the {} a run simulates",
+         parallel.microbatches, parallel.microbatch_count(), runs, kMaxMicrobatchesPerRun);
   }
   if (!sparse::parse_dynamic_mask(mask)) (void)MaskSpec::parse(mask);  // names the field and the syntax
   if (is_meta_planner(planner)) {
@@ -287,37 +291,6 @@ struct Runner {
   }
 };
 
-constexpr std::size_t kMaxDrainIterations = 1000;
-
-// A deferring planner's drain (it is set draining here): iterations on micro-batches without data, shaped
-// like `shape`, until it holds nothing. The run's own drain and auto's look-ahead both run it.
-std::vector<IterationOutcome> run_drain(const Runner& runner, Planner& planner, const std::vector<Batch>& shape) {
-  planner.drain();
-  std::vector<Batch> empty;
-  empty.reserve(shape.size());
-  for (const Batch& b : shape) empty.push_back(Batch{b.ranks, b.tokens_per_rank, {}, {}});
-  std::vector<IterationOutcome> outcomes;
-  while (planner.deferred_documents() > 0) {
-    if (outcomes.size() >= kMaxDrainIterations) {
-      fail_runtime("planner {}: documents still deferred after {} draining iterations", runner.name,
-                   kMaxDrainIterations);
-    }
-    outcomes.push_back(runner.run_with(planner, empty));
-  }
-  return outcomes;
-}
-
-// The seconds a deferring runner's drain takes from `held` (its held documents), run by a copy of its planner
-// so that the runner itself is untouched.
-double drain_s(const Runner& runner, const std::vector<std::vector<Document>>& held, const std::vector<Batch>& shape,
-               double sync_s) {
-  const auto planner = make_planner(runner.name, runner.options);
-  planner->restore_held_documents(held);
-  double seconds = 0;
-  for (const IterationOutcome& o : run_drain(runner, *planner, shape)) seconds += o.iteration_s + sync_s;
-  return seconds;
-}
-
 Runner make_runner(const TrainingConfig& config, const ModelShape& model, const HardwareModel& gpu) {
   const ParallelConfig& par = config.parallel;
   const int stage_layers = model.layers / par.pp;  // exact: validate() requires pp to divide the layers
@@ -354,38 +327,24 @@ TrainingConfig candidate_config(const TrainingConfig& config, const std::string&
 // auto's iteration: every candidate runs the micro-batches (one that refuses them sits out), and the
 // fastest one's outcome counts. A deferring candidate (wlb) computes other documents than the batch's (it
 // holds some back and releases earlier ones), so every candidate is compared at the rate it computed,
-// seconds per FLOP, times the batch's FLOPs; for the others that is their seconds. The last iteration with
-// data compares instead the seconds to finish the run: the candidate's iteration and then the drain of what
-// deferring candidates still hold once it is chosen (every candidate then computes the same documents).
-// Only the chosen try counts: every other candidate's held documents are put back as they were before the
-// iteration. `sync_s`, the gradient synchronisation, is the same for every candidate: it only enters the
-// times compared and recorded.
+// seconds per FLOP, times the batch's FLOPs; for the others that is their seconds. Only the chosen try
+// counts: every other candidate's held documents are put back as they were before the iteration. `sync_s`,
+// the gradient synchronisation, is the same for every candidate: it only enters the times compared and
+// recorded.
 IterationOutcome run_auto(std::vector<Runner>& runners, const std::vector<std::string>& names,
-                          const std::vector<Batch>& microbatches, double sync_s, bool last, AutoChoice& report) {
+                          const std::vector<Batch>& microbatches, double sync_s, AutoChoice& report) {
   double work = 0;
   for (const Batch& b : microbatches) work += batch_work(b, runners.front().cx.setup.model);
   std::vector<std::vector<std::vector<Document>>> held;
-  std::vector<double> pending_drain_s(runners.size(), 0);  // from the state before the iteration
   held.reserve(runners.size());
-  for (std::size_t i = 0; i < runners.size(); ++i) {
-    held.push_back(runners[i].planner->held_documents());
-    if (last && runners[i].planner->deferred_documents() > 0) {
-      pending_drain_s[i] = drain_s(runners[i], held[i], microbatches, sync_s);
-    }
-  }
-  const double all_pending_s = std::accumulate(pending_drain_s.begin(), pending_drain_s.end(), 0.0);
+  for (const Runner& runner : runners) held.push_back(runner.planner->held_documents());
   BatchChoice choice;
   IterationOutcome best = choose_fastest(
       names,
       [&](std::size_t i) {
         IterationOutcome outcome = runners[i].run(microbatches);
         double seconds = outcome.iteration_s + sync_s;
-        if (last) {
-          seconds += all_pending_s - pending_drain_s[i];
-          if (runners[i].planner->deferred_documents() > 0) {
-            seconds += drain_s(runners[i], runners[i].planner->held_documents(), microbatches, sync_s);
-          }
-        } else if (std::abs(outcome.work - work) > 1e-9 * work) {  // it deferred or released documents
+        if (std::abs(outcome.work - work) > 1e-9 * work) {  // it deferred or released documents
           seconds = outcome.work > 0 ? seconds / outcome.work * work : std::numeric_limits<double>::infinity();
         }
         const double planning_s = outcome.planning_s;
@@ -397,6 +356,17 @@ IterationOutcome run_auto(std::vector<Runner>& runners, const std::vector<std::s
   }
   report.record(choice);
   return best;
+}
+
+// Tokens the runners' planners hold for later iterations (auto's: only the chosen tries' are held).
+double held_tokens(const std::vector<Runner>& runners) {
+  double tokens = 0;
+  for (const Runner& runner : runners) {
+    for (const auto& level : runner.planner->held_documents()) {
+      for (const Document& d : level) tokens += static_cast<double>(d.length);
+    }
+  }
+  return tokens;
 }
 
 std::vector<Batch> draw(MicrobatchSource& source, int count) {
@@ -490,21 +460,34 @@ TrainingResult simulate_training(const TrainingConfig& config, const ModelShape&
   outcomes.reserve(static_cast<std::size_t>(std::max(config.iterations, 0)));
   std::vector<Batch> microbatches;
   if (is_auto) result.auto_choice.emplace();
-  for (int it = 0; it < config.iterations; ++it) {
+  const auto run_iteration = [&](AutoChoice& report) {
     microbatches = draw(source, cx.microbatches);
-    outcomes.push_back(
-        is_auto ? run_auto(runners, names, microbatches, dp_sync_s, it + 1 == config.iterations, *result.auto_choice)
-                : runners.front().run(microbatches));
-  }
-  // A planner that holds documents back (WLB-LLM, or auto that chose it) computes them before the run ends, in
-  // iterations without new data: otherwise a short run would leave out its most expensive documents.
-  for (Runner& runner : runners) {
-    if (runner.planner->deferred_documents() == 0) continue;
-    for (IterationOutcome& o : run_drain(runner, *runner.planner, microbatches)) {
-      outcomes.push_back(std::move(o));
-      ++result.drain_iterations;
+    return is_auto ? run_auto(runners, names, microbatches, dp_sync_s, report) : runners.front().run(microbatches);
+  };
+  // The warm-up fills a deferring planner's queue, so that the measured window starts with a queue like
+  // the one it ends with and carries both over (nothing is drained into the window). A planner that holds
+  // nothing between iterations only draws the warm-up's data: every planner's window sees the same batches.
+  const bool defers = std::any_of(names.begin(), names.end(), [](const std::string& name) {
+    return find_planner(name).capabilities.defers_documents;
+  });
+  AutoChoice warmup_report;
+  for (int it = 0; it < config.warmup_iterations; ++it) {
+    if (defers) {
+      (void)run_iteration(warmup_report);
+    } else {
+      (void)draw(source, cx.microbatches);
     }
   }
+  AutoChoice& report = is_auto ? *result.auto_choice : warmup_report;  // only auto's is read
+  const double held_at_start = held_tokens(runners);
+  double drawn_work = 0, computed_work = 0;
+  for (int it = 0; it < config.iterations; ++it) {
+    outcomes.push_back(run_iteration(report));
+    for (const Batch& b : microbatches) drawn_work += batch_work(b, model);
+    computed_work += outcomes.back().work;
+  }
+  result.carried_tokens = held_tokens(runners) - held_at_start;
+  result.computed_work_share = computed_work / drawn_work;
   const double n = static_cast<double>(outcomes.size());
   for (std::size_t it = 0; it < outcomes.size(); ++it) {
     IterationOutcome& o = outcomes[it];
@@ -534,16 +517,11 @@ TrainingResult simulate_training(const TrainingConfig& config, const ModelShape&
     }
   }
   result.mean_iteration_s = std::accumulate(result.iteration_s.begin(), result.iteration_s.end(), 0.0) / n;
-  result.tokens_per_s = result.tokens_per_iteration / result.mean_iteration_s;
+  // The rate it computed at (FLOPs per second) applied to the window's data: what the queue took in
+  // or gave out over the window is valued at that rate, the same for every planner.
+  const double drawn_tokens_per_iteration = result.tokens_per_iteration + result.carried_tokens / n;
+  result.tokens_per_s = drawn_tokens_per_iteration * result.computed_work_share / result.mean_iteration_s;
   return result;
-}
-
-double TrainingResult::drain_share() const {
-  double total = 0, drain = 0;
-  const std::size_t first_drain = iteration_s.size() - static_cast<std::size_t>(drain_iterations);
-  for (std::size_t i = 0; i < iteration_s.size(); ++i) (i >= first_drain ? drain : total) += iteration_s[i];
-  total += drain;
-  return total > 0 ? drain / total : 0;
 }
 
 nlohmann::json TrainingResult::to_json() const {
@@ -568,8 +546,9 @@ nlohmann::json TrainingResult::to_json() const {
       {"max_doc_len", c.max_doc_len},
       {"tokens_per_rank", c.rank_tokens()},
       {"iterations", c.iterations},
-      {"drain_iterations", drain_iterations},
-      {"drain_share", drain_share()},
+      {"warmup_iterations", c.warmup_iterations},
+      {"carried_tokens", carried_tokens},
+      {"computed_work_share", computed_work_share},
       {"seed", c.seed},
       {"iteration_s", iteration_s},
       {"mean_iteration_s", mean_iteration_s},

@@ -14,8 +14,10 @@
 //  - DistCA with PP runs the phase-aligned ticks: in a tick all working stages run the same phase, and
 //    the CA-tasks of every stage and every DP group are pooled and scheduled over all TP groups, the
 //    idle stages' included. A tick takes layers / pp x the pooled layer's time.
-// WLB-LLM defers long documents to later iterations; after the run's iterations it drains its queues
-// in iterations without new data, which count, so every planner computes the same documents.
+// Results are of the steady state: warm-up iterations run first and are not measured, and WLB-LLM's queue
+// of deferred long documents is carried into and out of the measured window, never drained into it. What
+// the queue took in or gave out over the window counts at the rate the planner computed (FLOPs per
+// second), so a window of any length measures the same rate (docs/decisions/0010-simulator-model.md).
 // An iteration ends with the gradient reduce-scatter and all-gather over the model replicas (not
 // overlapped with the backward: the same cost for every planner). Memory per GPU: sim/memory.hpp.
 #pragma once
@@ -52,9 +54,10 @@ struct TrainingConfig {
   Tokens max_doc_len = 131072;  // longer documents are cut; the datasets' long documents reach it.
                                 // A micro-batch (dp x tokens_per_rank) also cuts what overflows it.
   Tokens tokens_per_rank = 0;   // per TP group and micro-batch; 0 means max_doc_len
-  // 16: WLB-LLM's drain (below) is then 8% of its run at simulate's defaults, where with 1 iteration it
-  // was 77% and halved its throughput; `fulcrum simulate` warns when a drain still skews a result.
-  int iterations = 16;
+  int iterations = 16;          // measured, each on fresh data
+  // Before the measured ones, on fresh data: they fill a deferring planner's queue (WLB-LLM's outliers
+  // wait for a round of one per micro-batch); planners that hold nothing between iterations skip them.
+  int warmup_iterations = 4;
   std::uint64_t seed = 0;
   BoundarySplit boundary_split = BoundarySplit::kContiguous;  // how documents crossing ranks are laid out
   // Ping-pong layers overlap across their boundaries (sim/layer.hpp's whole-layer schedule); false: one
@@ -84,13 +87,17 @@ struct TimeBreakdown {
 struct TrainingResult {
   TrainingConfig config;
   std::string model, hardware;
-  std::vector<double> iteration_s;  // per iteration, the draining ones included
-  int drain_iterations = 0;         // iterations without new data that computed deferred documents
+  std::vector<double> iteration_s;  // per measured iteration
   double mean_iteration_s = 0;
-  double tokens_per_iteration = 0;  // mean; WLB-LLM computes fewer when it defers documents
-  double tokens_per_s = 0;          // tokens_per_iteration / mean_iteration_s
-  TimeBreakdown breakdown;          // mean over GPUs and iterations
-  double attention_imbalance = 0;   // max / mean over TP groups of attention seconds, mean over iterations
+  double tokens_per_iteration = 0;  // mean of those computed; a deferring planner's differ from those drawn
+  double carried_tokens = 0;        // what the deferral queue grew by over the window (tokens; < 0: shrank)
+  double computed_work_share = 1;   // FLOPs computed over FLOPs drawn in the window (1 if nothing is deferred)
+  // The window's drawn tokens per second at the rate it computed: (tokens_per_iteration + carried_tokens /
+  // iterations) x computed_work_share / mean_iteration_s; tokens_per_iteration / mean_iteration_s when
+  // nothing is deferred.
+  double tokens_per_s = 0;
+  TimeBreakdown breakdown;         // mean over GPUs and iterations
+  double attention_imbalance = 0;  // max / mean over TP groups of attention seconds, mean over iterations
   // Balance over ranks and steps (a ring's; other plans' nano-batches) of the first iteration's first
   // micro-batch layer, forward + backward, 1F1B schedules only (phase-aligned ticks pool micro-batches).
   StepBalance step_flops, step_attention;
@@ -98,8 +105,6 @@ struct TrainingResult {
   MemoryUse memory;                           // the fullest GPU in the worst iteration
   std::vector<runtime::TimelineEvent> trace;  // the first iteration, per TP group (rank = stage x dp + d)
   std::optional<AutoChoice> auto_choice;      // a meta-planner's choice report
-  /// The fraction of the run's time spent in drain iterations (0 for planners that defer nothing).
-  double drain_share() const;
   nlohmann::json to_json() const;
 };
 

@@ -29,9 +29,11 @@ TEST(Training, BreakdownAddsUpToTheIteration) {
       EXPECT_NEAR(sum(r.breakdown), r.mean_iteration_s, 1e-9 * r.mean_iteration_s) << planner << " pp " << pp;
       EXPECT_GE(r.breakdown.idle_s, -1e-12) << planner << " pp " << pp;
       EXPECT_GT(r.tokens_per_s, 0);
-      EXPECT_EQ(r.iteration_s.size(), 2u + r.drain_iterations);
+      EXPECT_EQ(r.iteration_s.size(), 2u);
       if (planner != "wlb") {
-        EXPECT_EQ(r.drain_iterations, 0);
+        EXPECT_EQ(r.carried_tokens, 0);
+        EXPECT_EQ(r.computed_work_share, 1);
+        EXPECT_NEAR(r.tokens_per_s, r.tokens_per_iteration / r.mean_iteration_s, 1e-9 * r.tokens_per_s);
       }
       EXPECT_FALSE(r.trace.empty());
     }
@@ -44,6 +46,7 @@ TEST(Training, OneRankIsLayersTimesTheLayer) {
   TrainingConfig c = small_config("packed");
   c.parallel.gpus = 2;
   c.iterations = 1;
+  c.warmup_iterations = 0;         // the first batch
   c.dataset = "uniform:100:4000";  // never longer than max_doc_len, so no document is cut
   const auto r = simulate_training(c, tiny(), h200());
   const ParallelConfig& p = c.parallel;
@@ -152,8 +155,9 @@ TEST(Training, MemoryIsReportedOutOfMemoryWhenItDoesNotFit) {
   small.memory_bytes = 1e6;
   EXPECT_TRUE(simulate_training(small_config("distca"), tiny(), small).memory.out_of_memory());
   EXPECT_FALSE(simulate_training(small_config("distca"), tiny(), h200()).memory.out_of_memory());
-  // Recomputation keeps less and costs time: selective re-runs the attention's forward calls in backward, full
-  // the whole layer's forward too. ZeRO-1 off keeps more optimizer state.
+  // Recomputation keeps less and costs compute: selective re-runs the attention's forward calls in backward,
+  // full the whole layer's forward too. (Full's iteration may not be longer than selective's: ping-pong hides
+  // more traffic behind the extra compute.) ZeRO-1 off keeps more optimizer state.
   for (const char* planner : {"packed", "distca"}) {
     TrainingConfig c = small_config(planner);
     c.iterations = 1;
@@ -164,8 +168,11 @@ TEST(Training, MemoryIsReportedOutOfMemoryWhenItDoesNotFit) {
     }
     EXPECT_LT(r[1].memory.activations_bytes, r[0].memory.activations_bytes) << planner;
     EXPECT_LT(r[2].memory.activations_bytes, r[1].memory.activations_bytes) << planner;
+    const auto compute_s = [](const TrainingResult& x) { return x.breakdown.linear_s + x.breakdown.attention_s; };
+    EXPECT_LT(compute_s(r[0]), compute_s(r[1])) << planner;
+    EXPECT_LT(compute_s(r[1]), compute_s(r[2])) << planner;
     EXPECT_LT(r[0].mean_iteration_s, r[1].mean_iteration_s) << planner;
-    EXPECT_LT(r[1].mean_iteration_s, r[2].mean_iteration_s) << planner;
+    EXPECT_LT(r[0].mean_iteration_s, r[2].mean_iteration_s) << planner;
   }
   TrainingConfig c = small_config("packed");
   c.iterations = 1;
@@ -295,8 +302,8 @@ TEST(Training, AutoCandidatesThatRefuseSitOutAndPipelinesMix) {
   EXPECT_LE(r.mean_iteration_s, distca.mean_iteration_s * (1 + 1e-12));
 }
 
-// auto with a deferring candidate (wlb) on its own is wlb: its queue carries over every iteration, and its
-// drain runs at the end, iteration for iteration the same times and tokens.
+// auto with a deferring candidate (wlb) on its own is wlb: its queue fills in the warm-up and carries over
+// every iteration, iteration for iteration the same times and tokens.
 TEST(Training, AutoWithOnlyWlbIsWlb) {
   TrainingConfig config = small_config("wlb");
   config.iterations = 4;
@@ -304,20 +311,22 @@ TEST(Training, AutoWithOnlyWlbIsWlb) {
   config.parallel.cp = 0;
   config.parallel.cp = cp_degree_for(config, tiny(), h200());
   const TrainingResult wlb = simulate_training(config, tiny(), h200());
-  ASSERT_GT(wlb.drain_iterations, 0);  // the data has outliers to hold back
+  ASSERT_NE(wlb.computed_work_share, 1);  // the data has outliers to hold back
   config.planner = "auto";
   config.parallel.cp = 0;
   config.candidates = {"wlb"};
   const TrainingResult chosen = simulate_training(config, tiny(), h200());
   EXPECT_EQ(chosen.iteration_s, wlb.iteration_s);
-  EXPECT_EQ(chosen.drain_iterations, wlb.drain_iterations);
   EXPECT_DOUBLE_EQ(chosen.tokens_per_iteration, wlb.tokens_per_iteration);
+  EXPECT_DOUBLE_EQ(chosen.carried_tokens, wlb.carried_tokens);
+  EXPECT_DOUBLE_EQ(chosen.tokens_per_s, wlb.tokens_per_s);
 }
 
-// auto mixing a deferring candidate with others: whatever it chooses, every document drawn is computed once
-// (the run's tokens equal a non-deferring planner's: a wlb try that was not chosen and still deferred documents
-// would compute them twice), and an iteration it gives to a non-deferring candidate is the faster of them
-// (they hold nothing between iterations, so each runs exactly as alone).
+// auto mixing a deferring candidate with others: whatever it chooses, every document drawn in the window is
+// computed once or carried out of it (the computed tokens and the queue's growth add up to a non-deferring
+// planner's tokens: a wlb try that was not chosen and still deferred documents would count them twice), and an
+// iteration it gives to a non-deferring candidate is the faster of them (they hold nothing between
+// iterations, so each runs exactly as alone).
 TEST(Training, AutoWithWlbComputesEveryDocumentOnce) {
   const std::vector<std::string> names = {"wlb", "packed", "distca"};
   bool mixed = false;
@@ -335,16 +344,13 @@ TEST(Training, AutoWithWlbComputesEveryDocumentOnce) {
       c.mode = overlaps_traffic(name) ? config.mode : config.baseline_mode;
       alone.push_back(simulate_training(c, tiny(), h200()));
     }
-    const double total = chosen.tokens_per_iteration * static_cast<double>(chosen.iteration_s.size());
+    const double total = chosen.tokens_per_iteration * iterations + chosen.carried_tokens;
     EXPECT_NEAR(total, alone[0].tokens_per_iteration * iterations, 1e-9 * total) << iterations << " iterations";
     ASSERT_TRUE(chosen.auto_choice);
     const AutoChoice& a = *chosen.auto_choice;
     ASSERT_EQ(a.chosen.size(), static_cast<std::size_t>(iterations));
     const auto wlb_iterations = std::count(a.chosen.begin(), a.chosen.end(), "wlb");
     mixed = mixed || (wlb_iterations > 0 && wlb_iterations < iterations);
-    if (wlb_iterations == 0) {
-      EXPECT_EQ(chosen.drain_iterations, 0);
-    }
     for (int it = 0; it < iterations; ++it) {
       if (a.chosen[it] == "wlb") continue;
       EXPECT_DOUBLE_EQ(chosen.iteration_s[it], std::min(alone[0].iteration_s[it], alone[1].iteration_s[it]))
@@ -354,31 +360,38 @@ TEST(Training, AutoWithWlbComputesEveryDocumentOnce) {
   EXPECT_TRUE(mixed) << "no run mixed wlb with the others: the undoing of a try is untested";
 }
 
-// The last iteration compares the time to finish the run: with one iteration, auto's whole run (drain included)
-// is the shorter of wlb's run and packed's, whatever wlb's rate in that iteration.
-TEST(Training, AutoLastIterationCountsTheDrain) {
-  for (const std::uint64_t seed : {1, 2, 15, 20, 33, 44}) {  // at 15, 20, 33 and 44 wlb's rate alone misleads
-    std::vector<double> alone;
-    for (const std::string name : {"wlb", "packed"}) {
+// A planner that holds nothing between iterations skips the warm-up but draws its data: its window is the
+// later iterations of a run without warm-up, so every planner's window sees the same batches.
+TEST(Training, WarmupOnlyDrawsForPlannersThatDeferNothing) {
+  TrainingConfig c = small_config("packed");
+  c.warmup_iterations = 0;
+  c.iterations = 5;
+  const TrainingResult all = simulate_training(c, tiny(), h200());
+  c.warmup_iterations = 3;
+  c.iterations = 2;
+  const TrainingResult window = simulate_training(c, tiny(), h200());
+  EXPECT_EQ(window.iteration_s, std::vector<double>(all.iteration_s.begin() + 3, all.iteration_s.end()));
+}
+
+// The steady state does not depend on the window's length: with the queue carried over (not drained into
+// the window), the speedup over WLB-LLM of 4 iterations agrees with that of 16 within 2%, at a point where
+// WLB-LLM carries documents out of both windows. (The drain it replaced put 15-40% of a short run's time
+// into iterations without data.)
+TEST(Training, SteadyStateSpeedupDoesNotDependOnTheIterationCount) {
+  std::vector<double> speedups;
+  for (const int iterations : {4, 16}) {
+    std::vector<TrainingResult> runs;
+    for (const std::string name : {"distca", "wlb"}) {
       TrainingConfig c = small_config(name);
-      c.seed = seed;
-      c.iterations = 1;
-      c.mode = c.baseline_mode;
-      c.parallel.cp = 0;
-      c.parallel.cp = cp_degree_for(c, tiny(), h200());
-      const TrainingResult r = simulate_training(c, tiny(), h200());
-      alone.push_back(std::accumulate(r.iteration_s.begin(), r.iteration_s.end(), 0.0));
+      c.iterations = iterations;
+      c.parallel.gpus = 64;
+      c.parallel.microbatches = 8;
+      runs.push_back(simulate_training(c, tiny(), h200()));
     }
-    TrainingConfig config = small_config("packed");
-    config.seed = seed;
-    config.iterations = 1;
-    config.planner = "auto";
-    config.parallel.cp = 0;
-    config.candidates = {"wlb", "packed"};
-    const TrainingResult chosen = simulate_training(config, tiny(), h200());
-    const double total = std::accumulate(chosen.iteration_s.begin(), chosen.iteration_s.end(), 0.0);
-    EXPECT_NEAR(total, std::min(alone[0], alone[1]), 1e-12 * total) << "seed " << seed;
+    EXPECT_NE(runs[1].carried_tokens, 0) << iterations << " iterations";
+    speedups.push_back(runs[0].tokens_per_s / runs[1].tokens_per_s);
   }
+  EXPECT_NEAR(speedups[1], speedups[0], 0.02 * speedups[1]);
 }
 
 }  // namespace

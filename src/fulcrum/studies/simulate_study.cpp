@@ -27,8 +27,8 @@ namespace {
 
 // The sweep keys of the layout and the data; every planner option (planner_option_specs) is one too.
 const std::vector<std::string> kLayoutKeys = {
-    "gpus", "tp",    "pp",       "cp",   "microbatches", "max-doc-len", "tokens-per-rank", "dataset",
-    "mask", "model", "hardware", "seed", "mode",         "iterations",  "recompute",       "zero1"};
+    "gpus",  "tp",       "pp",   "cp",   "microbatches", "max-doc-len", "tokens-per-rank", "dataset", "mask",
+    "model", "hardware", "seed", "mode", "iterations",   "warmup",      "recompute",       "zero1"};
 
 std::vector<std::string> sweep_keys() {
   std::vector<std::string> keys = kLayoutKeys;
@@ -79,6 +79,8 @@ void apply(StudySpec& spec, const std::string& key, const std::string& value) {
     spec.modes = {parse_comm_mode(value, key)};
   else if (key == "iterations")
     c.iterations = parse_int(value, key);
+  else if (key == "warmup")
+    c.warmup_iterations = parse_int(value, key);
   else if (key == "recompute")
     c.memory.recompute = sim::parse_recompute(value, key);
   else if (key == "zero1")

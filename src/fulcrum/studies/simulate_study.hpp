@@ -20,7 +20,7 @@ namespace fulcrum::studies {
 
 struct SweepAxis {
   std::string key;  // gpus, tp, pp, cp, microbatches, max-doc-len, tokens-per-rank,
-                    // dataset, model, hardware, seed, mode, iterations, or a planner option
+                    // dataset, model, hardware, seed, mode, iterations, warmup, recompute, zero1, or a planner option
   std::vector<std::string> values;
 };
 /// Planners whose planner declares that it overlaps its own traffic with compute (DistCA's ping-pong,

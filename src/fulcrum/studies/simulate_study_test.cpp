@@ -76,6 +76,10 @@ TEST(Study, DcpHeadBlocksAreASweepKeyCheckedAgainstTheModel) {
 TEST(Study, SearchKeepsTheGlobalBatchAndFindsNoWorseThanTheGivenLayout) {
   TrainingConfig c = small_config("wlb");
   c.iterations = 1;
+  // A CP degree the search considers: one that keeps the documents whole (cp 1 cuts them, computing less).
+  c.parallel.cp = 0;
+  c.parallel.cp = sim::cp_degree_for(c, tiny(), h200());
+  ASSERT_TRUE(sim::keeps_documents_whole(c, tiny(), h200(), c.parallel.cp));
   const auto given = sim::simulate_training(c, tiny(), h200());
   const auto best = search_best(c, tiny(), h200());
   EXPECT_GE(best.tokens_per_s, given.tokens_per_s * (1 - 1e-12));
