@@ -123,6 +123,12 @@ std::vector<std::string> study_warnings(const studies::Study& study) {
   std::vector<std::string> lines;
   for (const auto& row : study.rows) {
     const auto& r = row.result;
+    if (r.unhidden_planning_s > kUnhiddenPlanningWarningShare * r.mean_iteration_s) {
+      lines.push_back(fmt::format(
+          "{} at {}: planning takes {:.3g} s per iteration on this machine, {:.3g} s more on average than the "
+          "{:.3g} s iteration it would be hidden behind; tokens/s does not count it",
+          planner_label(r), point_label(row), r.planning_s, r.unhidden_planning_s, r.mean_iteration_s));
+    }
     const double carried = 1 - r.computed_work_share;  // > 0: the queue grew
     if (std::abs(carried) <= kCarriedWorkWarningShare) continue;
     const bool reference = r.config.planner == study.reference;

@@ -17,6 +17,9 @@ std::string study_table(const studies::Study& study);
 /// work, and so is every speedup over it when it is the reference: a line for each row whose computed FLOPs
 /// differ from those drawn by more than kCarriedWorkWarningShare.
 inline constexpr double kCarriedWorkWarningShare = 0.1;
+/// Planning that a step ahead would not hide (TrainingResult::unhidden_planning_s) over
+/// kUnhiddenPlanningWarningShare of the iteration gets a line too.
+inline constexpr double kUnhiddenPlanningWarningShare = 0.01;
 std::vector<std::string> study_warnings(const studies::Study& study);
 /// A line per auto row: how often each candidate was chosen and came second, how much slower the runner-up
 /// was (median), and what choosing cost (planning every candidate, against the chosen plans alone).

@@ -81,6 +81,24 @@ double recomputed_attention_s(const Plan& backward, int rank, const HardwareMode
 
 }  // namespace
 
+double layer_estimator_s(const Assignment& assignment, const LayerSetup& setup, int rank) {
+  if (!setup.dynamic_mask) return 0;
+  const double window = static_cast<double>(setup.dynamic_mask->options().window);
+  const double q_heads = setup.model.q_heads, head_dim = setup.model.head_dim;
+  double seconds = 0;
+  for (const auto& s : assignment.batch.segments) {
+    if (s.rank != rank || !sparse::estimates(*setup.dynamic_mask, assignment.batch.documents[s.doc].length)) continue;
+    const Tokens keys = s.tokens.size();
+    const double k = static_cast<double>(keys);
+    const double logits_flops = 2 * window * k * head_dim * q_heads;
+    constexpr double kPasses = 3, kFloatBytes = 4;
+    seconds += setup.group.attention_forward_s(static_cast<Tokens>(window), keys, logits_flops) +
+               setup.group.copy_s(kPasses * kFloatBytes * window * k * q_heads) +
+               setup.group.overheads.attention_call_s(1, false);
+  }
+  return seconds;
+}
+
 PassTimes simulate_pass(const Assignment& assignment, const LayerSetup& setup, Pass pass,
                         const std::vector<bool>& active) {
   const int ranks = assignment.batch.ranks;
@@ -98,6 +116,7 @@ PassTimes simulate_pass(const Assignment& assignment, const LayerSetup& setup, P
     if (active.empty() || active[r]) {  // ranks that only serve attention do no matrix work
       linear[r] = forward ? layer_linear_forward_s(setup, t.tokens[r]) : layer_linear_backward_s(setup, t.tokens[r]);
       if (!forward && setup.recompute == Recompute::kFull) linear[r] += layer_linear_forward_s(setup, t.tokens[r]);
+      if (forward) linear[r] += layer_estimator_s(assignment, setup, r);  // before the attention it guides
     }
     if (!forward && setup.recompute != Recompute::kNone) linear[r] += recomputed_attention_s(plan, r, setup.group);
   }

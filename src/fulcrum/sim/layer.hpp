@@ -18,6 +18,9 @@
 #include "fulcrum/plan/step_stats.hpp"
 #include "fulcrum/sim/engine.hpp"
 #include "fulcrum/sim/memory.hpp"
+#include "fulcrum/sparse/dynamic_mask.hpp"
+
+#include <optional>
 
 #include <string_view>
 #include <vector>
@@ -35,7 +38,18 @@ struct LayerSetup {
   // attention's forward calls on the rank that runs them (selective and full), and the layer's matrix
   // forward (full).
   Recompute recompute = Recompute::kNone;
+  // MTraining's dynamic mask: its online estimator runs in every forward layer before the attention, on the
+  // ranks that hold each estimated document's keys (layer_estimator_s). nullopt: static masks.
+  std::optional<sparse::DynamicMaskSpec> dynamic_mask = std::nullopt;
 };
+
+/// Seconds `rank` spends in one forward layer on MTraining's estimator (0 without a dynamic mask): for each
+/// estimated document's piece it holds (k keys), the observation window's logits against its keys, a
+/// w x k x head_dim product per q head at the attention table's (w, k) rate; three streaming passes over
+/// those fp32 logits (softmax, column sums, diagonal sums) at the memory bandwidth; and one call's overheads.
+/// The estimator's collectives (a few scalars per row and the scores, over the document's ranks) and its
+/// index selection are left out: under 1% of the logits' bytes at a 64-row window.
+double layer_estimator_s(const Assignment& assignment, const LayerSetup& setup, int rank);
 
 /// Per rank, seconds (or bytes) of one pass of one layer.
 struct PassTimes {

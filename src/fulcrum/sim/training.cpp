@@ -308,6 +308,7 @@ Runner make_runner(const TrainingConfig& config, const ModelShape& model, const 
       options};
   const double activation_bytes = static_cast<double>(config.rank_tokens()) * model.hidden * model.dtype_bytes / par.tp;
   r.cx.p2p_s = gpu.inter_node.transfer_s(activation_bytes);
+  r.cx.setup.dynamic_mask = sparse::parse_dynamic_mask(config.mask);
   r.phase_aligned = r.planner->capabilities().pools_pipeline_stages && par.pp > 1;
   return r;
 }
@@ -493,6 +494,8 @@ TrainingResult simulate_training(const TrainingConfig& config, const ModelShape&
     IterationOutcome& o = outcomes[it];
     const double iteration_s = o.iteration_s + dp_sync_s;
     result.iteration_s.push_back(iteration_s);
+    result.planning_s += o.planning_s / n;
+    result.unhidden_planning_s += std::max(0.0, o.planning_s - iteration_s) / n;
     result.tokens_per_iteration += o.tokens / n;
     result.attention_bytes += o.bytes / n;
     double attention_max = 0, attention_sum = 0;
@@ -554,6 +557,8 @@ nlohmann::json TrainingResult::to_json() const {
       {"mean_iteration_s", mean_iteration_s},
       {"tokens_per_iteration", tokens_per_iteration},
       {"tokens_per_s", tokens_per_s},
+      {"planning_s", planning_s},
+      {"unhidden_planning_s", unhidden_planning_s},
       {"breakdown",
        {{"linear_s", breakdown.linear_s},
         {"attention_s", breakdown.attention_s},

@@ -96,6 +96,11 @@ struct TrainingResult {
   // iterations) x computed_work_share / mean_iteration_s; tokens_per_iteration / mean_iteration_s when
   // nothing is deferred.
   double tokens_per_s = 0;
+  // The planner's wall seconds per iteration on the machine running the simulator (auto: the chosen plans),
+  // and how far they exceed the iteration they are hidden behind when planned a step ahead (mean over
+  // iterations of max(0, planning - iteration)). Neither enters the times: they measure this host, not the
+  // cluster's, and would make a simulation depend on its load; `fulcrum simulate` warns when the excess shows.
+  double planning_s = 0, unhidden_planning_s = 0;
   TimeBreakdown breakdown;         // mean over GPUs and iterations
   double attention_imbalance = 0;  // max / mean over TP groups of attention seconds, mean over iterations
   // Balance over ranks and steps (a ring's; other plans' nano-batches) of the first iteration's first
