@@ -6,8 +6,11 @@
 //  - activations kept for backward: activation_bytes_per_token (model_cost.hpp) x the tokens a TP group
 //    holds over the micro-batches in flight x the stage's layers, split over tp (sequence parallelism),
 //    less what the recomputation policy recomputes (Recompute);
-//  - attention buffers: the largest pass's received Q/K/V and partial outputs for one layer (freed after
-//    it), split over tp. Per-document CP's all-gathered K/V lives here.
+//  - attention buffers: the largest pass's compiled workspace for one layer (what the executor allocates;
+//    freed after the layer), split over tp: each task's Q-side rows and, per document, the stretch of keys
+//    its tasks see, local rows included. Per-document CP's all-gathered K/V, a ring's received steps and a
+//    DistCA server's received Q/K/V live here. None is kept across layers: backward receives them again,
+//    as TransformerEngine's all-gather and ring CP re-gather K/V in backward.
 // Not modelled: the embedding and LM head (ModelShape has no vocabulary), communication libraries' buffers,
 // allocator fragmentation and the framework's workspace; a real job has less headroom than this reports.
 #pragma once

@@ -2,6 +2,10 @@
 
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/cost/hardware_model.hpp"
+#include "fulcrum/planners/baselines/perdoc_cp.hpp"
+#include "fulcrum/sim/auto_choice.hpp"
+#include "fulcrum/sim/layer.hpp"
+#include "fulcrum/workload/model_config.hpp"
 #include "fulcrum/workload/model_shape.hpp"
 
 #include <gtest/gtest.h>
@@ -60,5 +64,30 @@ TEST(Memory, PoliciesParseAndBadOnesNameTheField) {
   EXPECT_THROW(parse_zero1("yes", "zero1"), Error);
 }
 
+// The attention buffers a rank allocates for one forward layer (the compiled Program's workspace, what the
+// executor holds beside the rank's own rows), worked by hand for each planner family on one causal document
+// of 8,192 tokens over 2 ranks of 4,096, tiny model (4 q / 2 kv heads of 64, bf16): a Q-side row (Q, O, fp32
+// LSE) is 512 + 512 + 16 = 1,040 bytes, a K/V row 256 + 256 = 512. A rank holds its tasks' Q-side rows and,
+// per document, the stretch of keys they see.
+TEST(Memory, AttentionBuffersMatchHandWorkedLayoutsPerPlannerFamily) {
+  PlannerOptions options;
+  options.model = model_shape_preset("tiny");
+  const Batch batch = BatchStream([] { return Tokens{8192}; }, 2, 4096).next();
+  const auto forward_buffers = [&](const std::string& name, const PlannerOptions& o) {
+    const Assignment a = plan_verified(*make_planner(name, o), batch);
+    return simulate_pass(a, gpu_per_rank(o.model, "h200-dgx", CommMode::kSingleStream), Pass::kForward).workspace_bytes;
+  };
+  constexpr double kQ = 1040, kKv = 512;
+  // Owner computes (packed): rank 0's rows see keys [0, 4096); rank 1's see [0, 8192), half of them received.
+  EXPECT_EQ(forward_buffers("packed", options), (std::vector<double>{4096 * kQ + 4096 * kKv, 4096 * kQ + 8192 * kKv}));
+  // Per-document CP, cp 2: rank 0 holds chunks 0 and 3 (2,048 rows each), whose keys span [0, 8192); rank 1
+  // chunks 1 and 2, keys [0, 6144): the all-gathered K/V.
+  PlannerOptions cp2 = options;
+  cp2.set(cp_degree_option().name, 2);
+  EXPECT_EQ(forward_buffers("perdoc-cp", cp2), (std::vector<double>{4096 * kQ + 8192 * kKv, 4096 * kQ + 6144 * kKv}));
+  // Ring: as packed, plus the LSE of the step being merged (4,096 x 16 bytes) on the rank that receives a step.
+  EXPECT_EQ(forward_buffers("ring", options),
+            (std::vector<double>{4096 * kQ + 4096 * kKv, 4096 * kQ + 8192 * kKv + 4096 * 16}));
+}
 }  // namespace
 }  // namespace fulcrum::sim
