@@ -4,7 +4,7 @@
     python3 bench/calibrate_cpu_local.py FULCRUM_BINARY OUT.json [--ranks 4] [--q-heads 4 --kv-heads 2 --head-dim 64]
 
 What it measures, with Fulcrum's own commands:
-  - attention throughput per shard shape, and the calls' fixed costs per call and per item, with ONE kernel
+  - attention throughput per shard shape (down to 8 x 8, the shards of launch-bound batches), and the calls' fixed costs per call and per item, with ONE kernel
     thread (`OMP_NUM_THREADS=1 fulcrum profile`), since
     `fulcrum run` gives each of its ranks one thread when ranks >= cores; one such profile runs on every
     core at once and the tables are averaged, because that is how the ranks run (sharing caches, memory
@@ -34,8 +34,8 @@ with tempfile.TemporaryDirectory() as tmp:
     comm_path = os.path.join(tmp, "comm.json")
     env = dict(os.environ, OMP_NUM_THREADS="1")
     runs = [subprocess.Popen([args.fulcrum, "profile", "--q-heads", args.q_heads, "--kv-heads", args.kv_heads,
-                              "--head-dim", args.head_dim, "--query-lengths", "64,128,256,512,1024,2048,4096",
-                              "--key-lengths", "64,256,1024,4096,16384", "--repeats", "3",
+                              "--head-dim", args.head_dim, "--query-lengths", "8,16,32,64,128,256,512,1024,2048,4096",
+                              "--key-lengths", "8,16,32,64,256,1024,4096,16384", "--repeats", "3",
                               "--json", f"{profile_path}.{i}"], env=env, stdout=subprocess.DEVNULL)
             for i in range(os.cpu_count())]
     for run in runs:

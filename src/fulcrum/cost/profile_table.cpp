@@ -50,8 +50,14 @@ double ThroughputGrid::at(Tokens q_len, Tokens k_len) const {
     k = std::min(k, cols - 1);
     return flops_per_s[q * cols + k];
   };
-  return (1 - qw) * ((1 - kw) * value(qi, ki) + kw * value(qi, ki + 1)) +
-         qw * ((1 - kw) * value(qi + 1, ki) + kw * value(qi + 1, ki + 1));
+  // Below the smallest measured length a shard takes as long as one of that length (a partial tile costs a
+  // whole one), so its throughput falls in proportion.
+  const auto below = [](const std::vector<Tokens>& axis, Tokens length) {
+    return length < axis.front() ? static_cast<double>(length) / static_cast<double>(axis.front()) : 1.0;
+  };
+  return below(query_lengths, q_len) * below(key_lengths, k_len) *
+         ((1 - qw) * ((1 - kw) * value(qi, ki) + kw * value(qi, ki + 1)) +
+          qw * ((1 - kw) * value(qi + 1, ki) + kw * value(qi + 1, ki + 1)));
 }
 
 void ThroughputGrid::validate(const std::string& name) const {

@@ -1,7 +1,8 @@
 // Attention time as a function of shard shape: a grid of measured throughputs over (query length, key
 // length), interpolated bilinearly. Past the grid the throughput saturates at the edge value measured
-// there, which is how kernels behave once tiles are full. `fulcrum profile` fills it from real runs;
-// until then `from_peak` gives the FLOPs-based default.
+// there, which is how kernels behave once tiles are full; below it a shard takes as long as one of the
+// smallest measured length (a partial tile costs a whole one), so the throughput falls in proportion. `fulcrum profile`
+// fills it from real runs; until then `from_peak` gives the FLOPs-based default.
 #pragma once
 
 #include "fulcrum/core/interval.hpp"

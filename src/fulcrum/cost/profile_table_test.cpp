@@ -24,10 +24,14 @@ TEST(ProfileTable, InterpolatesBilinearlyInsideTheGrid) {
   EXPECT_DOUBLE_EQ(table.backward_s(200, 200, 10), 10.0 / 1.25);
 }
 
-TEST(ProfileTable, SaturatesPastTheGridAndClampsBelow) {
+// Past the grid the rate saturates; below it a shard takes as long as the smallest measured one, whatever its
+// work: a 10 x 50 shard of 10 x 50 x c FLOPs takes what the 100 x 100 shard of 100 x 100 x c takes.
+TEST(ProfileTable, SaturatesPastTheGridAndCostsTheSmallestShapeBelow) {
   const auto table = two_by_two();
   EXPECT_DOUBLE_EQ(table.forward_s(100000, 100000, 8), 2.0);  // the top corner's throughput, 4
-  EXPECT_DOUBLE_EQ(table.forward_s(1, 1, 8), 8.0);
+  EXPECT_DOUBLE_EQ(table.forward_s(10, 50, 10.0 * 50 * 8), table.forward_s(100, 100, 100.0 * 100 * 8));
+  EXPECT_DOUBLE_EQ(table.forward_s(10, 300, 8), 8.0 / (0.1 * 2));  // q below (the q = 100 row), keys on the grid
+  EXPECT_DOUBLE_EQ(table.backward_s(50, 100, 8), 8.0 / (0.5 * 0.5));
 }
 
 TEST(ProfileTable, JsonRoundTripsAndBadTablesAreRejected) {
