@@ -72,11 +72,10 @@ Action add_profile_command(CLI::App& app) {
     check_output_file("json", *out);
     if (*heads) return run_profile_heads(*heads_args, config->repeats, *out);
     config->dtype = kernels::parse_dtype(*dtype);
-    const auto table = kernels::profile_attention(*config, [](int done, int total) {
+    const auto [table, overheads] = kernels::profile_attention(*config, [](int done, int total) {
       show_progress(fmt::format("profiling {}/{} shapes", done, total), done == total);
     });
     fmt::print("{}\n{}", grid_table("forward", table.forward()), grid_table("backward", table.backward()));
-    const CallOverheads overheads = kernels::measure_call_overheads(config->shape, config->dtype, config->repeats);
     fmt::print(
         "fixed costs (one-token documents): forward {:.2f} us per call + {:.2f} us per item, backward {:.2f} us "
         "per call + {:.2f} us per item\n",

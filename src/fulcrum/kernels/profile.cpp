@@ -41,7 +41,7 @@ void ProfileConfig::validate() const {
                         measured_call_bytes(shape, cell_copies(*this, q_len) * q_len, k_len));
 }
 
-ProfileTable profile_attention(const ProfileConfig& config, const std::function<void(int, int)>& progress) {
+Profile profile_attention(const ProfileConfig& config, const std::function<void(int, int)>& progress) {
   config.validate();
   ProfileTable table = ProfileTable::from_peak(1);
   for (ThroughputGrid* grid : {&table.forward(), &table.backward()}) {
@@ -49,8 +49,12 @@ ProfileTable profile_attention(const ProfileConfig& config, const std::function<
     grid->key_lengths = config.key_lengths;
     grid->flops_per_s.clear();
   }
+  struct Cell {
+    double forward_flops, forward_s, backward_flops, backward_s;
+    Tokens copies;
+  };
+  std::vector<Cell> cells;
   const int total = static_cast<int>(config.query_lengths.size() * config.key_lengths.size());
-  int done = 0;
   for (Tokens q_len : config.query_lengths) {
     for (Tokens k_len : config.key_lengths) {
       const Tokens copies = cell_copies(config, q_len);
@@ -60,14 +64,25 @@ ProfileTable profile_attention(const ProfileConfig& config, const std::function<
         tasks.push_back({{0, {RowSpan{c * q_len, 0, q_len}, RowSpan{}}, {0, 0, k_len}}, doc_len, MaskSpec::full()});
       }
       const auto t = time_attention(tasks, config.shape, copies * q_len, k_len, config.dtype, config.repeats, true);
-      table.forward().flops_per_s.push_back(t.forward_flops / t.forward_s);
-      table.backward().flops_per_s.push_back(t.backward_flops / t.backward_s);
-      if (progress) progress(++done, total);
+      cells.push_back({t.forward_flops, t.forward_s, t.backward_flops, t.backward_s, copies});
+      if (progress) progress(static_cast<int>(cells.size()), total);
     }
+  }
+  const CallOverheads fixed = measure_call_overheads(config.shape, config.dtype, config.repeats);
+  // The work's own seconds: the call's fixed costs out, but never below a quarter of the measured time (a
+  // fixed cost measured a little high must not make a small cell look many times faster than it ran).
+  const auto work_s = [&](double measured, Tokens copies, bool backward) {
+    constexpr double kLeastWorkShare = 0.25;
+    return std::max(measured - fixed.attention_call_s(static_cast<std::size_t>(copies), backward),
+                    kLeastWorkShare * measured);
+  };
+  for (const Cell& c : cells) {
+    table.forward().flops_per_s.push_back(c.forward_flops / work_s(c.forward_s, c.copies, false));
+    table.backward().flops_per_s.push_back(c.backward_flops / work_s(c.backward_s, c.copies, true));
   }
   table.forward().validate("forward");
   table.backward().validate("backward");
-  return table;
+  return {table, fixed};
 }
 
 }  // namespace fulcrum::kernels

@@ -25,7 +25,14 @@ struct ProfileConfig {
   void validate() const;
 };
 
-/// Calls `progress(done, total)` after each cell when given.
-ProfileTable profile_attention(const ProfileConfig& config, const std::function<void(int, int)>& progress = nullptr);
+struct Profile {
+  ProfileTable table;
+  CallOverheads overheads;  // measure_call_overheads, after the grid (warm threads and caches)
+};
+
+/// The grid, then the calls' fixed costs; calls `progress(done, total)` after each cell when given. The fixed
+/// costs are taken out of each cell's time, since the simulator charges a call's and its items' fixed costs
+/// beside the table's rate: a small cell's rate would otherwise count them once more.
+Profile profile_attention(const ProfileConfig& config, const std::function<void(int, int)>& progress = nullptr);
 
 }  // namespace fulcrum::kernels

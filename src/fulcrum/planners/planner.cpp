@@ -42,13 +42,17 @@ Assignment Planner::plan(const Batch& batch) {
   return a;
 }
 
-Assignment plan_verified(Planner& planner, const Batch& batch) {
-  Assignment a = planner.plan(batch);
+void check_verified(const Planner& planner, const Assignment& a, const Batch& batch) {
   const auto report = planner.capabilities().keeps_documents ? verify(a, batch) : verify(a);
   if (!report.ok()) {
     throw Error(fmt::format("planner {}: the plan fails the verifier: {}", a.planner, report.summary()),
                 ErrorKind::kInternal);
   }
+}
+
+Assignment plan_verified(Planner& planner, const Batch& batch) {
+  Assignment a = planner.plan(batch);
+  check_verified(planner, a, batch);
   return a;
 }
 

@@ -128,6 +128,8 @@ const OptionSpec& find_planner_option(std::string_view name);
 /// batch when the planner keeps its documents): the one "plan, then verify" of the CLI, the simulator and
 /// the runtime. A plan that fails it throws an internal Error naming the planner and the first problem.
 Assignment plan_verified(Planner& planner, const Batch& batch);
+/// plan_verified's check of `planner`'s plan `a` of `batch`, for a caller that times the planning alone.
+void check_verified(const Planner& planner, const Assignment& a, const Batch& batch);
 
 /// The smallest key range that holds every key the rows `queries` of `doc` can see under its planning mask (every
 /// head's keys, when it has per-head masks).

@@ -132,7 +132,7 @@ struct SlotTotals {
 
 struct IterationOutcome {
   double iteration_s = 0;  // without the gradient synchronisation
-  double planning_s = 0;   // wall seconds in plan_verified
+  double planning_s = 0;   // wall seconds in Planner::plan (not its verification)
   double work = 0;         // forward FLOPs per layer (attention + linear) of the documents computed
   double tokens = 0, bytes = 0, tokens_in_flight = 0, microbatch_tokens = 0, attention_buffers = 0;
   SlotTotals slots;
@@ -168,11 +168,13 @@ double batch_work(const Batch& batch, const ModelShape& model) {
   return flops;
 }
 
-// plan_verified, timed into `out.planning_s`.
+// plan_verified, its planning (not the verifier, which a training job does not run) timed into
+// `out.planning_s`.
 Assignment timed_plan(Planner& planner, const Batch& batch, IterationOutcome& out) {
   const auto start = std::chrono::steady_clock::now();
-  Assignment a = plan_verified(planner, batch);
+  Assignment a = planner.plan(batch);
   out.planning_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  check_verified(planner, a, batch);
   return a;
 }
 
