@@ -4,8 +4,9 @@
     python3 bench/calibrate_cpu_local.py FULCRUM_BINARY OUT.json [--ranks 4] [--q-heads 4 --kv-heads 2 --head-dim 64]
 
 What it measures, with Fulcrum's own commands:
-  - attention throughput per shard shape (down to 8 x 8, the shards of launch-bound batches), and the calls' fixed costs per call and per item, with ONE kernel
-    thread (`OMP_NUM_THREADS=1 fulcrum profile`), since
+  - attention throughput per shard shape (down to 8 x 8, the shards of launch-bound batches), and the calls'
+    fixed costs per call and per item (out of the table's rates), with ONE kernel thread
+    (`OMP_NUM_THREADS=1 fulcrum profile`), since
     `fulcrum run` gives each of its ranks one thread when ranks >= cores; one such profile runs on every
     core at once and the tables are averaged, because that is how the ranks run (sharing caches, memory
     bandwidth and clock);
