@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -401,6 +402,43 @@ std::vector<Batch> draw(MicrobatchSource& source, int count) {
   return microbatches;
 }
 
+// The measured window's iterations into `result`: their times (with the gradient sync), planning, tokens,
+// traffic, the mean breakdown over GPUs and iterations, the fullest GPU's memory, and the first iteration's
+// trace and step balance.
+void summarise_window(std::vector<IterationOutcome>& outcomes, double dp_sync_s, int slots,
+                      const std::function<MemoryUse(const IterationOutcome&)>& memory_of, TrainingResult& result) {
+  const double n = static_cast<double>(outcomes.size());
+  for (std::size_t it = 0; it < outcomes.size(); ++it) {
+    IterationOutcome& o = outcomes[it];
+    const double iteration_s = o.iteration_s + dp_sync_s;
+    result.iteration_s.push_back(iteration_s);
+    result.planning_s += o.planning_s / n;
+    result.unhidden_planning_s += std::max(0.0, o.planning_s - iteration_s) / n;
+    result.tokens_per_iteration += o.tokens / n;
+    result.attention_bytes += o.bytes / n;
+    double attention_max = 0, attention_sum = 0;
+    for (int r = 0; r < slots; ++r) {
+      auto& b = result.breakdown;
+      b.linear_s += o.slots.linear[r] / slots / n;
+      b.attention_s += o.slots.attention[r] / slots / n;
+      b.exposed_comm_s += o.slots.exposed[r] / slots / n;
+      b.idle_s += (o.iteration_s - o.slots.linear[r] - o.slots.attention[r] - o.slots.exposed[r]) / slots / n;
+      attention_max = std::max(attention_max, o.slots.attention[r]);
+      attention_sum += o.slots.attention[r];
+    }
+    result.breakdown.dp_sync_s += dp_sync_s / n;
+    result.attention_imbalance += (attention_sum > 0 ? attention_max * slots / attention_sum : 1.0) / n;
+    const MemoryUse memory = memory_of(o);
+    if (it == 0 || memory.total_bytes() > result.memory.total_bytes()) result.memory = memory;
+    if (it == 0) {
+      result.trace = std::move(o.trace);
+      result.step_flops = step_balance(o.step_flops);
+      result.step_attention = step_balance(o.step_attention_s);
+    }
+  }
+  result.mean_iteration_s = std::accumulate(result.iteration_s.begin(), result.iteration_s.end(), 0.0) / n;
+}
+
 }  // namespace
 
 bool parse_layer_schedule(std::string_view text, std::string_view field) {
@@ -480,7 +518,6 @@ TrainingResult simulate_training(const TrainingConfig& config, const ModelShape&
   result.config = config;
   result.model = model.name;
   result.hardware = gpu.name;
-  const int slots = cx.pp * cx.dp;
   std::vector<IterationOutcome> outcomes;
   outcomes.reserve(static_cast<std::size_t>(std::max(config.iterations, 0)));
   std::vector<Batch> microbatches;
@@ -513,37 +550,14 @@ TrainingResult simulate_training(const TrainingConfig& config, const ModelShape&
   }
   result.carried_tokens = held_tokens(runners) - held_at_start;
   result.computed_work_share = computed_work / drawn_work;
+  summarise_window(
+      outcomes, dp_sync_s, cx.pp * cx.dp,
+      [&](const IterationOutcome& o) {
+        return memory_per_gpu(model, gpu, par, config.memory,
+                              {o.tokens_in_flight, o.microbatch_tokens, o.attention_buffers});
+      },
+      result);
   const double n = static_cast<double>(outcomes.size());
-  for (std::size_t it = 0; it < outcomes.size(); ++it) {
-    IterationOutcome& o = outcomes[it];
-    const double iteration_s = o.iteration_s + dp_sync_s;
-    result.iteration_s.push_back(iteration_s);
-    result.planning_s += o.planning_s / n;
-    result.unhidden_planning_s += std::max(0.0, o.planning_s - iteration_s) / n;
-    result.tokens_per_iteration += o.tokens / n;
-    result.attention_bytes += o.bytes / n;
-    double attention_max = 0, attention_sum = 0;
-    for (int r = 0; r < slots; ++r) {
-      auto& b = result.breakdown;
-      b.linear_s += o.slots.linear[r] / slots / n;
-      b.attention_s += o.slots.attention[r] / slots / n;
-      b.exposed_comm_s += o.slots.exposed[r] / slots / n;
-      b.idle_s += (o.iteration_s - o.slots.linear[r] - o.slots.attention[r] - o.slots.exposed[r]) / slots / n;
-      attention_max = std::max(attention_max, o.slots.attention[r]);
-      attention_sum += o.slots.attention[r];
-    }
-    result.breakdown.dp_sync_s += dp_sync_s / n;
-    result.attention_imbalance += (attention_sum > 0 ? attention_max * slots / attention_sum : 1.0) / n;
-    const MemoryUse memory =
-        memory_per_gpu(model, gpu, par, config.memory, {o.tokens_in_flight, o.microbatch_tokens, o.attention_buffers});
-    if (it == 0 || memory.total_bytes() > result.memory.total_bytes()) result.memory = memory;
-    if (it == 0) {
-      result.trace = std::move(o.trace);
-      result.step_flops = step_balance(o.step_flops);
-      result.step_attention = step_balance(o.step_attention_s);
-    }
-  }
-  result.mean_iteration_s = std::accumulate(result.iteration_s.begin(), result.iteration_s.end(), 0.0) / n;
   // The rate it computed at (FLOPs per second) applied to the window's data: what the queue took in
   // or gave out over the window is valued at that rate, the same for every planner.
   const double drawn_tokens_per_iteration = result.tokens_per_iteration + result.carried_tokens / n;
