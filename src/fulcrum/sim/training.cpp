@@ -3,9 +3,9 @@
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/cost/model_cost.hpp"
 #include "fulcrum/planners/baselines/perdoc_cp.hpp"
+#include "fulcrum/sim/microbatch_source.hpp"
 #include "fulcrum/sim/pipeline.hpp"
 #include "fulcrum/sparse/dynamic_mask.hpp"
-#include "fulcrum/workload/length_source.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -16,11 +16,8 @@
 #include <cmath>
 #include <functional>
 #include <limits>
-#include <map>
-#include <mutex>
 #include <numeric>
 #include <optional>
-#include <tuple>
 
 namespace fulcrum::sim {
 
@@ -61,64 +58,6 @@ void TrainingConfig::validate(const HardwareModel& gpu, const ModelShape& model)
 }
 
 namespace {
-
-// Micro-batches over `ranks` TP groups: lengths from the dataset (whose long documents are elongated
-// to max_doc_len), each cut into pieces of at most max_doc_len, packed in order.
-class MicrobatchSource {
- public:
-  MicrobatchSource(const TrainingConfig& c, int ranks, const ModelShape& model)
-      : lengths_(make_length_source(c.dataset, c.seed, c.max_doc_len)),
-        dynamic_(sparse::parse_dynamic_mask(c.mask)),
-        stream_([this, max = c.max_doc_len] { return next_piece(max); }, ranks, c.rank_tokens(),
-                dynamic_ ? MaskSpec::causal() : MaskSpec::parse(c.mask), c.boundary_split),
-        seed_(c.seed),
-        shape_{model.q_heads, model.kv_heads, model.head_dim} {}
-  /// The next micro-batch.
-  Batch next() {
-    Batch batch = stream_.next();
-    if (dynamic_) {
-      for (auto& doc : batch.documents) {
-        if (sparse::estimates(*dynamic_, doc.length)) doc.head_masks = dynamic_masks(doc);
-      }
-    }
-    return batch;
-  }
-
- private:
-  Tokens next_piece(Tokens max) {
-    if (pending_ == 0) pending_ = lengths_->next();
-    const Tokens piece = std::min(pending_, max);
-    pending_ -= piece;
-    return piece;
-  }
-  // The estimator's masks on the document's synthetic data, once per document: every planner simulated
-  // with this configuration plans the same masks.
-  std::vector<MaskSpec> dynamic_masks(const Document& doc) {
-    static std::mutex mutex;
-    static std::map<std::tuple<std::uint64_t, std::int64_t, Tokens, double, Tokens, int, int, int>,
-                    std::vector<MaskSpec>>
-        cache;
-    const auto key = std::tuple(seed_, doc.id, doc.length, dynamic_->gamma, dynamic_->block, shape_.q_heads,
-                                shape_.kv_heads, shape_.head_dim);
-    {
-      const std::lock_guard lock(mutex);
-      if (const auto it = cache.find(key); it != cache.end()) return it->second;
-    }
-    std::vector<MaskSpec> masks;
-    for (const auto& index : sparse::synthetic_head_indices(seed_, doc.id, shape_, doc.length, *dynamic_)) {
-      masks.push_back(sparse::to_mask(index));
-    }
-    const std::lock_guard lock(mutex);
-    return cache.emplace(key, std::move(masks)).first->second;
-  }
-
-  std::unique_ptr<LengthSource> lengths_;
-  std::optional<sparse::DynamicMaskSpec> dynamic_;
-  Tokens pending_ = 0;
-  BatchStream stream_;
-  std::uint64_t seed_;
-  sparse::EstimatorShape shape_;
-};
 
 // Per TP group ("slot": stage x dp + d), the busy seconds of one iteration by kind.
 struct SlotTotals {
