@@ -129,7 +129,7 @@ void bind_sim(py::module_& m) {
       "which is carried over rather than drained, and what it carried counts at the rate the planner computed.\n"
       "'auto': each iteration every candidate (default: each planner that computes exactly its batch, and wlb,\n"
       "whose queue carries over the iterations it is chosen for) plans and is simulated, the fastest counts\n"
-      "(compared at the rate each computed);\n"
+      "(wlb valued by the rate of wlb run alone beside it);\n"
       "its planners that do not overlap traffic run in baseline_mode,\n"
       "cp=0 gives each its own CP degree, and result['auto'] names the choice and runner-up per iteration\n"
       "and the planning time per candidate. layer_schedule: 'whole' (ping-pong layers overlap across their\n"

@@ -121,7 +121,7 @@ def test_simulate_training_auto_takes_the_fastest_candidate_each_iteration():
     # A deferring candidate is allowed here (the run keeps its queue): what it computed and what its queue grew
     # by are the window's tokens.
     with_wlb = fulcrum.simulate_training("auto", llama, h200, cp=0, candidates=["wlb", "packed"], **common)
-    assert with_wlb["auto"]["candidates"] == ["wlb", "packed"]
+    assert with_wlb["auto"]["candidates"] == ["packed", "wlb"]  # exact candidates first: they value wlb
     computed = with_wlb["tokens_per_iteration"] * len(with_wlb["iteration_s"])
     drawn = alone["packed"]["tokens_per_iteration"] * 3
     assert computed + with_wlb["carried_tokens"] == pytest.approx(drawn, rel=1e-12)

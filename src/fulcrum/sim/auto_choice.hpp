@@ -3,7 +3,7 @@
 // choose per batch here (one layer in steady state, forward and backward, on sim/layer: with the whole-layer
 // schedule, what a ping-pong layer adds after the first two); `fulcrum simulate` chooses per
 // iteration, over its micro-batches and pipeline schedule (training.cpp), with the same mechanism and
-// ranking, plus the deferring candidates (AutoScope::kRun), compared at the rate they computed.
+// ranking, plus the deferring candidates (AutoScope::kRun), valued by their run as fixed planners.
 #pragma once
 
 #include "fulcrum/core/error.hpp"
@@ -55,7 +55,7 @@ struct BatchChoice {
   Assignment assignment;                 // the chosen candidate's plan, verified (choose_plan only)
   std::string chosen, runner_up;         // runner_up is empty when one candidate planned the batch
   double chosen_s = 0, runner_up_s = 0;  // simulated: a steady layer forward + backward, or an iteration
-                                         // (a deferring candidate's at its rate, for the batch's FLOPs)
+                                         // (a deferring candidate's: its fixed run's rate on the batch)
   std::vector<std::string> candidates;
   std::vector<double> planning_s;    // per candidate, wall seconds (0 for one that refused the batch)
   std::vector<std::string> refused;  // "name: why" for each candidate that refused it

@@ -3,8 +3,8 @@
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/cost/model_cost.hpp"
 #include "fulcrum/planners/baselines/perdoc_cp.hpp"
+#include "fulcrum/sim/iteration.hpp"
 #include "fulcrum/sim/microbatch_source.hpp"
-#include "fulcrum/sim/pipeline.hpp"
 #include "fulcrum/sparse/dynamic_mask.hpp"
 
 #include <fmt/format.h>
@@ -12,7 +12,6 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -59,174 +58,39 @@ void TrainingConfig::validate(const HardwareModel& gpu, const ModelShape& model)
 
 namespace {
 
-// Per TP group ("slot": stage x dp + d), the busy seconds of one iteration by kind.
-struct SlotTotals {
-  std::vector<double> linear, attention, exposed;
-  explicit SlotTotals(int slots) : linear(slots, 0), attention(slots, 0), exposed(slots, 0) {}
-  void add(int slot, const PassTimes& t, int rank, double layers) {
-    linear[slot] += layers * t.linear_s[rank];
-    attention[slot] += layers * (t.attention_s[rank] + t.other_s[rank]);
-    exposed[slot] += t.layers_exposed_s(rank, layers);
+// What a candidate's tries computed, summed over iterations: its seconds (with the gradient sync), the
+// average GPU's matrix and attention seconds among them, and the tokens and forward FLOPs it computed.
+struct ComputedRates {
+  double seconds = 0, linear_s = 0, attention_s = 0, tokens = 0, work = 0;
+  void add(const IterationOutcome& outcome, double sync_s) {
+    const auto slots = static_cast<double>(outcome.slots.linear.size());
+    seconds += outcome.iteration_s + sync_s;
+    linear_s += std::accumulate(outcome.slots.linear.begin(), outcome.slots.linear.end(), 0.0) / slots;
+    attention_s += std::accumulate(outcome.slots.attention.begin(), outcome.slots.attention.end(), 0.0) / slots;
+    tokens += outcome.tokens;
+    work += outcome.work;
+  }
+  ComputedRates& operator+=(const ComputedRates& o) {
+    seconds += o.seconds;
+    linear_s += o.linear_s;
+    attention_s += o.attention_s;
+    tokens += o.tokens;
+    work += o.work;
+    return *this;
   }
 };
-
-struct IterationOutcome {
-  double iteration_s = 0;  // without the gradient synchronisation
-  double planning_s = 0;   // wall seconds in Planner::plan (not its verification)
-  double work = 0;         // forward FLOPs per layer (attention + linear) of the documents computed
-  double tokens = 0, bytes = 0, tokens_in_flight = 0, microbatch_tokens = 0, attention_buffers = 0;
-  SlotTotals slots;
-  std::vector<runtime::TimelineEvent> trace;
-  StepMatrix step_flops, step_attention_s;  // the first micro-batch's layer, forward + backward (1F1B)
-  explicit IterationOutcome(int n) : slots(n) {}
-};
-
-StepMatrix add_steps(StepMatrix x, const StepMatrix& y) {
-  for (std::size_t r = 0; r < x.size(); ++r) {
-    for (std::size_t s = 0; s < x[r].size(); ++s) x[r][s] += y[r][s];
-  }
-  return x;
-}
-
-struct Context {
-  LayerSetup setup;
-  int dp, pp, microbatches;
-  double stage_layers;
-  double p2p_s;  // one micro-batch's activations to the next stage
-};
-
-void note_pass(IterationOutcome& out, const PassTimes& t, double layers) {
-  for (std::size_t r = 0; r < t.end_s.size(); ++r) {
-    out.bytes += layers * t.bytes_sent[r];
-    out.attention_buffers = std::max(out.attention_buffers, t.workspace_bytes[r]);
-  }
-}
-
-double batch_work(const Batch& batch, const ModelShape& model) {
-  double flops = 0;
-  for (const Document& d : batch.documents) flops += document_forward_flops(model, d);
-  return flops;
-}
-
-// plan_verified, its planning (not the verifier, which a training job does not run) timed into
-// `out.planning_s`.
-Assignment timed_plan(Planner& planner, const Batch& batch, IterationOutcome& out) {
-  const auto start = std::chrono::steady_clock::now();
-  Assignment a = planner.plan(batch);
-  out.planning_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  check_verified(planner, a, batch);
-  return a;
-}
-
-// Baselines (and DistCA without PP): every micro-batch planned over one stage's dp groups, each
-// pipeline (one TP group per stage) running 1F1B on its rank's layer times.
-IterationOutcome run_1f1b(const Context& cx, Planner& planner, const std::vector<Batch>& microbatches) {
-  IterationOutcome out(cx.pp * cx.dp);
-  std::vector<std::vector<std::vector<StageWork>>> work(cx.dp,
-                                                        std::vector<std::vector<StageWork>>(cx.pp));  // [d][s][m]
-  std::vector<double> max_tokens(cx.dp, 0);
-  for (int m = 0; m < cx.microbatches; ++m) {
-    const Assignment a = timed_plan(planner, microbatches[m], out);
-    const PassTimes f = simulate_pass(a, cx.setup, Pass::kForward);
-    const PassTimes b = simulate_pass(a, cx.setup, Pass::kBackward);
-    if (m == 0) {
-      out.step_flops = add_steps(f.step_flops, b.step_flops);
-      out.step_attention_s = add_steps(f.step_attention_s, b.step_attention_s);
-    }
-    note_pass(out, f, cx.pp * cx.stage_layers);
-    note_pass(out, b, cx.pp * cx.stage_layers);
-    out.tokens += static_cast<double>(a.batch.total_tokens());
-    out.work += batch_work(a.batch, cx.setup.model);
-    for (int d = 0; d < cx.dp; ++d) {
-      max_tokens[d] = std::max(max_tokens[d], static_cast<double>(f.tokens[d]));
-      for (int s = 0; s < cx.pp; ++s) {
-        work[d][s].push_back({f.layers_end_s(d, cx.stage_layers), b.layers_end_s(d, cx.stage_layers)});
-        out.slots.add(s * cx.dp + d, f, d, cx.stage_layers);
-        out.slots.add(s * cx.dp + d, b, d, cx.stage_layers);
-      }
-    }
-  }
-  const double in_flight = std::min(cx.pp, cx.microbatches);  // 1F1B: stage 0 holds pp micro-batches
-  for (int d = 0; d < cx.dp; ++d) {
-    const PipelineResult p = simulate_1f1b(work[d], cx.pp > 1 ? cx.p2p_s : 0);
-    out.iteration_s = std::max(out.iteration_s, p.iteration_s);
-    out.tokens_in_flight = std::max(out.tokens_in_flight, in_flight * max_tokens[d]);
-    out.microbatch_tokens = std::max(out.microbatch_tokens, max_tokens[d]);
-    for (const auto& step : p.steps) {
-      out.trace.push_back({step.stage * cx.dp + d, runtime::Track::kCompute, 0,
-                           fmt::format("{} mb{}", step.backward ? "backward" : "forward", step.microbatch),
-                           step.start_s, step.end_s, 0, 0});
-    }
-  }
-  return out;
-}
-
-// The tick's pooled batch: every working stage's micro-batch, its dp groups' tokens on that stage's
-// TP groups (rank stage x dp + d); idle stages hold nothing and only serve attention.
-Batch pooled_batch(const Tick& tick, const std::vector<Batch>& microbatches, int dp, std::vector<bool>& active) {
-  const int stages = static_cast<int>(tick.microbatch.size());
-  Batch pooled;
-  pooled.ranks = stages * dp;
-  pooled.tokens_per_rank = microbatches.front().tokens_per_rank;
-  active.assign(static_cast<std::size_t>(pooled.ranks), false);
-  for (int s = 0; s < stages; ++s) {
-    const int m = tick.microbatch[s];
-    if (m < 0) continue;
-    const int first_doc = static_cast<int>(pooled.documents.size());
-    pooled.documents.insert(pooled.documents.end(), microbatches[m].documents.begin(), microbatches[m].documents.end());
-    for (const auto& seg : microbatches[m].segments)
-      pooled.segments.push_back({first_doc + seg.doc, seg.tokens, s * dp + seg.rank});
-    for (int d = 0; d < dp; ++d) active[s * dp + d] = true;
-  }
-  return pooled;
-}
-
-IterationOutcome run_phase_aligned(const Context& cx, Planner& planner, const std::vector<Batch>& microbatches) {
-  IterationOutcome out(cx.pp * cx.dp);
-  double max_tokens = 0;
-  for (const Batch& microbatch : microbatches) {
-    out.tokens += static_cast<double>(microbatch.total_tokens());
-    out.work += batch_work(microbatch, cx.setup.model);  // a pooling planner keeps its documents
-    std::vector<Tokens> per_rank(cx.dp, 0);
-    for (const auto& s : microbatch.segments) per_rank[s.rank] += s.tokens.size();
-    max_tokens = std::max(max_tokens, static_cast<double>(*std::max_element(per_rank.begin(), per_rank.end())));
-  }
-  std::vector<int> in_flight(cx.pp, 0);
-  int most_in_flight = 0;
-  double now = 0;
-  for (const Tick& tick : phase_aligned_ticks(cx.pp, cx.microbatches)) {
-    std::vector<bool> active;
-    const Assignment a = timed_plan(planner, pooled_batch(tick, microbatches, cx.dp, active), out);
-    const PassTimes t = simulate_pass(a, cx.setup, tick.backward ? Pass::kBackward : Pass::kForward, active);
-    note_pass(out, t, cx.stage_layers);
-    for (int r = 0; r < cx.pp * cx.dp; ++r) {
-      out.slots.add(r, t, r, cx.stage_layers);
-      const int m = tick.microbatch[r / cx.dp];
-      const std::string name =
-          m < 0 ? "attention server" : fmt::format("{} mb{}", tick.backward ? "backward" : "forward", m);
-      const double busy =
-          m < 0 ? cx.stage_layers * (t.attention_s[r] + t.other_s[r]) : t.layers_end_s(r, cx.stage_layers);
-      out.trace.push_back({r, runtime::Track::kCompute, 0, name, now, now + busy, 0, 0});
-    }
-    for (int s = 0; s < cx.pp; ++s) {
-      if (tick.microbatch[s] >= 0) in_flight[s] += tick.backward ? -1 : 1;
-      most_in_flight = std::max(most_in_flight, in_flight[s]);
-    }
-    now += t.layers_makespan_s(cx.stage_layers) + cx.p2p_s;
-  }
-  out.iteration_s = now;
-  out.tokens_in_flight = most_in_flight * max_tokens;
-  out.microbatch_tokens = max_tokens;
-  return out;
-}
 
 // One planner's iterations: its planner, its layer setup (its comm mode) and its schedule.
 struct Runner {
   std::unique_ptr<Planner> planner;
-  Context cx;
+  IterationContext cx;
   bool phase_aligned = false;
-  std::string name;        // the planner's
-  PlannerOptions options;  // what `planner` was made with, for copies that look ahead
+  std::string name;  // the planner's
+  // auto's deferring candidate also runs as the fixed planner it is, on every iteration's batches: what
+  // that planner computes over the run is its rate (its tries as auto's candidate start from a queue that
+  // only the iterations it was chosen moved on).
+  std::unique_ptr<Planner> as_fixed;
+  ComputedRates fixed_rates;
   IterationOutcome run(const std::vector<Batch>& microbatches) { return run_with(*planner, microbatches); }
   IterationOutcome run_with(Planner& p, const std::vector<Batch>& microbatches) const {
     return phase_aligned ? run_phase_aligned(cx, p, microbatches) : run_1f1b(cx, p, microbatches);
@@ -247,7 +111,8 @@ Runner make_runner(const TrainingConfig& config, const ModelShape& model, const 
        0},
       false,
       config.planner,
-      options};
+      nullptr,
+      {}};
   const double activation_bytes = static_cast<double>(config.rank_tokens()) * model.hidden * model.dtype_bytes / par.tp;
   r.cx.p2p_s = gpu.inter_node.transfer_s(activation_bytes);
   r.cx.setup.dynamic_mask = sparse::parse_dynamic_mask(config.mask);
@@ -267,35 +132,38 @@ TrainingConfig candidate_config(const TrainingConfig& config, const std::string&
   return c;
 }
 
-// The seconds `outcome` (`seconds` with the gradient sync) would take on `drawn_tokens` and `drawn_work` FLOPs
-// when it computed other documents (a deferring planner holds some back and releases earlier ones): each part
-// at its own rate. Its matrix seconds scale with the tokens, its attention seconds with the attention FLOPs,
-// the rest (traffic, idle, sync) with all FLOPs. A try that defers the long documents computes mostly
-// matrix work, which runs at a lower rate per FLOP than attention: one rate per FLOP for everything made
-// wlb's tries look 9% slower than they were where its steady state beat DistCA by 2%.
-double seconds_for(const IterationOutcome& outcome, double seconds, double drawn_tokens, double drawn_work,
-                   const ModelShape& model) {
-  if (outcome.work <= 0 || outcome.tokens <= 0) return std::numeric_limits<double>::infinity();
+// The seconds `rates` would take on `drawn_tokens` and `drawn_work` FLOPs, each part at its own rate: its
+// matrix seconds scale with the tokens, its attention seconds with the attention FLOPs, the rest (traffic,
+// idle, sync) with all FLOPs. A try that defers the long documents computes mostly matrix work, which runs
+// at a lower rate per FLOP than attention: one rate per FLOP for everything made wlb's tries look 9% slower
+// than they were where its steady state beat DistCA by 2%.
+double seconds_for(const ComputedRates& rates, double drawn_tokens, double drawn_work, const ModelShape& model) {
+  if (rates.work <= 0 || rates.tokens <= 0) return std::numeric_limits<double>::infinity();
   const double per_token = linear_forward_flops_per_token(model);
-  const double attention = outcome.work - per_token * outcome.tokens;
+  const double attention = rates.work - per_token * rates.tokens;
   const double drawn_attention = drawn_work - per_token * drawn_tokens;
-  const auto slots = static_cast<double>(outcome.slots.linear.size());
-  const double linear_s = std::accumulate(outcome.slots.linear.begin(), outcome.slots.linear.end(), 0.0) / slots;
-  const double attention_s =
-      attention > 0 ? std::accumulate(outcome.slots.attention.begin(), outcome.slots.attention.end(), 0.0) / slots : 0;
-  const double rest_s = seconds - linear_s - attention_s;
-  return linear_s * drawn_tokens / outcome.tokens + (attention > 0 ? attention_s * drawn_attention / attention : 0) +
-         rest_s * drawn_work / outcome.work;
+  const double attention_s = attention > 0 ? rates.attention_s : 0;
+  const double rest_s = rates.seconds - rates.linear_s - attention_s;
+  return rates.linear_s * drawn_tokens / rates.tokens +
+         (attention > 0 ? attention_s * drawn_attention / attention : 0) + rest_s * drawn_work / rates.work;
 }
 
 // auto's iteration: every candidate runs the micro-batches (one that refuses them sits out), and the
-// fastest one's outcome counts. A deferring candidate (wlb) computes other documents than the batch's, so
-// it is compared by the seconds it would take on the batch's at the rates it computed (seconds_for); for
-// the others that is their seconds. Only the chosen try counts: every other candidate's held documents are put back as
-// they were before the iteration. `sync_s`, the gradient synchronisation, is the same for every candidate: it only
-// enters the times compared and recorded.
+// fastest one's outcome counts. `sync_s`, the gradient synchronisation, is the same for every candidate: it
+// only enters the times compared and recorded. The candidates that compute exactly the batch (listed first)
+// are compared by their seconds. A deferring one (wlb) computes other documents than the batch's, and what
+// it defers now costs in later iterations, so its try's seconds say little: it is compared by the seconds
+// its fixed run's rate gives the batch (seconds_for), times how much harder this batch is than the average
+// one for the fastest exact candidates (`fastest_exact`, their run so far). So auto follows wlb when wlb as
+// a fixed planner outruns auto's per-batch choice among the others, whatever its queue does on one batch:
+// its own tries' rate (the first version) chose DistCA whenever a try released held documents, and so
+// never released them, 10% behind wlb over 64 iterations. Only the chosen try counts: every other
+// candidate's held documents are put back as they were before the iteration. In the warm-up
+// (`warmup`) auto takes the deferring candidate's try whatever the times: it fills that candidate's queue
+// as its fixed run does, so the two start the window alike (and the rates gather their first iterations).
 IterationOutcome run_auto(std::vector<Runner>& runners, const std::vector<std::string>& names,
-                          const std::vector<Batch>& microbatches, double sync_s, AutoChoice& report) {
+                          const std::vector<Batch>& microbatches, double sync_s, bool warmup,
+                          ComputedRates& fastest_exact, AutoChoice& report) {
   const ModelShape& model = runners.front().cx.setup.model;
   double work = 0, tokens = 0;
   for (const Batch& b : microbatches) {
@@ -305,13 +173,30 @@ IterationOutcome run_auto(std::vector<Runner>& runners, const std::vector<std::s
   std::vector<std::vector<std::vector<Document>>> held;
   held.reserve(runners.size());
   for (const Runner& runner : runners) held.push_back(runner.planner->held_documents());
+  double fastest_exact_s = std::numeric_limits<double>::infinity();
+  ComputedRates fastest_exact_try;
+  bool noted = false;  // this iteration's fastest exact try is in `fastest_exact`
   BatchChoice choice;
   IterationOutcome best = choose_fastest(
       names,
       [&](std::size_t i) {
-        IterationOutcome outcome = runners[i].run(microbatches);
+        Runner& r = runners[i];
+        IterationOutcome outcome = r.run(microbatches);
         double seconds = outcome.iteration_s + sync_s;
-        if (std::abs(outcome.work - work) > 1e-9 * work) seconds = seconds_for(outcome, seconds, tokens, work, model);
+        if (!r.as_fixed) {
+          if (seconds < fastest_exact_s) {
+            fastest_exact_s = seconds;
+            fastest_exact_try = {};
+            fastest_exact_try.add(outcome, sync_s);
+          }
+          if (warmup) seconds = std::numeric_limits<double>::infinity();
+        } else {
+          if (!noted && std::isfinite(fastest_exact_s)) fastest_exact += fastest_exact_try;
+          noted = noted || std::isfinite(fastest_exact_s);
+          r.fixed_rates.add(r.run_with(*r.as_fixed, microbatches), sync_s);
+          seconds = seconds_for(r.fixed_rates, tokens, work, model);
+          if (noted) seconds *= fastest_exact_s / seconds_for(fastest_exact, tokens, work, model);
+        }
         const double planning_s = outcome.planning_s;
         return CandidateRun<IterationOutcome>{std::move(outcome), seconds, planning_s};
       },
@@ -321,6 +206,34 @@ IterationOutcome run_auto(std::vector<Runner>& runners, const std::vector<std::s
   }
   report.record(choice);
   return best;
+}
+
+// The planners a run simulates: the planner, or auto's candidates (default: every one that may be), those
+// that compute exactly their batch first (auto values a deferring candidate by their time on the batch).
+std::vector<std::string> runner_names(const TrainingConfig& config) {
+  if (!is_meta_planner(config.planner)) return {config.planner};
+  std::vector<std::string> names = config.candidates;
+  if (names.empty()) names = default_auto_candidates(AutoScope::kRun);
+  std::stable_partition(names.begin(), names.end(),
+                        [](const std::string& name) { return !find_planner(name).capabilities.defers_documents; });
+  return names;
+}
+
+// A runner per name; auto's runners each with its candidate's configuration, a deferring one also with the
+// fixed planner that values it.
+std::vector<Runner> make_runners(const TrainingConfig& config, const std::vector<std::string>& names,
+                                 const ModelShape& model, const HardwareModel& gpu) {
+  const bool is_auto = is_meta_planner(config.planner);
+  std::vector<Runner> runners;
+  runners.reserve(names.size());
+  for (const auto& name : names) {
+    const TrainingConfig runner_config = is_auto ? candidate_config(config, name, model, gpu) : config;
+    runners.push_back(make_runner(runner_config, model, gpu));
+    if (is_auto && find_planner(name).capabilities.defers_documents) {
+      runners.back().as_fixed = make_planner(name, training_planner_options(runner_config, model, gpu));
+    }
+  }
+  return runners;
 }
 
 // Tokens the runners' planners hold for later iterations (auto's: only the chosen tries' are held).
@@ -436,14 +349,9 @@ TrainingResult simulate_training(const TrainingConfig& config, const ModelShape&
   config.validate(gpu, model);
   const ParallelConfig& par = config.parallel;
   const bool is_auto = is_meta_planner(config.planner);
-  std::vector<std::string> names = is_auto ? config.candidates : std::vector<std::string>{config.planner};
-  if (names.empty()) names = default_auto_candidates(AutoScope::kRun);
-  std::vector<Runner> runners;
-  runners.reserve(names.size());
-  for (const auto& name : names) {
-    runners.push_back(make_runner(is_auto ? candidate_config(config, name, model, gpu) : config, model, gpu));
-  }
-  const Context& cx = runners.front().cx;  // the layout, the same for every candidate
+  const std::vector<std::string> names = runner_names(config);
+  std::vector<Runner> runners = make_runners(config, names, model, gpu);
+  const IterationContext& cx = runners.front().cx;  // the layout, the same for every candidate
   MicrobatchSource source(config, cx.dp, model);
 
   // Gradients (bf16) of the GPU's share of the parameters, reduced over all dp groups of the stage (as
@@ -461,9 +369,11 @@ TrainingResult simulate_training(const TrainingConfig& config, const ModelShape&
   outcomes.reserve(static_cast<std::size_t>(std::max(config.iterations, 0)));
   std::vector<Batch> microbatches;
   if (is_auto) result.auto_choice.emplace();
-  const auto run_iteration = [&](AutoChoice& report) {
+  ComputedRates fastest_exact;  // auto's: the fastest exact candidate's try of every iteration so far
+  const auto run_iteration = [&](bool warmup, AutoChoice& report) {
     microbatches = draw(source, cx.microbatches);
-    return is_auto ? run_auto(runners, names, microbatches, dp_sync_s, report) : runners.front().run(microbatches);
+    return is_auto ? run_auto(runners, names, microbatches, dp_sync_s, warmup, fastest_exact, report)
+                   : runners.front().run(microbatches);
   };
   // The warm-up fills a deferring planner's queue, so that the measured window starts with a queue like
   // the one it ends with and carries both over (nothing is drained into the window). A planner that holds
@@ -474,7 +384,7 @@ TrainingResult simulate_training(const TrainingConfig& config, const ModelShape&
   AutoChoice warmup_report;
   for (int it = 0; it < config.warmup_iterations; ++it) {
     if (defers) {
-      (void)run_iteration(warmup_report);
+      (void)run_iteration(true, warmup_report);
     } else {
       (void)draw(source, cx.microbatches);
     }
@@ -483,7 +393,7 @@ TrainingResult simulate_training(const TrainingConfig& config, const ModelShape&
   const double held_at_start = held_tokens(runners);
   double drawn_work = 0, computed_work = 0;
   for (int it = 0; it < config.iterations; ++it) {
-    outcomes.push_back(run_iteration(report));
+    outcomes.push_back(run_iteration(false, report));
     for (const Batch& b : microbatches) drawn_work += batch_work(b, model);
     computed_work += outcomes.back().work;
   }
