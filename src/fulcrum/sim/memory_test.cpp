@@ -85,6 +85,11 @@ TEST(Memory, AttentionBuffersMatchHandWorkedLayoutsPerPlannerFamily) {
   PlannerOptions cp2 = options;
   cp2.set(cp_degree_option().name, 2);
   EXPECT_EQ(forward_buffers("perdoc-cp", cp2), (std::vector<double>{4096 * kQ + 8192 * kKv, 4096 * kQ + 6144 * kKv}));
+  // DistCA (attention servers): the causal pairs split in half at query 8192 / sqrt(2) = 5,793, and the
+  // balancer cuts at the 128-token granularity below it: rank 0 serves queries [0, 5760) (1,664 of them
+  // received) over keys [0, 5760); rank 1 queries [5760, 8192) over keys [0, 8192).
+  EXPECT_EQ(forward_buffers("distca", options),
+            (std::vector<double>{5760 * kQ + 5760 * kKv, (8192 - 5760) * kQ + 8192 * kKv}));
   // Ring: as packed, plus the LSE of the step being merged (4,096 x 16 bytes) on the rank that receives a step.
   EXPECT_EQ(forward_buffers("ring", options),
             (std::vector<double>{4096 * kQ + 4096 * kKv, 4096 * kQ + 8192 * kKv + 4096 * 16}));
