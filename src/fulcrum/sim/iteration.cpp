@@ -104,7 +104,8 @@ IterationOutcome run_1f1b(const IterationContext& cx, Planner& planner, const st
   return out;
 }
 
-IterationOutcome run_phase_aligned(const IterationContext& cx, Planner& planner, const std::vector<Batch>& microbatches) {
+IterationOutcome run_phase_aligned(const IterationContext& cx, Planner& planner,
+                                   const std::vector<Batch>& microbatches) {
   IterationOutcome out(cx.pp * cx.dp);
   double max_tokens = 0;
   for (const Batch& microbatch : microbatches) {
@@ -142,6 +143,5 @@ IterationOutcome run_phase_aligned(const IterationContext& cx, Planner& planner,
   out.microbatch_tokens = max_tokens;
   return out;
 }
-
 
 }  // namespace fulcrum::sim

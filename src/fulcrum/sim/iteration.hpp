@@ -53,6 +53,7 @@ IterationOutcome run_1f1b(const IterationContext& cx, Planner& planner, const st
 
 /// A planner that pools the stages' work (DistCA with PP): each tick of the phase-aligned schedule planned
 /// as one batch over every stage's TP groups, idle stages serving attention.
-IterationOutcome run_phase_aligned(const IterationContext& cx, Planner& planner, const std::vector<Batch>& microbatches);
+IterationOutcome run_phase_aligned(const IterationContext& cx, Planner& planner,
+                                   const std::vector<Batch>& microbatches);
 
 }  // namespace fulcrum::sim
