@@ -3,8 +3,8 @@
 
 Every case must exit 2 within seconds with exactly one stderr line that names the field: bad input is
 refused before any work. Two tables:
-- generated from every subcommand's --help: each numeric option given values it cannot hold (text, a
-  fraction for an integer, beyond 64 bits either way, a leading zero that would read as octal; for a real
+- generated from every subcommand's --help: each numeric option given values it cannot hold (an empty
+  value, text, a fraction for an integer, beyond 64 bits either way, a leading zero that would read as octal; for a real
   number, NaN and infinity);
 - written by hand: values of the right type that are out of range or inconsistent, per subcommand.
 A new option is covered by the first table as soon as it exists.
@@ -19,8 +19,8 @@ import tempfile
 FULCRUM = sys.argv[1]
 SUBCOMMANDS = [["plan"], ["simulate"], ["run"], ["demo"], ["profile"], ["heads"], ["prefill"], ["bench", "kernels"],
                ["bench", "comm"]]
-INTEGER_BAD = ["abc", "1.5", "99999999999999999999", "-99999999999999999999", "010"]
-REAL_BAD = ["abc", "nan", "inf", "-inf"]
+INTEGER_BAD = ["", "abc", "1.5", "99999999999999999999", "-99999999999999999999", "010"]
+REAL_BAD = ["", "abc", "nan", "inf", "-inf"]
 # "  --ranks INT=4   ..." or "  -q,--q-heads INT ..."; a list option ("INT ...") takes the bad value as its element.
 OPTION = re.compile(r"^\s+(?:-\w,)?(--[\w-]+)\s+(INT|UINT|FLOAT)\b")
 
@@ -50,6 +50,7 @@ def hand_written_cases(tmp):
     negative = file_with("negative.txt", "100\n-5\n")
     empty = file_with("empty.txt", "")
     hardware = file_with("hardware.json", '{"name": "x"}')
+    deep = file_with("deep.json", "[" * 100000 + "]" * 100000)  # overflowed the parser's stack in every reader
     plan, simulate = ["plan", "--planners", "packed"], ["simulate", "--gpus", "8", "--max-doc-len", "16384"]
     return [
         ([*plan, "--ranks", "0"], "ranks"),
@@ -82,6 +83,8 @@ def hand_written_cases(tmp):
         ([*plan, "--model", "nosuch"], "model"),
         ([*plan, "--batches", "0"], "batches"),
         ([*simulate, "--gpus", "0"], "gpus"),
+        ([*simulate, "--cp", "-5"], "--cp: cp-degree = -5"),  # the deprecated alias ran as the default
+        (["run", "--ranks", "2", "--inject-failure", "0x1:throw"], "inject-failure = '0x1:throw'"),
         ([*simulate, "--recompute", "some"], "recompute = 'some'"),
         ([*simulate, "--zero1", "2"], "zero1 = '2'"),
         ([*simulate, "--sweep", "zero1=1,yes"], "zero1 = 'yes'"),
@@ -108,6 +111,14 @@ def hand_written_cases(tmp):
         (["profile", "--json", ""], "json"),
         (["profile", "--out", ""], "out"),  # the old spelling is refused empty too
         (["demo", "--out", ""], "out"),
+        (["models", deep], "deep.json: nested deeper than the 512 levels"),
+        ([*plan, "--model", deep], "deep.json: nested deeper"),
+        ([*plan, "--dataset", "file:" + deep], "deep.json: nested deeper"),
+        ([*simulate, "--hardware", deep], "deep.json: nested deeper"),
+        (["run", "--simulate", deep], "deep.json: nested deeper"),
+        (["heads", "--patterns", deep], "deep.json: nested deeper"),
+        (["prefill", "--patterns", deep], "deep.json: nested deeper"),
+        (["prefill", "--simulate", deep], "deep.json: nested deeper"),
         (["plan", "--nosuch-option", "1"], "--nosuch-option"),
         (["nosuch-subcommand"], "nosuch-subcommand"),
         (["plam"], "did you mean 'plan'"),

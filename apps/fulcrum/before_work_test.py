@@ -115,6 +115,12 @@ with tempfile.TemporaryDirectory() as tmp:
     expect_bad_input([*SMALL_SIM, "--hardware", tmp], "hardware = ")
     expect_bad_input([*SMALL_PLAN, "--dataset", "file:" + tmp], "is a directory")
 
+    # A table printed to a full disk is a failed run (it exited 0): stdout is checked when it is flushed.
+    with open("/dev/full", "w") as full:
+        result = subprocess.run([FULCRUM, *SMALL_PLAN], stdout=full, stderr=subprocess.PIPE, text=True, timeout=300)
+    if result.returncode != 1 or "standard output: write failed (No space left on device)" not in result.stderr:
+        failures.append(f"plan > /dev/full: exit {result.returncode}, want 1 naming standard output: {result.stderr}")
+
 if failures:
     print("\n".join(failures))
     sys.exit(1)

@@ -39,9 +39,10 @@ void warn_unread_planner_flags(const CLI::App& cmd, const std::vector<std::strin
 /// The same warning for one planner option given as `given_as` (a flag, a sweep axis); none for options
 /// that some planner of `planners` reads, or that are not planner options.
 void warn_if_unread(std::string_view option, std::string_view given_as, const std::vector<std::string>& planners);
-/// Every integer option of `app` and its subcommands rejects a value outside its type's 64-bit range
-/// (a negative for an unsigned one) instead of CLI11's clamping or wrapping. Call after adding them all.
-void reject_out_of_range_integers(CLI::App& app);
+/// Every numeric option of `app` and its subcommands rejects an empty value (CLI11 reads it as 0), and every
+/// integer one a value outside its type's 64-bit range (a negative for an unsigned one) instead of CLI11's
+/// clamping or wrapping. Call after adding them all.
+void reject_bad_numbers(CLI::App& app);
 /// When argv's first word is not an option and names no subcommand of `app`: one line saying so, the
 /// nearest subcommand if it looks like a typo, and the list; else "" (CLI11's own message stands).
 std::string unknown_subcommand_message(CLI::App& app, int argc, char** argv);

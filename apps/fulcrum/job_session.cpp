@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -18,6 +19,7 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
+#include <string_view>
 #include <thread>
 
 namespace fulcrum::cli {
@@ -33,11 +35,10 @@ Injection parse_injection(const std::string& text, int ranks) {
   if (text.empty()) return out;
   const auto colon = text.find(':');
   const std::string what = colon == std::string::npos ? "" : text.substr(colon + 1);
-  try {
-    out.rank = std::stoi(text.substr(0, colon));
-  } catch (const std::exception&) {
-    out.rank = -1;
-  }
+  // The whole RANK in decimal: std::stoi read "0x1" as 0 and injected on the wrong rank.
+  const std::string_view rank = std::string_view(text).substr(0, colon);
+  const auto [end, error] = std::from_chars(rank.data(), rank.data() + rank.size(), out.rank);
+  if (error != std::errc() || end != rank.data() + rank.size()) out.rank = -1;
   if (out.rank < 0 || out.rank >= ranks || (what != "throw" && what != "hang")) {
     fail("inject-failure = '{}': must be RANK:throw or RANK:hang with RANK in [0, {})", text, ranks);
   }

@@ -10,7 +10,9 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <new>
 #include <optional>
@@ -106,6 +108,16 @@ int run_parsed(const std::vector<Command>& commands) {
   }
 }
 
+// stdout is buffered, so a full disk or a closed pipe shows only when it is flushed: the tables a command
+// printed must have reached their reader for the run to succeed (`fulcrum plan > /dev/full` exited 0).
+int finish_stdout(int code) {
+  errno = 0;
+  if (std::fflush(stdout) == 0 && std::ferror(stdout) == 0) return code;
+  std::fprintf(stderr, "fulcrum: error: standard output: write failed (%s)\n",
+               errno != 0 ? std::strerror(errno) : "an earlier write failed");
+  return code == 0 ? 1 : code;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -116,8 +128,9 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", fulcrum::cli::version_text,
                        "Print the version, git revision, build type, compiler and kernel ISA, then exit");
   fulcrum::cli::add_verbosity_flags(app);
-  fulcrum::cli::reject_out_of_range_integers(app);
+  fulcrum::cli::reject_bad_numbers(app);
   fulcrum::cli::set_command_line(argc, argv);
   if (const auto exit_code = parse(app, argc, argv)) return *exit_code;
-  return run_parsed(commands);
+  const int code = run_parsed(commands);
+  return finish_stdout(code);
 }

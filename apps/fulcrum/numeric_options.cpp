@@ -1,8 +1,9 @@
-// Integer options reject values they cannot hold. CLI11 (2.1) converts with strtoll / strtoull and checks
-// neither errno nor the sign: "-1" for an unsigned option becomes 2^64 - 1 and "9223372036854775808" for a
-// signed one becomes 2^63 - 1 (its own check catches only a 64-bit value that does not fit a narrower type).
-// And strtoll's base 0 reads "010" as octal 8, silently: a leading zero is refused as well.
-// One validator, added to every integer option of every subcommand, rejects all three before the conversion.
+// Numeric options reject values they cannot hold. An empty value ("--tolerance ''") converts to 0 in CLI11,
+// silently: every numeric option refuses it. Integer options reject values they cannot hold. CLI11 (2.1) converts with
+// strtoll / strtoull and checks neither errno nor the sign: "-1" for an unsigned option becomes 2^64 - 1 and
+// "9223372036854775808" for a signed one becomes 2^63 - 1 (its own check catches only a 64-bit value that does not fit
+// a narrower type). And strtoll's base 0 reads "010" as octal 8, silently: a leading zero is refused as well. One
+// validator, added to every integer option of every subcommand, rejects all three before the conversion.
 #include "commands.hpp"
 
 #include <fmt/format.h>
@@ -42,17 +43,23 @@ std::string integer_range_error(const std::string& text, bool is_unsigned) {
 
 }  // namespace
 
-void reject_out_of_range_integers(CLI::App& app) {
+void reject_bad_numbers(CLI::App& app) {
   for (CLI::Option* option : app.get_options()) {
-    // The type name is CLI11's own for integer targets ("INT" signed, "UINT" unsigned); planner flags that
-    // call themselves INT parse as double and are range-checked by their option's declaration as well.
+    // The type name is CLI11's own for integer targets ("INT" signed, "UINT" unsigned) and real ones
+    // ("FLOAT"); planner flags that call themselves INT parse as double and are range-checked by their
+    // option's declaration as well.
     const std::string type = option->get_type_name();
     const bool is_unsigned = type.starts_with("UINT");
-    if (!is_unsigned && !type.starts_with("INT")) continue;
-    option->check(CLI::Validator([is_unsigned](std::string& text) { return integer_range_error(text, is_unsigned); },
-                                 std::string()));
+    const bool is_integer = is_unsigned || type.starts_with("INT");
+    if (!is_integer && !type.starts_with("FLOAT")) continue;
+    option->check(CLI::Validator(
+        [is_integer, is_unsigned](std::string& text) -> std::string {
+          if (text.find_first_not_of(" \t") == std::string::npos) return "an empty value; give a number";
+          return is_integer ? integer_range_error(text, is_unsigned) : std::string();
+        },
+        std::string()));
   }
-  for (CLI::App* sub : app.get_subcommands(std::function<bool(CLI::App*)>())) reject_out_of_range_integers(*sub);
+  for (CLI::App* sub : app.get_subcommands(std::function<bool(CLI::App*)>())) reject_bad_numbers(*sub);
 }
 
 }  // namespace fulcrum::cli

@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <string>
 
 namespace fulcrum::cli {
 namespace {
@@ -122,7 +123,19 @@ void add_planner_options(CLI::App& cmd, SimulateArgs& a) {
       "0|1", "1");
   // --cp-degree is the simulator's CP degree (TP groups per CP group) for the planners with CP groups; 0,
   // the default: perdoc-cp up to 8, wlb the least that keeps documents whole.
-  add_deprecated_alias(cmd, "--cp", cmd.get_option("--cp-degree"), a.cp_alias);
+  // Range-checked as --cp-degree is, at parsing (a negative once ran as the default); CLI11's own conversion
+  // names what is not a number.
+  add_deprecated_alias(cmd, "--cp", cmd.get_option("--cp-degree"), a.cp_alias)
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            try {
+              cp_degree_option().check(std::stod(text));
+            } catch (const Error& e) {
+              return e.what();
+            } catch (const std::exception&) {}
+            return {};
+          },
+          std::string()));
   cmd.add_option("--reference", a.spec.reference, "speedups are relative to this planner (else the first)")
       ->capture_default_str();
   cmd.add_option("--sweep", a.sweep, "KEY=V1,V2,... (repeatable): run every combination")->take_all();
@@ -142,10 +155,7 @@ void finish_spec(const CLI::App& cmd, SimulateArgs& a, bool pp_given) {
   spec.planners = split_names(a.planners, "planners");
   warn_unread_planner_flags(cmd, spec.planners);
   spec.base.candidates = auto_candidates(a.planners, a.candidates);
-  if (a.cp_alias > 0) {
-    cp_degree_option().check(a.cp_alias);
-    spec.base.planner_options.set(cp_degree_option().name, a.cp_alias);
-  }
+  if (a.cp_alias > 0) spec.base.planner_options.set(cp_degree_option().name, a.cp_alias);
   spec.modes.clear();
   for (const auto& m : split_names(a.modes, "modes")) spec.modes.push_back(parse_comm_mode(m, "modes"));
   spec.baseline_mode = parse_comm_mode(a.baseline_mode, "baseline-mode");

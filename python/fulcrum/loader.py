@@ -5,6 +5,7 @@ Python (or waits on a device) in the main thread.
 """
 from __future__ import annotations
 
+import operator
 import queue
 import threading
 import time
@@ -32,6 +33,14 @@ class PlannerLike(Protocol):
     """What the loader needs of a planner: ``fulcrum.make_planner``'s result, or any object like it."""
 
     def plan(self, batch: _core.Batch) -> _core.Assignment: ...
+
+
+def _length(batch: int, position: int, n: Any) -> int:
+    """A document length as given (an int or a NumPy integer); anything else, 1.5 included, is refused by name."""
+    try:
+        return operator.index(n)
+    except TypeError:
+        raise _core.InputError(f"lengths[{batch}][{position}] = {n!r}: must be a whole number of tokens") from None
 
 
 class PlanAheadLoader:
@@ -108,7 +117,8 @@ class PlanAheadLoader:
                             f"ranks = {self._ranks}"
                         )
                 else:
-                    docs = [_core.Document(next_id + i, int(n), self._mask) for i, n in enumerate(lengths)]
+                    docs = [_core.Document(next_id + i, _length(index, i, n), self._mask)
+                            for i, n in enumerate(lengths)]
                     next_id += len(docs)
                     try:
                         batch = _core.pack_batch(docs, self._ranks, self._tokens_per_rank,

@@ -4,7 +4,24 @@
 #include "fulcrum/cost/hardware_model.hpp"
 #include "fulcrum/cost/model_cost.hpp"
 
+#include <cmath>
+
 namespace fulcrum::python {
+namespace {
+
+// The hardware model times real work: a negative length or a negative or non-finite FLOP count is bad input,
+// not a negative or NaN time.
+Tokens size_arg(Tokens tokens, const char* field) {
+  if (tokens < 0) fail("{} = {}: must be >= 0", field, tokens);
+  return tokens;
+}
+
+double work_arg(double flops) {
+  if (!(flops >= 0) || !std::isfinite(flops)) fail("flops = {}: must be finite and >= 0", flops);
+  return flops;
+}
+
+}  // namespace
 
 void bind_cost(py::module_& m) {
   m.def(
@@ -45,11 +62,21 @@ void bind_cost(py::module_& m) {
       .def_readonly("devices_per_node", &HardwareModel::devices_per_node)
       .def_readonly("peak_flops", &HardwareModel::peak_flops)
       .def_readonly("memory_bytes", &HardwareModel::memory_bytes)
-      .def("attention_forward_s", &HardwareModel::attention_forward_s, py::arg("q_len"), py::arg("k_len"),
-           py::arg("flops"))
-      .def("attention_backward_s", &HardwareModel::attention_backward_s, py::arg("q_len"), py::arg("k_len"),
-           py::arg("flops"))
-      .def("linear_s", &HardwareModel::linear_s, py::arg("flops"))
+      .def(
+          "attention_forward_s",
+          [](const HardwareModel& h, Tokens q_len, Tokens k_len, double flops) {
+            return h.attention_forward_s(size_arg(q_len, "q_len"), size_arg(k_len, "k_len"), work_arg(flops));
+          },
+          py::arg("q_len"), py::arg("k_len"), py::arg("flops"))
+      .def(
+          "attention_backward_s",
+          [](const HardwareModel& h, Tokens q_len, Tokens k_len, double flops) {
+            return h.attention_backward_s(size_arg(q_len, "q_len"), size_arg(k_len, "k_len"), work_arg(flops));
+          },
+          py::arg("q_len"), py::arg("k_len"), py::arg("flops"))
+      .def(
+          "linear_s", [](const HardwareModel& h, double flops) { return h.linear_s(work_arg(flops)); },
+          py::arg("flops"))
       .def("to_dict", [](const HardwareModel& h) { return json_to_python(h.to_json()); })
       .def_static("from_dict", [](const py::object& d) { return HardwareModel::from_json(python_to_json(d)); });
   m.def("hardware", &load_hardware, py::arg("name_or_path"), "A preset (h200-dgx, a100-p4de) or a JSON file.");

@@ -73,7 +73,12 @@ void bind_errors(py::module_& m) {
     try {
       if (thrown) std::rethrow_exception(thrown);
     } catch (const Error& e) {
-      PyErr_SetString(e.kind() == ErrorKind::kBadInput ? input_error : error, e.what());
+      // A message may quote the user's bytes (a corrupted file): undecodable ones are escaped, so the error is
+      // still fulcrum's, not a UnicodeDecodeError.
+      const std::string_view what = e.what();
+      PyObject* message = PyUnicode_DecodeUTF8(what.data(), static_cast<Py_ssize_t>(what.size()), "backslashreplace");
+      PyErr_SetObject(e.kind() == ErrorKind::kBadInput ? input_error : error, message);
+      Py_XDECREF(message);
     }
   });
 }

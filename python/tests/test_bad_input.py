@@ -1,6 +1,9 @@
 """The table-driven bad-input suite's Python half (the CLI's is apps/fulcrum/bad_input_test.py): each entry
 point given a value it cannot use raises fulcrum.InputError whose message names the field, never a crash,
 an unrelated exception or a silently wrong answer."""
+import tempfile
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -11,6 +14,9 @@ pytestmark = pytest.mark.package
 
 F = fulcrum
 SOURCE = "uniform:1:10"
+# 100,000 levels deep: overflowed the JSON parser's stack and killed the interpreter.
+DEEP = Path(tempfile.mkdtemp()) / "deep.json"
+DEEP.write_text("[" * 100000 + "]" * 100000)
 
 
 def kernel_inputs(rows=8, heads=2, dim=16):
@@ -24,7 +30,18 @@ CASES = [
     (lambda: F.make_length_source("uniform:0:5"), "dataset = 'uniform:0:5'"),
     (lambda: F.make_length_source("lognormal:x:1"), "dataset = 'lognormal:x:1'"),
     (lambda: F.make_length_source("file:/nonexistent/lengths.txt"), "/nonexistent/lengths.txt"),
+    (lambda: F.make_length_source("lognormal:8:inf"), "dataset = 'lognormal:8:inf'"),
+    (lambda: F.make_length_source("lognormal:8:1e308"), "dataset = 'lognormal:8:1e308'"),
+    (lambda: F.make_length_source("pretrain", tokens_per_rank=-5), "tokens-per-rank = -5"),
     (lambda: F.model_shape("nosuch"), "model = 'nosuch'"),
+    (lambda: F.model_shape(str(DEEP)), "deep.json: nested deeper than the 512 levels"),
+    (lambda: F.hardware(str(DEEP)), "deep.json: nested deeper"),
+    (lambda: F.hardware("h200-dgx").attention_forward_s(-1, 4, 1.0), "q_len = -1"),
+    (lambda: F.hardware("h200-dgx").attention_backward_s(4, -1, 1.0), "k_len = -1"),
+    (lambda: F.hardware("h200-dgx").attention_forward_s(4, 4, -1.0), "flops = -1"),
+    (lambda: F.hardware("h200-dgx").attention_forward_s(4, 4, float("nan")), "flops = nan"),
+    (lambda: F.hardware("h200-dgx").linear_s(-1e12), "flops = -1"),
+    (lambda: F.Plan.from_bytes(b"\xff\xfe\x00\x01" + bytes(64)), "bad magic '\\xff\\xfe\\x00\\x01'"),
     (lambda: F.hardware("nosuch"), "hardware = 'nosuch'"),
     (lambda: F.make_planner("nosuch", F.PlannerOptions(F.model_shape("tiny"))), "planner = 'nosuch'"),
     (lambda: F.documents([0]), "document 0: length = 0"),

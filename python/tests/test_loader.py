@@ -77,6 +77,11 @@ def test_planning_errors_surface_at_their_batch():
     loader.close()
     with pytest.raises(fulcrum.InputError, match="depth = 0"):
         fulcrum.PlanAheadLoader([], "packed", ranks=1, tokens_per_rank=128, depth=0)
+    # A length that is not a whole number is named, not a bare ValueError (nor truncated, for 1.5).
+    for bad in ("a", 1.5):
+        with fulcrum.PlanAheadLoader([[64, bad]], "packed", ranks=1, tokens_per_rank=128) as loader:
+            with pytest.raises(fulcrum.InputError, match=rf"^lengths\[0\]\[1\] = {bad!r}: must be a whole number"):
+                next(iter(loader))
 
 
 def test_lengths_that_do_not_fit_are_an_error_not_a_drop():

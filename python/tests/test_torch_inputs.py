@@ -81,6 +81,8 @@ def test_bad_tensors_name_the_argument(group, inputs, argument, bad, message):
 def test_a_plan_for_another_world_size_names_the_group(group, inputs):
     with raises("group: 1 processes, but the plan is for 2 ranks"):
         ft.attention(*inputs, step_for(2), group)
+    with raises("group: a str, not a torch.distributed.ProcessGroup (or None)"):
+        ft.attention(*inputs, step_for(1), "x")
 
 
 def test_bad_backend_scale_and_step_name_themselves(group, inputs):

@@ -47,6 +47,8 @@ def _check_inputs(q: Any, k: Any, v: Any, step: StepPlan, group: dist.ProcessGro
         raise _core.InputError(f"step: a {type(step).__name__}, not a fulcrum.torch.StepPlan (compile_step builds one)")
     if not dist.is_available() or not dist.is_initialized():
         raise _core.InputError("group: torch.distributed is not initialised (call init_process_group first)")
+    if group is not None and not isinstance(group, dist.ProcessGroup):
+        raise _core.InputError(f"group: a {type(group).__name__}, not a torch.distributed.ProcessGroup (or None)")
     size = dist.get_world_size(group)
     if size != step.ranks:
         raise _core.InputError(f"group: {size} processes, but the plan is for {step.ranks} ranks")

@@ -78,6 +78,10 @@ TEST(JsonReader, IntegersOutsideTheTypeAndHugeValuesAreRejected) {
   EXPECT_EQ(error_of([&] { doc.root().at("big").integer<int>(); }),
             "j.big = 10000000000: must be in [-2147483648, 2147483647]");
   EXPECT_EQ(doc.root().at("big").integer<long>(), 10000000000L);
+  // Past the type's top with only a lower bound given: the range names the top (it said "must be >= 1").
+  EXPECT_EQ(error_of([&] { doc.root().at("big").integer<int>(1); }), "j.big = 10000000000: must be in [1, 2147483647]");
+  EXPECT_EQ(error_of([&] { JsonDocument::parse(R"({"n": 0})", "", "j").root().at("n").integer<int>(1); }),
+            "j.n = 0: must be >= 1");
   EXPECT_NE(error_of([&] { doc.root().at("huge").integer<long>(); }).find("j.huge = 18446744073709551615"),
             std::string::npos);
 }
@@ -87,6 +91,26 @@ TEST(JsonReader, IntegersOutsideTheTypeAndHugeValuesAreRejected) {
 TEST(JsonReader, NumbersBeyondDoubleAreBadInput) {
   const std::string message = error_of([] { JsonDocument::parse("[77e7777]", "lengths.json", "lengths"); });
   EXPECT_EQ(message.rfind("lengths.json: not JSON: ", 0), 0u) << message;
+}
+
+// A file nested 100,000 deep (200 KB) overflowed the parser's stack: anything past 512 levels is refused
+// before parsing, naming where; 512 levels still parse, and brackets inside strings do not count.
+TEST(JsonReader, NestingPastTheLimitIsRefusedBeforeParsing) {
+  for (const auto& [open, close] : {std::pair{"[", "]"}, std::pair{"{\"a\":", "}"}}) {
+    std::string deep;
+    for (int i = 0; i < 100000; ++i) deep += open;
+    deep += "1";
+    for (int i = 0; i < 100000; ++i) deep += close;
+    EXPECT_EQ(error_of([&] {
+                JsonDocument::parse(deep, "model.json", "model");
+              }).rfind("model.json: nested deeper than the 512 levels Fulcrum reads (at line 1, column ", 0),
+              0u);
+  }
+  std::string ok = "\"[[[{{{\\\"\"";
+  for (int i = 0; i < 512; ++i) ok = "[" + ok + "]";
+  EXPECT_NO_THROW(JsonDocument::parse(ok, "ok.json", "x"));
+  EXPECT_EQ(error_of([&] { JsonDocument::parse("\n[" + ok + "]", "", "x"); }),
+            "nested deeper than the 512 levels Fulcrum reads (at line 2, column 513)");
 }
 
 // A directory opens as a stream on Linux; reading it must be an error naming it, not "basic_filebuf::underflow".

@@ -173,7 +173,11 @@ class BinaryReader {
     need(expected.size(), "magic");
     const std::string_view got(reinterpret_cast<const char*>(bytes_.data()), expected.size());
     if (got != expected) {
-      fail("plan binary: bad magic '{}' at byte 0: expected '{}' (not a Fulcrum plan)", got, expected);
+      std::string shown;  // the file's bytes, printable ones as they are
+      for (const char c : got) {
+        shown += c >= ' ' && c <= '~' ? std::string(1, c) : fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
+      }
+      fail("plan binary: bad magic '{}' at byte 0: expected '{}' (not a Fulcrum plan)", shown, expected);
     }
     at_ += expected.size();
   }

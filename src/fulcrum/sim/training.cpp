@@ -47,7 +47,7 @@ void TrainingConfig::validate(const HardwareModel& gpu, const ModelShape& model)
   if (!candidates.empty()) fail("candidates: only planner auto has candidates (planner is {})", planner);
   const bool cp_groups = find_planner(planner).capabilities.cp_groups != CpGroups::kNone;
   const double cp_degree = planner_options.get(cp_degree_option());
-  if (cp_groups && planner_options.values().contains(cp_degree_option().name) && cp_degree != parallel.cp) {
+  if (cp_groups && cp_degree > 0 && cp_degree != parallel.cp) {  // 0: the default
     fail("cp-degree = {}: disagrees with cp = {} (the simulator's CP degree is the layout's; give one of them)",
          cp_degree, parallel.cp);
   }
@@ -307,8 +307,9 @@ int cp_degree_for(const TrainingConfig& config, const ModelShape& model, const H
   const PlannerRegistration& planner = find_planner(config.planner);
   if (planner.capabilities.cp_groups == CpGroups::kNone) return 1;
   if (config.parallel.cp > 0) return config.parallel.cp;
-  // --cp-degree stands for the layout's cp when only it is given.
-  if (config.planner_options.values().contains(cp_degree_option().name)) {
+  // --cp-degree stands for the layout's cp when only it is given (0, as for cp, is the default).
+  if (config.planner_options.values().contains(cp_degree_option().name) &&
+      config.planner_options.get_int(cp_degree_option()) > 0) {
     return config.planner_options.get_int(cp_degree_option());
   }
   const int dp = config.parallel.dp();

@@ -36,11 +36,19 @@ std::vector<std::string> sweep_keys() {
   return keys;
 }
 
-int parse_int(const std::string& text, const std::string& key) {
-  const Tokens v = mask_detail::parse_tokens(text, key);
-  if (v > std::numeric_limits<int>::max()) fail("{} = {}: too large", key, text);
-  return static_cast<int>(v);
+// A whole number of type T (its own range in the error); the configuration checks the key's range later.
+template <typename T>
+T parse_whole(const std::string& text, const std::string& key) {
+  T v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec == std::errc::result_out_of_range) {
+    fail("{} = {}: must be in [{}, {}]", key, text, std::numeric_limits<T>::min(), std::numeric_limits<T>::max());
+  }
+  if (ec != std::errc() || end != text.data() + text.size()) fail("{} = '{}': not a whole number", key, text);
+  return v;
 }
+
+int parse_int(const std::string& text, const std::string& key) { return parse_whole<int>(text, key); }
 
 double parse_double(const std::string& text, const std::string& key) {
   double v = 0;
@@ -74,7 +82,7 @@ void apply(StudySpec& spec, const std::string& key, const std::string& value) {
   else if (key == "hardware")
     spec.hardware = value;
   else if (key == "seed")
-    c.seed = static_cast<std::uint64_t>(mask_detail::parse_tokens(value, key));
+    c.seed = parse_whole<std::uint64_t>(value, key);
   else if (key == "mode")
     spec.modes = {parse_comm_mode(value, key)};
   else if (key == "iterations")

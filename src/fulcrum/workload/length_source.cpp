@@ -199,6 +199,10 @@ std::vector<Tokens> read_lengths_file(const std::string& path) {
 }  // namespace
 
 std::unique_ptr<LengthSource> make_length_source(std::string_view spec, std::uint64_t seed, Tokens tokens_per_rank) {
+  if (tokens_per_rank < 1 || tokens_per_rank > kMaxDocumentTokens) {
+    fail("tokens-per-rank = {}: must be in [1, {}] (the largest supported document)", tokens_per_rank,
+         kMaxDocumentTokens);
+  }
   if (spec == "pretrain" || spec == "prolong") {
     return std::make_unique<DatasetSource>(length_tables().at(std::string(spec)), spec == "prolong", seed,
                                            tokens_per_rank);
@@ -215,8 +219,9 @@ std::unique_ptr<LengthSource> make_length_source(std::string_view spec, std::uin
   if (parts[0] == "lognormal" && parts.size() == 3) {
     const auto mu = parse_number<double>(parts[1], spec, "MU");
     const auto sigma = parse_number<double>(parts[2], spec, "SIGMA");
-    if (!(sigma >= 0.0) || !(mu > -50.0 && mu < 30.0)) {
-      fail("dataset = '{}': need -50 < MU < 30 and SIGMA >= 0", spec);
+    // SIGMA past 10 puts most of the mass beyond any supported length (and inf draws NaN): refused, not clamped.
+    if (!(sigma >= 0.0 && sigma <= 10.0) || !(mu > -50.0 && mu < 30.0)) {
+      fail("dataset = '{}': need -50 < MU < 30 and 0 <= SIGMA <= 10", spec);
     }
     return std::make_unique<LognormalSource>(mu, sigma, seed);
   }

@@ -24,7 +24,8 @@ class LengthSource {
 ///   uniform:MIN:MAX   integer lengths uniform in [MIN, MAX]
 ///   lognormal:MU:SIGMA  round(exp(N(MU, SIGMA))), at least 1 and at most kMaxDocumentTokens
 ///   file:PATH         lengths from a file (one per line, or a JSON array), drawn without replacement
-/// `tokens_per_rank` sets the dataset sources' elongation factor max(1, tokens_per_rank / 65536).
+/// `tokens_per_rank` (in [1, kMaxDocumentTokens], else an error naming tokens-per-rank) sets the dataset
+/// sources' elongation factor max(1, tokens_per_rank / 65536).
 /// Every length a source can produce is at most kMaxDocumentTokens (workload/limits.hpp): a MAX, a file's
 /// length or an elongation beyond it is an error here. Errors name the field `dataset`.
 std::unique_ptr<LengthSource> make_length_source(std::string_view spec, std::uint64_t seed, Tokens tokens_per_rank);
