@@ -88,6 +88,8 @@ def hand_written_cases(tmp):
         ([*simulate, "--recompute", "some"], "recompute = 'some'"),
         ([*simulate, "--zero1", "2"], "zero1 = '2'"),
         ([*simulate, "--sweep", "zero1=1,yes"], "zero1 = 'yes'"),
+        ([*simulate, "--sweep", "gpus=99999999999"], "gpus = 99999999999: must be in [-2147483648, 2147483647]"),
+        ([*simulate, "--sweep", "seed=-1"], "seed = '-1': not a whole number"),
         ([*simulate, "--planners", "nosuch"], "nosuch"),
         ([*simulate, "--planners", "packed,packed"], "planners"),
         ([*simulate, "--hardware", hardware], "hardware.json"),

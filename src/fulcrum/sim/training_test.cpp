@@ -4,6 +4,7 @@
 
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/cost/model_cost.hpp"
+#include "fulcrum/planners/baselines/perdoc_cp.hpp"
 #include "fulcrum/planners/planner.hpp"
 #include "fulcrum/workload/length_source.hpp"
 
@@ -237,6 +238,18 @@ TEST(Training, BadConfigurationsNameTheField) {
   c.planner = "auto";
   c.candidates = {"distca", "striped"};
   expect_error(c, "candidates: striped does not compute exactly the batch");
+}
+
+// --cp-degree 0 is the default CP degree, as the help says (it was taken as cp 0: "must divide dp").
+TEST(Training, CpDegreeZeroIsTheDefault) {
+  TrainingConfig c = small_config("perdoc-cp");
+  c.parallel.cp = 0;
+  const int by_default = cp_degree_for(c, tiny(), h200());
+  EXPECT_GT(by_default, 0);
+  c.planner_options.set(cp_degree_option().name, 0);
+  EXPECT_EQ(cp_degree_for(c, tiny(), h200()), by_default);
+  c.parallel.cp = by_default;
+  EXPECT_NO_THROW(c.validate(h200(), tiny()));
 }
 
 // auto on the same data as its candidates run alone: each iteration is exactly the fastest candidate's,
