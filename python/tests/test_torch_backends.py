@@ -71,6 +71,31 @@ def test_backends_match_the_fp64_reference_with_head_ranges_and_per_head_masks(b
         np.testing.assert_allclose(got.numpy(), ref[name], atol=2e-5, err_msg=name)
 
 
+@pytest.mark.parametrize("backend", [FulcrumBackend(), TorchBackend(), Fa2Backend(), TritonBackend()],
+                         ids=lambda b: b.name)
+@pytest.mark.parametrize("where, value", [("q", np.nan), ("k", np.nan), ("v", np.nan), ("v", np.inf)])
+def test_backends_propagate_non_finite_inputs_as_the_fp64_reference(backend, where, value):
+    # One element of row 30 (doc 0, causal: rows 30-99 see key 30, the other 30 rows do not; GQA: kv head 1
+    # feeds q heads 2 and 3). The torch backend once gave a NaN q row a finite O, no NaN row for a NaN key, and
+    # NaN to 40 rows of which the mask lets 35 see a NaN value.
+    plan = plan_of(DOCS)
+    b = random_buffers(11)
+    b[{"q": 0, "k": 1, "v": 2}[where]][30, 1, 3] = value
+    backend.forward(plan, Attention(0, 1, 2, 3, 4, ITEMS), b, 0.3)
+    ref = fulcrum.reference_attention(kernel_tasks(plan, ITEMS), b[0].numpy(), b[1].numpy(), b[2].numpy(), scale=0.3)
+    # O: exactly the (row, head)s whose reference O is not finite are not finite (a kernel may spread the value
+    # over the row's dims). LSE: NaN or +inf wherever the reference's is, and elsewhere only on those rows (a
+    # kernel may poison the LSE of a row it poisons anyway); -inf is a row that sees no key. All else equal.
+    o, lse = b[3].numpy(), b[4].numpy()
+    rows = ~np.isfinite(ref["o"]).all(-1)
+    assert rows.any()
+    np.testing.assert_array_equal(~np.isfinite(o).all(-1), rows, err_msg="O: the (row, head)s the value reaches")
+    lse_bad, ref_lse_bad = np.isnan(lse) | np.isposinf(lse), np.isnan(ref["lse"]) | np.isposinf(ref["lse"])
+    assert (lse_bad >= ref_lse_bad).all() and (lse_bad <= (ref_lse_bad | rows)).all(), "LSE: NaN where"
+    np.testing.assert_allclose(o[~rows], ref["o"][~rows], atol=2e-5)
+    np.testing.assert_allclose(lse[~lse_bad], ref["lse"][~lse_bad], atol=2e-5)
+
+
 def test_numpy_views_are_the_tensors_memory():
     t = torch.zeros(6, 2, 4)
     view = numpy_view(t)

@@ -75,15 +75,31 @@ class _Operands:
         self.k = k[b.key_row : b.key_row + b.keys].index_select(1, self.kv_heads).float()
         self.v = v[b.key_row : b.key_row + b.keys].index_select(1, self.kv_heads).float()
         self.scores = torch.einsum("qhd,khd->hqk", self.q, self.k) * scale
+        self.allowed: torch.Tensor | None = None  # [rows, keys]; None: every pair
         if not b.every_pair:
             allowed = _core.mask_matrix(b.mask, [(b.position, b.position + b.count)],
                                         (b.key_position, b.key_position + b.keys), b.doc_len)
-            self.scores.masked_fill_(~torch.from_numpy(allowed).to(q.device), float("-inf"))
+            self.allowed = torch.from_numpy(allowed).to(q.device)
+            self.scores.masked_fill_(~self.allowed, float("-inf"))
 
     def probabilities(self, lse: torch.Tensor) -> torch.Tensor:
-        """exp(S - LSE) for lse [heads, rows]; rows that see no key (LSE = -inf) get 0, not NaN."""
-        seen = torch.isfinite(lse).unsqueeze(-1)
+        """exp(S - LSE) for lse [heads, rows]; rows that see no key (LSE = -inf) get 0, not NaN, and rows whose
+        LSE is NaN (a NaN score) get NaN: exactly the reference's non-finite rows."""
+        seen = ~torch.isneginf(lse).unsqueeze(-1)
         return torch.where(seen, torch.exp(self.scores - torch.where(seen, lse.unsqueeze(-1), 0.0)), 0.0)
+
+    def output(self, p: torch.Tensor) -> torch.Tensor:
+        """P V [rows, heads, dim] as the reference sums it: only over the keys the mask lets a row see, so a
+        non-finite value reaches those rows and no others (0 x NaN in a dense product reached the rest)."""
+        finite = torch.isfinite(self.v)
+        out = torch.einsum("hqk,khd->qhd", p, torch.where(finite, self.v, 0.0))
+        if self.allowed is None or bool(finite.all()):
+            return out
+        bad = (~finite).any(-1).any(-1).nonzero().squeeze(1)  # the few keys with a non-finite value
+        seen = self.allowed[:, bad, None, None]  # [rows, bad keys, 1, 1]
+        values = torch.where(finite, 0.0, self.v)[bad]  # only what the dense product left out
+        terms = p[:, :, bad].permute(1, 2, 0)[..., None] * values[None]  # [rows, bad keys, heads, dim]
+        return out + torch.where(seen, terms, 0.0).sum(1)
 
 
 class TorchBackend(ItemBackend):
@@ -95,7 +111,7 @@ class TorchBackend(ItemBackend):
         for b in _item_blocks(plan, items):
             x = _Operands(plan, b, q, k, v, scale)
             block_lse = torch.logsumexp(x.scores, dim=-1)  # [heads, rows]; -inf where no key is visible
-            out = torch.einsum("hqk,khd->qhd", x.probabilities(block_lse), x.v)
+            out = x.output(x.probabilities(block_lse))
             o[b.row : b.row + b.count, b.h0 : b.h1] = out.to(o.dtype)
             lse[b.row : b.row + b.count, b.h0 : b.h1] = block_lse.T
 

@@ -9,7 +9,9 @@ gathered-column work with the LSE out and the merged O/LSE in (FlexAttention's b
 and head, not per varlen item).
 
 - ``forward``: one program per (query tile, q head) runs the online softmax over its entries and writes O (in
-  the storage dtype) and the LSE (fp32; -inf and O = 0 for a row that sees no key).
+  the storage dtype) and the LSE (fp32; -inf and O = 0 for a row that sees no key). A non-finite input reaches
+  the rows the reference's does: a NaN q or k through the scores, a non-finite value as a NaN O on exactly
+  the rows that see its key.
 - ``delta``: rowsum(dO * O) in fp32 per row and q head, what both backward kernels subtract (FlashAttention's
   preprocessing step), without the fp32 copies of dO and O that computing it in torch would make.
 - ``backward_dq``: one program per (query tile, q head) adds its dQ, from the merged O and LSE.
@@ -121,21 +123,29 @@ def forward_kernel(Q, K, V, OUT, LSE, q_row, q_head, k_row, k_head, lse_row,
         m = tl.full([BLOCK], float("-inf"), tl.float32)
         row_sum = tl.zeros([BLOCK], tl.float32)
         acc = tl.zeros([BLOCK, DP], tl.float32)
+        poisoned = tl.zeros([BLOCK], tl.int1)  # the row sees a key whose value is not finite
         for e in range(tl.load(tile_entries + tile), tl.load(tile_entries + tile + 1)):
             k, v, _, _, is_key = _key_tile(K, V, tl.load(entry_block + e), kv_head, k_row, k_head, block_row,
                                            block_keys, block_gather, gather, offs_n, offs_d, in_dim)
-            s = _dot(q, tl.trans(k), UPCAST) * scale_log2
-            s = tl.where(_visible(bits, tl.load(entry_bits + e), offs_m, offs_n, is_row, is_key), s, float("-inf"))
-            m_new = tl.maximum(m, tl.max(s, 1))
+            visible = _visible(bits, tl.load(entry_bits + e), offs_m, offs_n, is_row, is_key)
+            s = tl.where(visible, _dot(q, tl.trans(k), UPCAST) * scale_log2, float("-inf"))
+            # A NaN score (a NaN q or k) must reach the row: tl.max may skip it, so add it back.
+            m_new = tl.maximum(m, tl.max(s, 1)) + tl.sum(tl.where(s == s, 0.0, s), 1)
             m_shift = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row that has seen nothing yet stays empty
             alpha = tl.exp2(m - m_shift)
             p = tl.exp2(s - m_shift[:, None])
             row_sum = row_sum * alpha + tl.sum(p, 1)
-            acc = acc * alpha[:, None] + _dot(p.to(v.dtype), v, UPCAST)
+            # A non-finite value reaches only the rows that see its key, as in the fp64 reference: P V of the
+            # whole tile would give 0 x NaN to the rows the mask hides.
+            finite = tl.abs(v.to(tl.float32)) < float("inf")
+            bad_key = tl.max(tl.where(finite, 0, 1), 1) > 0
+            poisoned = poisoned | (tl.max(tl.where(visible & bad_key[None, :], 1, 0), 1) > 0)
+            acc = acc * alpha[:, None] + _dot(p.to(v.dtype), tl.where(finite, v, 0.0).to(v.dtype), UPCAST)
             m = m_new
-        seen = row_sum > 0.0
+        seen = row_sum != 0.0  # NaN (from a NaN score) counts as seen: O and LSE stay NaN
         l_safe = tl.where(seen, row_sum, 1.0)
-        tl.store(OUT + q_at, (acc / l_safe[:, None]).to(OUT.dtype.element_ty), mask=q_mask)
+        o = tl.where(poisoned[:, None], float("nan"), acc / l_safe[:, None])
+        tl.store(OUT + q_at, o.to(OUT.dtype.element_ty), mask=q_mask)
         lse = tl.where(seen, (m + tl.log2(l_safe)) * 0.6931471805599453, float("-inf"))
         tl.store(LSE + rows * lse_row + head, lse, mask=is_row)
 
