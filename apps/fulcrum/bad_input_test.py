@@ -4,8 +4,8 @@
 Every case must exit 2 within seconds with exactly one stderr line that names the field: bad input is
 refused before any work. Two tables:
 - generated from every subcommand's --help: each numeric option given values it cannot hold (an empty
-  value, text, a fraction for an integer, beyond 64 bits either way, a leading zero that would read as octal; for a real
-  number, NaN and infinity);
+  value, text, a negative, inf and NaN; for an integer a fraction, beyond 64 bits either way and a leading
+  zero that would read as octal; for a real number 1e300);
 - written by hand: values of the right type that are out of range or inconsistent, per subcommand.
 A new option is covered by the first table as soon as it exists.
 """
@@ -19,8 +19,8 @@ import tempfile
 FULCRUM = sys.argv[1]
 SUBCOMMANDS = [["plan"], ["simulate"], ["run"], ["demo"], ["profile"], ["heads"], ["prefill"], ["bench", "kernels"],
                ["bench", "comm"]]
-INTEGER_BAD = ["", "abc", "1.5", "99999999999999999999", "-99999999999999999999", "010"]
-REAL_BAD = ["", "abc", "nan", "inf", "-inf"]
+INTEGER_BAD = ["", "abc", "1.5", "-1", "99999999999999999999", "-99999999999999999999", "010", "inf", "nan"]
+REAL_BAD = ["", "abc", "-1", "1e300", "nan", "inf", "-inf"]
 # "  --ranks INT=4   ..." or "  -q,--q-heads INT ..."; a list option ("INT ...") takes the bad value as its element.
 OPTION = re.compile(r"^\s+(?:-\w,)?(--[\w-]+)\s+(INT|UINT|FLOAT)\b")
 

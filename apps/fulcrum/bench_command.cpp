@@ -27,9 +27,11 @@ Action add_bench_command(CLI::App& app) {
   auto json_path = std::make_shared<std::string>();
   auto no_backward = std::make_shared<bool>(false);
   cmd->add_option("--lengths", config->lengths, "document lengths to time")->delimiter(',')->capture_default_str();
-  cmd->add_option("--q-heads", config->shape.q_heads, "query heads")->capture_default_str();
-  cmd->add_option("--kv-heads", config->shape.kv_heads, "key/value heads (GQA)")->capture_default_str();
-  cmd->add_option("--head-dim", config->shape.head_dim, "head dimension")->capture_default_str();
+  cmd->add_option("--q-heads", config->shape.q_heads, "query heads")->capture_default_str()->check(kHeadCount);
+  cmd->add_option("--kv-heads", config->shape.kv_heads, "key/value heads (GQA)")
+      ->capture_default_str()
+      ->check(kHeadCount);
+  cmd->add_option("--head-dim", config->shape.head_dim, "head dimension")->capture_default_str()->check(kHeadDim);
   cmd->add_option("--mask", config->mask, "any mask of `fulcrum plan --mask`")->capture_default_str();
   cmd->add_option("--dtype", config->dtype, "fp32 | bf16 storage")->capture_default_str();
   cmd->add_option("--repeats", config->repeats, "timed repeats; the median is reported")->capture_default_str();

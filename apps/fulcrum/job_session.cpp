@@ -168,7 +168,9 @@ void SessionOptions::add_to(CLI::App& cmd) {
   cmd.add_option("--progress", progress, "MPI progress: thread (a progress thread) | none (only inside waits)")
       ->capture_default_str();
   cmd.add_option("--timeout", timeout_s, "watchdog: seconds any rank may wait for another")->capture_default_str();
-  cmd.add_option("--max-error", max_error, "fail when a relative error exceeds this")->capture_default_str();
+  cmd.add_option("--max-error", max_error, "fail when a relative error exceeds this")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));  // a relative error past 1 checks nothing
   cmd.add_option("--inject-failure", inject_failure, "testing: RANK:throw or RANK:hang");
   cmd.add_option("--simulate", simulate, "replay the plans on this hardware (preset or JSON) and compare");
   add_output_option(cmd, "json", json, "write the results as JSON to this path");

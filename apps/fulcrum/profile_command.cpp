@@ -55,9 +55,11 @@ Action add_profile_command(CLI::App& app) {
         cmd->add_option("--key-lengths", config->key_lengths, "key rows per shard")
             ->delimiter(',')
             ->capture_default_str(),
-        cmd->add_option("--q-heads", config->shape.q_heads, "query heads")->capture_default_str(),
-        cmd->add_option("--kv-heads", config->shape.kv_heads, "key/value heads (GQA)")->capture_default_str(),
-        cmd->add_option("--head-dim", config->shape.head_dim, "head dimension")->capture_default_str(),
+        cmd->add_option("--q-heads", config->shape.q_heads, "query heads")->capture_default_str()->check(kHeadCount),
+        cmd->add_option("--kv-heads", config->shape.kv_heads, "key/value heads (GQA)")
+            ->capture_default_str()
+            ->check(kHeadCount),
+        cmd->add_option("--head-dim", config->shape.head_dim, "head dimension")->capture_default_str()->check(kHeadDim),
         cmd->add_option("--dtype", *dtype, "fp32 | bf16 storage")->capture_default_str()}) {
     heads_flag->excludes(option);
   }
