@@ -57,8 +57,23 @@ def main() -> None:
         write("mask", mask.split(":")[0] + str(i), struct.pack("<HBBBB", 40 + i, 3, 30, 0, 40) + mask.encode())
     for name in ("h200-dgx", "rtx3090x4-pcie"):
         write("hardware", name + ".json", json.dumps(fulcrum.hardware(name).to_dict()).encode())
-    cpu = Path(__file__).parents[1] / "data" / "hardware" / "cpu-local.json"
-    write("hardware", "cpu-local.json", cpu.read_bytes())
+    data = Path(__file__).parents[1] / "data"
+    write("hardware", "cpu-local.json", (data / "hardware" / "cpu-local.json").read_bytes())
+    for name in ("tiny", "llama3-8b"):  # Hugging Face configs
+        write("model_config", name + ".json", (data / "models" / name / "config.json").read_bytes())
+    write("model_config", "fulcrum-format.json", json.dumps(fulcrum.model_shape_json(fulcrum.model_shape("tiny")))
+          .encode())
+    report = json.loads((data / "heads" / "llama3-8b-262k-minference.json").read_text())
+    report["layers"] = report["layers"][:2]  # under libFuzzer's 64 KiB inputs
+    write("head_patterns", "minference-2-layers.json", json.dumps(report, separators=(",", ":")).encode())
+    kinds = [{"kind": "full"}, {"kind": "a-shape", "sink": 4, "window": 64},
+             {"kind": "vertical-slash", "verticals": 8, "slashes": 16},
+             {"kind": "block-sparse", "block": 16, "blocks": 4}]
+    write("head_patterns", "every-kind.json", json.dumps({"model": "tiny", "q_heads": 4, "kv_heads": 2,
+                                                          "layers": [{"heads": kinds}]}).encode())
+    # 600 levels deep, past the 512 every reader takes: 100,000 levels overflowed the parser's stack.
+    for target in ("hardware", "model_config", "head_patterns", "plan_json"):
+        write(target, "deep.json", b"[" * 600 + b"]" * 600)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${FUZZ_SECONDS:-60}
-targets=(plan_binary plan_json lengths mask hardware)
+targets=(plan_binary plan_json lengths mask hardware model_config head_patterns)
 [ $# -gt 0 ] && targets=("$@")
 
 bash scripts/setup.sh
