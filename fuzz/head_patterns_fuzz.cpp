@@ -25,8 +25,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   constexpr Tokens kPrompt = 256;
   for (std::size_t l = 0; l < report.layers.size() && l < 4; ++l) {
     for (std::size_t h = 0; h < report.layers[l].size() && h < 8; ++h) {
-      const MaskSpec mask = to_mask(report.layers[l][h], kPrompt, head_mask_seed(7, static_cast<int>(l),
-                                                                                   static_cast<int>(h)));
+      const MaskSpec mask =
+          to_mask(report.layers[l][h], kPrompt, head_mask_seed(7, static_cast<int>(l), static_cast<int>(h)));
       for (const Tokens row : {Tokens{0}, kPrompt / 2, kPrompt - 1}) {
         const Range query{row, row + 1};
         const Tokens seen = attention_pairs(mask, {&query, 1}, {0, kPrompt}, kPrompt);

@@ -21,8 +21,11 @@ constexpr std::string_view kFormat = "fulcrum-plan";
 // ---- Writing ----
 
 // A slice over every head is [buffer, row, rows], as before slices had heads; a head range adds two.
+// Every head is the default HeadRange (written as three numbers); any other range, even one that also means
+// every head ([5, -1]), is written as it is, so that a plan reads back exactly (python/tests/test_plan_fuzz.py
+// found [5, -1] read, then written as three numbers and read back as [0, -1]).
 json slice_json(const Slice& s) {
-  if (s.heads.all()) return json::array({s.buffer, s.row, s.rows});
+  if (s.heads == HeadRange{}) return json::array({s.buffer, s.row, s.rows});
   return json::array({s.buffer, s.row, s.rows, s.heads.begin, s.heads.end});
 }
 json span_json(const RowSpan& s) { return json::array({s.row, s.position, s.count}); }
@@ -46,7 +49,7 @@ json items_json(const std::vector<AttentionItem>& items) {
     // A single query span is the common case; the empty second span is left out to keep files readable.
     if (item.queries[1] != RowSpan{}) queries.push_back(span_json(item.queries[1]));
     json j = {{"doc", item.doc}, {"queries", std::move(queries)}, {"keys", span_json(item.keys)}};
-    if (!item.heads.all()) j["heads"] = json::array({item.heads.begin, item.heads.end});
+    if (item.heads != HeadRange{}) j["heads"] = json::array({item.heads.begin, item.heads.end});
     out.push_back(std::move(j));
   }
   return out;
