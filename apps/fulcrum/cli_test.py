@@ -226,7 +226,7 @@ with tempfile.TemporaryDirectory() as tmp:
         (["bench", "kernels", "--lengths", "0"], "lengths"),
         (["bench", "kernels", "--mask", "diagonal"], "mask"),
         (["profile", "--query-lengths", "128,64"], "query-lengths"),
-        (["profile", "--head-dim", "0"], "head_dim"),
+        (["profile", "--head-dim", "0"], "--head-dim: 0: must be in [1, 512]"),
         (["profile", "--dtype", "int8"], "dtype"),
     ]
     for args, field in kernel_bad_inputs:

@@ -39,10 +39,12 @@ void warn_unread_planner_flags(const CLI::App& cmd, const std::vector<std::strin
 /// The same warning for one planner option given as `given_as` (a flag, a sweep axis); none for options
 /// that some planner of `planners` reads, or that are not planner options.
 void warn_if_unread(std::string_view option, std::string_view given_as, const std::vector<std::string>& planners);
-/// The kernels' head counts and head dimension (kernels/attention_task.cpp), checked where the flags are
-/// parsed so that the error names the flag.
-inline const CLI::Range kHeadCount{1, 65536};
-inline const CLI::Range kHeadDim{1, 512};
+/// A range check on a numeric flag whose error names the flag ("--head-dim: 0: must be in [1, 512]") and
+/// which leaves --help as it was (CLI::Range would rewrite the flag's type column there).
+CLI::Validator in_range(double lo, double hi);
+/// The kernels' head counts and head dimension (kernels/attention_task.cpp).
+inline const CLI::Validator kHeadCount = in_range(1, 65536);
+inline const CLI::Validator kHeadDim = in_range(1, 512);
 /// Every numeric option of `app` and its subcommands rejects an empty value (CLI11 reads it as 0), and every
 /// integer one a value outside its type's 64-bit range (a negative for an unsigned one) instead of CLI11's
 /// clamping or wrapping. Call after adding them all.

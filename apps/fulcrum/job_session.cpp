@@ -1,5 +1,7 @@
 #include "job_session.hpp"
 
+#include "commands.hpp"
+
 #include "fulcrum/core/error.hpp"
 #include "fulcrum/report/chrome_trace.hpp"
 #include "fulcrum/report/run_report.hpp"
@@ -170,7 +172,7 @@ void SessionOptions::add_to(CLI::App& cmd) {
   cmd.add_option("--timeout", timeout_s, "watchdog: seconds any rank may wait for another")->capture_default_str();
   cmd.add_option("--max-error", max_error, "fail when a relative error exceeds this")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0));  // a relative error past 1 checks nothing
+      ->check(in_range(0, 1));  // a relative error past 1 checks nothing
   cmd.add_option("--inject-failure", inject_failure, "testing: RANK:throw or RANK:hang");
   cmd.add_option("--simulate", simulate, "replay the plans on this hardware (preset or JSON) and compare");
   add_output_option(cmd, "json", json, "write the results as JSON to this path");

@@ -43,6 +43,18 @@ std::string integer_range_error(const std::string& text, bool is_unsigned) {
 
 }  // namespace
 
+CLI::Validator in_range(double lo, double hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double x = std::strtod(text.c_str(), &end);
+        if (end == text.c_str() || *end != '\0') return {};  // not a number: CLI11's conversion says so
+        if (!(x >= lo && x <= hi)) return fmt::format("{}: must be in [{}, {}]", text, lo, hi);
+        return {};
+      },
+      std::string());
+}
+
 void reject_bad_numbers(CLI::App& app) {
   for (CLI::Option* option : app.get_options()) {
     // The type name is CLI11's own for integer targets ("INT" signed, "UINT" unsigned) and real ones

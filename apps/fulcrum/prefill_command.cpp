@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -292,14 +293,14 @@ Action add_prefill_command(CLI::App& app) {
   cmd->add_flag("--check", a->check, "compare the final hidden states with the fp64 single-process reference");
   cmd->add_option("--max-error", a->max_error, "--check fails above this relative error")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0));  // a relative error past 1 checks nothing
+      ->check(in_range(0, 1));  // a relative error past 1 checks nothing
   cmd->add_option("--repeats", a->repeats, "runs of each configuration (times are medians)")->capture_default_str();
   cmd->add_option("--threads", a->threads, "threads per rank for attention and BLAS (0: cores / ranks)")
       ->capture_default_str();
   cmd->add_option("--timeout", a->timeout_s, "watchdog: seconds any rank may wait for another")->capture_default_str();
   add_output_option(*cmd, "json", a->json, "write the results as JSON to this path");
   cmd->add_option("--inject-failure", a->inject_failure, "testing: this rank's read of layer 1's weights fails")
-      ->check(CLI::NonNegativeNumber);  // -1, the default, is not given
+      ->check(in_range(0, std::numeric_limits<int>::max()));  // -1, the default, is not given
   cmd->add_option("--simulate", a->simulate,
                   "simulate on a GPU preset (" + fmt::format("{}", fmt::join(hardware_preset_names(), " | ")) +
                       ") or hardware JSON instead of running ranks (--ranks: devices, default the preset's node)");
