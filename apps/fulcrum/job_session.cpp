@@ -3,6 +3,7 @@
 #include "commands.hpp"
 
 #include "fulcrum/core/error.hpp"
+#include "fulcrum/core/text.hpp"
 #include "fulcrum/report/chrome_trace.hpp"
 #include "fulcrum/report/run_report.hpp"
 #include "fulcrum/report/sim_validation_report.hpp"
@@ -13,7 +14,6 @@
 
 #include <fmt/format.h>
 
-#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -38,9 +38,7 @@ Injection parse_injection(const std::string& text, int ranks) {
   const auto colon = text.find(':');
   const std::string what = colon == std::string::npos ? "" : text.substr(colon + 1);
   // The whole RANK in decimal: std::stoi read "0x1" as 0 and injected on the wrong rank.
-  const std::string_view rank = std::string_view(text).substr(0, colon);
-  const auto [end, error] = std::from_chars(rank.data(), rank.data() + rank.size(), out.rank);
-  if (error != std::errc() || end != rank.data() + rank.size()) out.rank = -1;
+  out.rank = parse_whole<int>(std::string_view(text).substr(0, colon)).value_or(-1);
   if (out.rank < 0 || out.rank >= ranks || (what != "throw" && what != "hang")) {
     fail("inject-failure = '{}': must be RANK:throw or RANK:hang with RANK in [0, {})", text, ranks);
   }

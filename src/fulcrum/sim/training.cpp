@@ -85,7 +85,6 @@ struct Runner {
   std::unique_ptr<Planner> planner;
   IterationContext cx;
   bool phase_aligned = false;
-  std::string name;  // the planner's
   // auto's deferring candidate also runs as the fixed planner it is, on every iteration's batches: what
   // that planner computes over the run is its rate (its tries as auto's candidate start from a queue that
   // only the iterations it was chosen moved on).
@@ -110,7 +109,6 @@ Runner make_runner(const TrainingConfig& config, const ModelShape& model, const 
        static_cast<double>(stage_layers),
        0},
       false,
-      config.planner,
       nullptr,
       {}};
   const double activation_bytes = static_cast<double>(config.rank_tokens()) * model.hidden * model.dtype_bytes / par.tp;

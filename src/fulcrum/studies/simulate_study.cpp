@@ -9,8 +9,8 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <charconv>
 #include <limits>
+#include <optional>
 
 namespace fulcrum::studies {
 
@@ -36,25 +36,23 @@ std::vector<std::string> sweep_keys() {
   return keys;
 }
 
-// A whole number of type T (its own range in the error); the configuration checks the key's range later.
+// A whole number of type T (its type's range in the error); the configuration checks the key's range later.
 template <typename T>
-T parse_whole(const std::string& text, const std::string& key) {
-  T v = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec == std::errc::result_out_of_range) {
-    fail("{} = {}: must be in [{}, {}]", key, text, std::numeric_limits<T>::min(), std::numeric_limits<T>::max());
+T parse_whole_for(const std::string& text, const std::string& key) {
+  const std::optional<T> v = parse_whole<T>(text);
+  if (!v) {
+    fail("{} = '{}': must be a whole number in [{}, {}]", key, text, std::numeric_limits<T>::min(),
+         std::numeric_limits<T>::max());
   }
-  if (ec != std::errc() || end != text.data() + text.size()) fail("{} = '{}': not a whole number", key, text);
-  return v;
+  return *v;
 }
 
-int parse_int(const std::string& text, const std::string& key) { return parse_whole<int>(text, key); }
+int parse_int(const std::string& text, const std::string& key) { return parse_whole_for<int>(text, key); }
 
 double parse_double(const std::string& text, const std::string& key) {
-  double v = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size()) fail("{} = '{}': not a number", key, text);
-  return v;
+  const std::optional<double> v = parse_whole<double>(text);
+  if (!v) fail("{} = '{}': not a number", key, text);
+  return *v;
 }
 
 void apply(StudySpec& spec, const std::string& key, const std::string& value) {
@@ -82,7 +80,7 @@ void apply(StudySpec& spec, const std::string& key, const std::string& value) {
   else if (key == "hardware")
     spec.hardware = value;
   else if (key == "seed")
-    c.seed = parse_whole<std::uint64_t>(value, key);
+    c.seed = parse_whole_for<std::uint64_t>(value, key);
   else if (key == "mode")
     spec.modes = {parse_comm_mode(value, key)};
   else if (key == "iterations")

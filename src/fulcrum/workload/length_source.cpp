@@ -13,6 +13,7 @@
 #include <charconv>
 #include <cmath>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -141,12 +142,9 @@ class LognormalSource : public LengthSource {
 
 template <typename T>
 T parse_number(std::string_view text, std::string_view spec, std::string_view what) {
-  T value{};
-  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || ptr != text.data() + text.size()) {
-    fail("dataset = '{}': {} '{}' is not a number", spec, what, text);
-  }
-  return value;
+  const std::optional<T> value = parse_whole<T>(text);
+  if (!value) fail("dataset = '{}': {} '{}' is not a number", spec, what, text);
+  return *value;
 }
 
 }  // namespace
